@@ -1,0 +1,28 @@
+# dlock's build and test entry points. `make test` is what CI runs.
+GO ?= go
+
+.PHONY: test deps check bench demo
+
+# test installs what the tests need, checks formatting and vet, and runs every
+# test with the race detector.
+test: deps check
+	$(GO) test -race -count=1 -timeout 8m ./...
+
+# deps installs redis-server (Debian package) when it is not on PATH.
+deps:
+	@command -v redis-server >/dev/null 2>&1 || { \
+		echo "redis-server not found: installing it with apt-get"; \
+		SUDO=$$( [ "$$(id -u)" -eq 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends redis-server; \
+	}
+	@redis-server --version
+
+check:
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet ./...
+
+# bench runs the benchmarks against a redis-server the benchmarks start.
+bench: deps
+	$(GO) test -run '^$$' -bench . -benchtime 2s -count 1 .

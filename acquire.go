@@ -1,0 +1,162 @@
+package dlock
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"strings"
+	"time"
+)
+
+// reservedPrefix starts the keys and channels dlock derives from lock keys
+// (see keys.go). Lock keys may not start with it, so that no lock can
+// overwrite another lock's bookkeeping.
+const reservedPrefix = "dlock:"
+
+// Waiting for a lock (Lock) is driven by release notifications; these bound
+// the jittered timer that backs them up (for locks that expire instead of
+// being released, and for lost notifications). The timer starts at
+// minRetryWait and doubles up to maxRetryWait, and fires just after the
+// holder's TTL runs out when that comes sooner.
+const (
+	minRetryWait = 16 * time.Millisecond
+	maxRetryWait = time.Second
+)
+
+// TryLock makes one attempt to obtain the lock on key. It returns an error
+// matching ErrNotObtained when someone else holds the lock (or ctx ends
+// first, in which case the error also matches ctx.Err()), and a *NodeError
+// when Redis could not be asked. Locks are not reentrant: TryLock on a key
+// this process already holds fails like any other attempt.
+//
+// The attempt is one round trip: a script that sets key to a fresh random
+// token with SET NX PX and issues the fencing token. If ctx ends before the
+// answer and the server grants the lock anyway, the lock is released in the
+// background.
+func (c *Client) TryLock(ctx context.Context, key string, opts ...Option) (*Lock, error) {
+	o, err := c.prepare(key, opts)
+	if err != nil {
+		return nil, err
+	}
+	l, _, err := c.try(ctx, key, o)
+	return l, err
+}
+
+// Lock obtains the lock on key, waiting as long as it takes or until ctx
+// ends. When ctx ends first, the error matches both ErrNotObtained and
+// ctx.Err(); when the Client is closed, both ErrNotObtained and ErrClosed. A
+// Redis failure ends the wait at once with a *NodeError.
+//
+// Waiting costs no polling: a waiter subscribes to the key's release
+// notifications and tries again when one arrives, or, as a fallback, when
+// the holder's TTL has run out or a jittered timer fires.
+func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (*Lock, error) {
+	o, err := c.prepare(key, opts)
+	if err != nil {
+		return nil, err
+	}
+	l, pttl, err := c.try(ctx, key, o)
+	if err == nil || !contended(ctx, err) {
+		return l, err
+	}
+
+	n := c.nodes[0]
+	wait := minRetryWait
+	// Subscribe before the next attempt, so that a release between that
+	// attempt and the wait below is not missed.
+	timer := time.NewTimer(retryDelay(wait, pttl))
+	defer timer.Stop()
+	w, err := n.sub.watch(ctx, key, timer.C)
+	if err != nil {
+		return nil, notObtained(err)
+	}
+	defer n.sub.unwatch(w)
+	for {
+		l, pttl, err = c.try(ctx, key, o)
+		if err == nil || !contended(ctx, err) {
+			return l, err
+		}
+		timer.Reset(retryDelay(wait, pttl)) // go1.23 timers: no stale tick survives Reset
+		select {
+		case <-w.c:
+		case <-timer.C:
+			wait = min(2*wait, maxRetryWait)
+		case <-ctx.Done():
+			return nil, notObtained(ctx.Err())
+		case <-c.done:
+			return nil, notObtained(ErrClosed)
+		}
+	}
+}
+
+// contended reports whether err means "someone else holds it" (and waiting
+// may help), as opposed to an ended context or a failure.
+func contended(ctx context.Context, err error) bool {
+	return errors.Is(err, ErrNotObtained) && ctx.Err() == nil
+}
+
+// retryDelay returns how long a waiter sleeps when no notification comes:
+// a jittered wait in [wait/2, wait), or just past the holder's remaining TTL
+// when that is sooner (a lock that expires publishes nothing).
+func retryDelay(wait, holderTTL time.Duration) time.Duration {
+	if holderTTL > 0 && holderTTL < wait/2 {
+		return holderTTL + rand.N(wait/8+1)
+	}
+	return wait/2 + rand.N(wait/2+1)
+}
+
+// prepare checks a call's input and fills in its options.
+func (c *Client) prepare(key string, opts []Option) (options, error) {
+	if err := c.usable(); err != nil {
+		return options{}, err
+	}
+	if key == "" {
+		return options{}, invalid("empty key")
+	}
+	if strings.HasPrefix(key, reservedPrefix) {
+		return options{}, invalid("key %q: keys starting with %q are reserved for dlock's own bookkeeping", key, reservedPrefix)
+	}
+	return newOptions(opts)
+}
+
+// try makes one attempt. When the lock is taken it returns ErrNotObtained
+// and the holder's remaining TTL (negative if unknown).
+func (c *Client) try(ctx context.Context, key string, o options) (*Lock, time.Duration, error) {
+	n := c.nodes[0]
+	token, err := newToken()
+	if err != nil {
+		return nil, 0, err
+	}
+	release := func(ctx context.Context) { _, _ = n.release(ctx, key, token) }
+	g, err := await(c, ctx, func(ctx context.Context) (grant, error) {
+		return n.acquire(ctx, key, token, o.ttl)
+	}, func(g grant, err error) {
+		// The caller gave up before the answer came.
+		if g.ok || uncertain(err) {
+			c.cleanup(release)
+		}
+	})
+	switch {
+	case err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()):
+		return nil, 0, notObtained(err)
+	case err != nil:
+		if uncertain(err) {
+			// The connection failed after the request may have been
+			// run: the key may hold our token. Release it rather than
+			// leave it to block everyone for a TTL.
+			c.cleanup(release)
+		}
+		return nil, 0, err
+	case !g.ok:
+		return nil, g.pttl, ErrNotObtained
+	}
+	return &Lock{c: c, n: n, key: key, token: token, fence: g.fence}, 0, nil
+}
+
+// uncertain reports whether a failed request may still have been carried out
+// by the server: true for network errors and timeouts, false for error
+// replies (the server refused it: NOPERM, OOM, READONLY, a script error
+// before any write).
+func uncertain(err error) bool {
+	return err != nil && !isRedisError(err)
+}

@@ -1,0 +1,123 @@
+package dlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Client obtains locks from one Redis deployment: a standalone server, a
+// Sentinel-managed master (redis.NewFailoverClient) or a Redis Cluster.
+// A Client is safe for concurrent use. Close it when done: it owns the
+// subscriptions waiters use and the goroutines that clean up after callers
+// who gave up.
+type Client struct {
+	nodes []*node
+	err   error // why this Client cannot be used (returned by every call), or nil
+
+	closed    atomic.Bool
+	done      chan struct{} // closed by Close
+	closeOnce sync.Once
+
+	bgMu       sync.Mutex     // guards background.Add against Close's Wait
+	background sync.WaitGroup // goroutines started by spawn while not closed
+}
+
+// cleanupTimeout bounds the context of best-effort releases that run after
+// the caller has gone (only effective where the go-redis client honours
+// context deadlines; otherwise its own read timeout bounds them).
+const cleanupTimeout = 5 * time.Second
+
+// New returns a Client that locks on the given go-redis clients. One client
+// means a single Redis deployment. The go-redis clients stay the caller's:
+// Close does not close them.
+//
+// More than one client will mean Redlock over independent masters; that is
+// not implemented yet, and such a Client returns an error matching
+// errors.ErrUnsupported from every call. A *redis.Ring is not supported
+// either: a ring moves keys to other shards when a shard goes down, which
+// breaks mutual exclusion. New panics when given no clients at all, or a
+// nil one, since that can only be a programming error.
+func New(nodes ...redis.UniversalClient) *Client {
+	if len(nodes) == 0 {
+		panic("dlock: New needs at least one Redis client")
+	}
+	c := &Client{done: make(chan struct{})}
+	for i, rdb := range nodes {
+		if rdb == nil {
+			panic(fmt.Sprintf("dlock: New: Redis client %d is nil", i))
+		}
+		if _, ok := rdb.(*redis.Ring); ok {
+			c.err = fmt.Errorf("dlock: *redis.Ring is not supported: a ring moves keys between shards when one fails, so two clients could hold the same lock: %w", errors.ErrUnsupported)
+		}
+		c.nodes = append(c.nodes, newNode(rdb))
+	}
+	if len(nodes) > 1 && c.err == nil {
+		c.err = fmt.Errorf("dlock: Redlock over %d nodes is not implemented yet: %w", len(nodes), errors.ErrUnsupported)
+	}
+	return c
+}
+
+// Close releases dlock's own resources: its pub/sub subscriptions and
+// background goroutines. It waits for in-flight background cleanups, which
+// are bounded by the go-redis clients' timeouts. It does not close the
+// go-redis clients, and it does not release held locks (they expire, or can
+// still be unlocked). Waiting Lock calls return an error matching ErrClosed.
+// Close is idempotent.
+func (c *Client) Close() error {
+	c.closeOnce.Do(func() {
+		c.bgMu.Lock()
+		c.closed.Store(true)
+		c.bgMu.Unlock()
+		close(c.done)
+		for _, n := range c.nodes {
+			n.sub.close()
+		}
+		c.background.Wait()
+	})
+	return nil
+}
+
+// usable returns why the Client cannot be used, or nil.
+func (c *Client) usable() error {
+	if c.err != nil {
+		return c.err
+	}
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	return nil
+}
+
+// spawn runs fn in a goroutine that Close waits for. Once the Client is
+// closed (a held Lock can still be unlocked), the goroutine is not waited
+// for; it ends with its Redis call.
+func (c *Client) spawn(fn func()) {
+	c.bgMu.Lock()
+	tracked := !c.closed.Load()
+	if tracked {
+		c.background.Add(1)
+	}
+	c.bgMu.Unlock()
+	go func() {
+		if tracked {
+			defer c.background.Done()
+		}
+		fn()
+	}()
+}
+
+// cleanup runs fn in the background on a fresh context: for work that must
+// happen even though the caller has gone.
+func (c *Client) cleanup(fn func(ctx context.Context)) {
+	c.spawn(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+		defer cancel()
+		fn(ctx)
+	})
+}

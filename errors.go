@@ -1,0 +1,57 @@
+package dlock
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Errors returned by dlock. Test for them with errors.Is: the errors the
+// library returns wrap or join these with their causes, so that, for example,
+// a Lock that gave up because its context ended matches both ErrNotObtained
+// and ctx.Err().
+var (
+	// ErrNotObtained means the lock was not obtained: someone else holds it,
+	// or the caller's context ended before it could be obtained. It is never
+	// returned for a Redis failure alone; those come back as a *NodeError.
+	ErrNotObtained = errors.New("dlock: not obtained")
+
+	// ErrNotHeld means the operation needed this lock's token to still be
+	// stored at the key, and it was not: the lock was released, or it expired
+	// and perhaps someone else holds it now. Nothing was changed on the server.
+	ErrNotHeld = errors.New("dlock: not held")
+
+	// ErrInvalidArgument means a call was given bad input: an empty key, a
+	// TTL below MinTTL, and the like. Nothing was sent to Redis.
+	ErrInvalidArgument = errors.New("dlock: invalid argument")
+
+	// ErrClosed means the Client was closed.
+	ErrClosed = errors.New("dlock: client closed")
+)
+
+// NodeError is a failure talking to one Redis node: a connection error, a
+// timeout, or an error reply such as READONLY, NOPERM or OOM. Err is the
+// go-redis error and can be inspected with errors.Is / errors.As as usual.
+type NodeError struct {
+	Node string // the node's address, without credentials
+	Op   string // what dlock was doing: "acquire", "release", "extend", "ttl", "subscribe"
+	Err  error
+}
+
+func (e *NodeError) Error() string {
+	return fmt.Sprintf("dlock: %s on %s: %v", e.Op, e.Node, e.Err)
+}
+
+// Unwrap returns the underlying error.
+func (e *NodeError) Unwrap() error { return e.Err }
+
+// invalid returns an error matching ErrInvalidArgument with a message that
+// says what was wrong.
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidArgument}, args...)...)
+}
+
+// notObtained joins ErrNotObtained with the reason the caller stopped
+// waiting (a context error or ErrClosed), so errors.Is matches both.
+func notObtained(cause error) error {
+	return fmt.Errorf("%w: %w", ErrNotObtained, cause)
+}

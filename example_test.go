@@ -1,0 +1,90 @@
+package dlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dlock-go/dlock"
+)
+
+// addr is the Redis server the examples use; the tests point it at a server
+// they start.
+var addr = "127.0.0.1:6379"
+
+func ExampleClient_TryLock() {
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	locks := dlock.New(rdb)
+	defer locks.Close()
+	ctx := context.Background()
+
+	lock, err := locks.TryLock(ctx, "lock:report:2026-11", dlock.WithTTL(10*time.Second))
+	if errors.Is(err, dlock.ErrNotObtained) {
+		fmt.Println("someone else is building the report")
+		return
+	}
+	if err != nil {
+		fmt.Println("Redis trouble:", err)
+		return
+	}
+	defer lock.Unlock(ctx)
+
+	fmt.Println("building the report")
+	// Output: building the report
+}
+
+func ExampleClient_Lock() {
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	locks := dlock.New(rdb)
+	defer locks.Close()
+
+	// Wait up to five seconds for the lock.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	lock, err := locks.Lock(ctx, "lock:order:1001")
+	if err != nil {
+		fmt.Println(err) // matches dlock.ErrNotObtained and context.DeadlineExceeded on timeout
+		return
+	}
+	defer lock.Unlock(context.Background())
+
+	fmt.Println("holding", lock.Key())
+	// Output: holding lock:order:1001
+}
+
+// A fencing token lets the protected resource refuse a holder whose lock has
+// expired (it was paused, or a failover lost its lock) and that still tries
+// to write after a newer holder did.
+func ExampleLock_Fence() {
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	locks := dlock.New(rdb)
+	defer locks.Close()
+	ctx := context.Background()
+
+	// The resource remembers the highest fence it has accepted.
+	var highest int64
+	write := func(fence int64, what string) error {
+		if fence <= highest {
+			return fmt.Errorf("refused %s: fence is stale", what)
+		}
+		highest = fence
+		return nil
+	}
+
+	first, _ := locks.TryLock(ctx, "lock:ledger", dlock.WithTTL(50*time.Millisecond))
+	time.Sleep(100 * time.Millisecond) // the first holder stalls; its lock expires
+	second, _ := locks.TryLock(ctx, "lock:ledger")
+	defer second.Unlock(ctx)
+
+	fmt.Println(write(second.Fence(), "second holder's write"))
+	fmt.Println(write(first.Fence(), "first holder's late write"))
+	// Output:
+	// <nil>
+	// refused first holder's late write: fence is stale
+}

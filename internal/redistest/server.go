@@ -1,0 +1,260 @@
+// Package redistest starts and controls real redis-server processes on
+// loopback for dlock's tests: standalone servers, master/replica pairs and
+// small clusters, with stop, kill, restart and pause (SIGSTOP/SIGCONT).
+//
+// Every server listens on 127.0.0.1 on a free port, keeps its files in a
+// temporary directory, and is stopped when the test (or the process that
+// spawned it) ends. The redis-server binary is taken from $REDIS_SERVER, or
+// from PATH; `make test` installs it when it is missing.
+package redistest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// startTimeout bounds how long a server may take to answer PING after start.
+const startTimeout = 15 * time.Second
+
+// Server is one redis-server process.
+type Server struct {
+	Port int
+	Dir  string   // working directory: logs, RDB/AOF files, cluster config
+	args []string // extra configuration, as redis-server command-line options
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{} // closed when cmd has been waited for
+}
+
+// Binary returns the redis-server executable to run.
+func Binary() (string, error) {
+	if p := os.Getenv("REDIS_SERVER"); p != "" {
+		return p, nil
+	}
+	p, err := exec.LookPath("redis-server")
+	if err != nil {
+		return "", fmt.Errorf("redistest: redis-server not found on PATH (run `make test`, which installs it, or set REDIS_SERVER): %w", err)
+	}
+	return p, nil
+}
+
+// Spawn starts a redis-server with the given extra options (e.g.
+// "--appendonly", "yes") in a new temporary directory, and waits until it
+// answers. The caller must Close it.
+func Spawn(args ...string) (*Server, error) {
+	dir, err := os.MkdirTemp("", "redistest-")
+	if err != nil {
+		return nil, err
+	}
+	var lastErr error
+	for attempt := 0; attempt < 5; attempt++ {
+		port, err := freePort()
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		s := &Server{Port: port, Dir: dir, args: args}
+		if lastErr = s.start(); lastErr == nil {
+			return s, nil
+		}
+	}
+	os.RemoveAll(dir)
+	return nil, lastErr
+}
+
+// Start is Spawn for tests: it fails the test on error and closes the
+// server when the test ends.
+func Start(tb testing.TB, args ...string) *Server {
+	tb.Helper()
+	s, err := Spawn(args...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(s.Close)
+	return s
+}
+
+// Addr returns the server's host:port.
+func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.Port) }
+
+// Options returns go-redis options for the server, with short timeouts that
+// suit tests against loopback.
+func (s *Server) Options() *redis.Options {
+	return &redis.Options{
+		Addr:            s.Addr(),
+		DialTimeout:     2 * time.Second,
+		ReadTimeout:     2 * time.Second,
+		WriteTimeout:    2 * time.Second,
+		MaxRetries:      -1, // tests control failures; no hidden retries
+		DisableIdentity: true,
+	}
+}
+
+// Client returns a new go-redis client for the server, closed when the test
+// ends.
+func (s *Server) Client(tb testing.TB) *redis.Client {
+	tb.Helper()
+	c := redis.NewClient(s.Options())
+	tb.Cleanup(func() { c.Close() })
+	return c
+}
+
+func (s *Server) start() error {
+	bin, err := Binary()
+	if err != nil {
+		return err
+	}
+	args := append([]string{
+		"--port", strconv.Itoa(s.Port),
+		"--bind", "127.0.0.1",
+		"--dir", s.Dir,
+		"--save", "",
+		"--appendonly", "no",
+		"--daemonize", "no",
+		"--logfile", "redis.log",
+	}, s.args...)
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = s.Dir
+	cmd.SysProcAttr = sysProcAttr()
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("redistest: starting redis-server: %w", err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	s.mu.Lock()
+	s.cmd, s.exited = cmd, exited
+	s.mu.Unlock()
+	if err := s.waitReady(exited); err != nil {
+		s.Kill()
+		return err
+	}
+	return nil
+}
+
+func (s *Server) waitReady(exited <-chan struct{}) error {
+	c := redis.NewClient(&redis.Options{Addr: s.Addr(), DialTimeout: time.Second, MaxRetries: -1, DisableIdentity: true})
+	defer c.Close()
+	deadline := time.Now().Add(startTimeout)
+	for {
+		select {
+		case <-exited:
+			log, _ := os.ReadFile(filepath.Join(s.Dir, "redis.log"))
+			return fmt.Errorf("redistest: redis-server on port %d exited at start:\n%s", s.Port, tail(log, 2000))
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := c.Ping(ctx).Err()
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("redistest: redis-server on port %d not ready after %v: %w", s.Port, startTimeout, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func tail(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
+}
+
+// signal sends sig to the running process, if any.
+func (s *Server) signal(sig syscall.Signal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd != nil && s.cmd.Process != nil {
+		_ = s.cmd.Process.Signal(sig)
+	}
+}
+
+func (s *Server) wait() {
+	s.mu.Lock()
+	exited := s.exited
+	s.mu.Unlock()
+	if exited != nil {
+		<-exited
+	}
+}
+
+// Kill ends the server at once (SIGKILL), as a crash would, and waits for
+// it. Unsaved data is lost.
+func (s *Server) Kill() {
+	s.signal(syscall.SIGKILL)
+	s.wait()
+}
+
+// Stop shuts the server down cleanly (SIGTERM) and waits for it. With
+// "--save" configured it writes its RDB file first.
+func (s *Server) Stop() {
+	s.signal(syscall.SIGCONT) // a paused server cannot act on SIGTERM
+	s.signal(syscall.SIGTERM)
+	s.wait()
+}
+
+// Restart starts the server again on the same port, directory and options,
+// after Kill or Stop.
+func (s *Server) Restart() error {
+	var err error
+	for attempt := 0; attempt < 50; attempt++ { // the port may linger briefly
+		if err = s.start(); err == nil {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return err
+}
+
+// Pause stops the process (SIGSTOP): it keeps its connections but answers
+// nothing, as a server in a long fork or swap storm would.
+func (s *Server) Pause() { s.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused server (SIGCONT).
+func (s *Server) Resume() { s.signal(syscall.SIGCONT) }
+
+// Close kills the server and removes its directory.
+func (s *Server) Close() {
+	s.Kill()
+	os.RemoveAll(s.Dir)
+}
+
+// freePort returns a loopback port that is free now, with port+10000 (the
+// cluster bus port) free too.
+func freePort() (int, error) {
+	for i := 0; i < 100; i++ {
+		port := 20000 + rand.IntN(30000)
+		if isFree(port) && isFree(port+10000) {
+			return port, nil
+		}
+	}
+	return 0, errors.New("redistest: no free loopback port found")
+}
+
+func isFree(port int) bool {
+	l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+	if err != nil {
+		return false
+	}
+	l.Close()
+	return true
+}

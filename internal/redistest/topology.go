@@ -1,0 +1,124 @@
+package redistest
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// StartReplica starts a server that replicates master, and waits until the
+// initial synchronisation is done.
+func StartReplica(tb testing.TB, master *Server, args ...string) *Server {
+	tb.Helper()
+	r := Start(tb, append([]string{"--replicaof", "127.0.0.1", strconv.Itoa(master.Port)}, args...)...)
+	c := r.Client(tb)
+	if err := waitFor(startTimeout, func(ctx context.Context) (bool, error) {
+		info, err := c.Info(ctx, "replication").Result()
+		return strings.Contains(info, "master_link_status:up"), err
+	}); err != nil {
+		tb.Fatalf("redistest: replica of %s never synchronised: %v", master.Addr(), err)
+	}
+	return r
+}
+
+// Cluster is a Redis Cluster of masters only, each owning an equal share of
+// the 16384 slots.
+type Cluster struct {
+	Servers []*Server
+}
+
+// StartCluster starts a cluster of n masters and waits until every node
+// reports cluster_state:ok and knows all the others.
+func StartCluster(tb testing.TB, n int) *Cluster {
+	tb.Helper()
+	cl := &Cluster{}
+	for i := 0; i < n; i++ {
+		cl.Servers = append(cl.Servers, Start(tb,
+			"--cluster-enabled", "yes",
+			"--cluster-config-file", "nodes.conf",
+			"--cluster-node-timeout", "5000",
+		))
+	}
+	ctx := context.Background()
+	clients := make([]*redis.Client, n)
+	for i, s := range cl.Servers {
+		clients[i] = s.Client(tb)
+		lo, hi := i*16384/n, (i+1)*16384/n-1
+		if err := clients[i].ClusterAddSlotsRange(ctx, lo, hi).Err(); err != nil {
+			tb.Fatalf("redistest: CLUSTER ADDSLOTSRANGE %d %d: %v", lo, hi, err)
+		}
+	}
+	for _, s := range cl.Servers[1:] {
+		if err := clients[0].ClusterMeet(ctx, "127.0.0.1", strconv.Itoa(s.Port)).Err(); err != nil {
+			tb.Fatalf("redistest: CLUSTER MEET: %v", err)
+		}
+	}
+	want := fmt.Sprintf("cluster_known_nodes:%d", n)
+	for _, c := range clients {
+		if err := waitFor(30*time.Second, func(ctx context.Context) (bool, error) {
+			info, err := c.ClusterInfo(ctx).Result()
+			return strings.Contains(info, "cluster_state:ok") && strings.Contains(info, want), err
+		}); err != nil {
+			tb.Fatalf("redistest: cluster not ready: %v", err)
+		}
+	}
+	// Every node must also agree on who owns every slot, or the first
+	// commands would meet MOVED loops while gossip settles.
+	for _, c := range clients {
+		if err := waitFor(30*time.Second, func(ctx context.Context) (bool, error) {
+			slots, err := c.ClusterSlots(ctx).Result()
+			return len(slots) == n, err
+		}); err != nil {
+			tb.Fatalf("redistest: cluster slots not propagated: %v", err)
+		}
+	}
+	return cl
+}
+
+// Addrs returns the nodes' addresses.
+func (cl *Cluster) Addrs() []string {
+	var addrs []string
+	for _, s := range cl.Servers {
+		addrs = append(addrs, s.Addr())
+	}
+	return addrs
+}
+
+// Client returns a go-redis cluster client, closed when the test ends.
+func (cl *Cluster) Client(tb testing.TB) *redis.ClusterClient {
+	tb.Helper()
+	c := redis.NewClusterClient(&redis.ClusterOptions{
+		Addrs:        cl.Addrs(),
+		DialTimeout:  2 * time.Second,
+		ReadTimeout:  2 * time.Second,
+		WriteTimeout: 2 * time.Second,
+	})
+	tb.Cleanup(func() { c.Close() })
+	return c
+}
+
+// waitFor polls cond until it returns true, or fails after timeout with its
+// last error.
+func waitFor(timeout time.Duration, cond func(ctx context.Context) (bool, error)) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		ok, err := cond(ctx)
+		cancel()
+		if ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			if err == nil {
+				err = fmt.Errorf("condition not met after %v", timeout)
+			}
+			return err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

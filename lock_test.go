@@ -1,0 +1,243 @@
+package dlock_test
+
+import (
+	"encoding/base64"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dlock-go/dlock"
+)
+
+func TestTryLockStoresTheTokenWithAnExpiry(t *testing.T) {
+	c, rdb := newClient(t, shared)
+	k := key(t)
+	l := mustLock(t, c, k, dlock.WithTTL(10*time.Second))
+
+	if got := rdb.Get(ctxT(t), k).Val(); got != l.Token() {
+		t.Errorf("GET %s = %q, want the token %q", k, got, l.Token())
+	}
+	pttl := rdb.PTTL(ctxT(t), k).Val()
+	if pttl <= 0 || pttl > 10*time.Second {
+		t.Errorf("PTTL = %v, want in (0, 10s]", pttl)
+	}
+	if l.Key() != k {
+		t.Errorf("Key() = %q, want %q", l.Key(), k)
+	}
+}
+
+func TestDefaultTTLIsThirtySeconds(t *testing.T) {
+	c, rdb := newClient(t, shared)
+	k := key(t)
+	mustLock(t, c, k)
+	if pttl := rdb.PTTL(ctxT(t), k).Val(); pttl <= 20*time.Second || pttl > 30*time.Second {
+		t.Errorf("PTTL = %v, want close to 30s", pttl)
+	}
+}
+
+func TestSecondTryLockOnHeldKeyFails(t *testing.T) {
+	c, _ := newClient(t, shared)
+	other, _ := newClient(t, shared)
+	k := key(t)
+	mustLock(t, c, k)
+
+	// Not reentrant: the same Client fails like anyone else.
+	for name, cl := range map[string]*dlock.Client{"same client": c, "other client": other} {
+		if _, err := cl.TryLock(ctxT(t), k); !errors.Is(err, dlock.ErrNotObtained) {
+			t.Errorf("%s: TryLock on held key: %v, want ErrNotObtained", name, err)
+		}
+	}
+}
+
+func TestKeySetByHandExcludesDlock(t *testing.T) {
+	c, rdb := newClient(t, shared)
+	k := key(t)
+	if !rdb.SetNX(ctxT(t), k, "by-hand", time.Minute).Val() {
+		t.Fatal("SET NX by hand failed")
+	}
+	if _, err := c.TryLock(ctxT(t), k); !errors.Is(err, dlock.ErrNotObtained) {
+		t.Fatalf("TryLock on a key set by hand: %v, want ErrNotObtained", err)
+	}
+	if got := rdb.Get(ctxT(t), k).Val(); got != "by-hand" {
+		t.Errorf("value changed to %q", got)
+	}
+}
+
+func TestDlockExcludesSetByHand(t *testing.T) {
+	c, rdb := newClient(t, shared)
+	k := key(t)
+	mustLock(t, c, k)
+	if rdb.SetNX(ctxT(t), k, "by-hand", time.Minute).Val() {
+		t.Fatal("SET NX by hand succeeded on a key dlock holds")
+	}
+}
+
+func TestTokensAreRandomURLSafeAndAtLeast128Bits(t *testing.T) {
+	c, _ := newClient(t, shared)
+	seen := map[string]bool{}
+	for i := 0; i < 200; i++ {
+		l := mustLock(t, c, key(t))
+		raw, err := base64.RawURLEncoding.DecodeString(l.Token())
+		if err != nil {
+			t.Fatalf("token %q is not URL-safe base64: %v", l.Token(), err)
+		}
+		if len(raw) < 16 {
+			t.Fatalf("token has %d bytes, want at least 16", len(raw))
+		}
+		if seen[l.Token()] {
+			t.Fatalf("token repeated after %d acquisitions", i)
+		}
+		seen[l.Token()] = true
+		if err := l.Unlock(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestLockStringDoesNotRevealTheToken(t *testing.T) {
+	c, _ := newClient(t, shared)
+	l := mustLock(t, c, key(t))
+	if s := l.String(); strings.Contains(s, l.Token()) {
+		t.Errorf("String() = %q contains the token", s)
+	}
+}
+
+func TestUnlockDeletesTheKey(t *testing.T) {
+	c, rdb := newClient(t, shared)
+	k := key(t)
+	l := mustLock(t, c, k)
+	if err := l.Unlock(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if n := rdb.Exists(ctxT(t), k).Val(); n != 0 {
+		t.Error("key still exists after Unlock")
+	}
+	if _, err := c.TryLock(ctxT(t), k); err != nil {
+		t.Errorf("TryLock after Unlock: %v", err)
+	}
+}
+
+func TestUnlockTwiceReturnsNotHeld(t *testing.T) {
+	c, _ := newClient(t, shared)
+	l := mustLock(t, c, key(t))
+	if err := l.Unlock(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Unlock(ctxT(t)); !errors.Is(err, dlock.ErrNotHeld) {
+		t.Errorf("second Unlock: %v, want ErrNotHeld", err)
+	}
+}
+
+// The seeds' experiment 6.2: a holder whose lock expired must not delete the
+// next holder's lock.
+func TestUnlockAfterExpiryKeepsNewHolder(t *testing.T) {
+	c, rdb := newClient(t, shared)
+	k := key(t)
+	stale := mustLock(t, c, k, dlock.WithTTL(50*time.Millisecond))
+	eventually(t, "the lock expires", func() bool { return rdb.Exists(ctxT(t), k).Val() == 0 })
+	holder := mustLock(t, c, k)
+
+	if err := stale.Unlock(ctxT(t)); !errors.Is(err, dlock.ErrNotHeld) {
+		t.Fatalf("stale Unlock: %v, want ErrNotHeld", err)
+	}
+	if got := rdb.Get(ctxT(t), k).Val(); got != holder.Token() {
+		t.Fatalf("after the stale Unlock the key holds %q, want the new holder's token", got)
+	}
+}
+
+// The seeds' experiment 6.3: only the holder can extend.
+func TestStaleExtendIsRefused(t *testing.T) {
+	c, rdb := newClient(t, shared)
+	k := key(t)
+	stale := mustLock(t, c, k, dlock.WithTTL(50*time.Millisecond))
+	eventually(t, "the lock expires", func() bool { return rdb.Exists(ctxT(t), k).Val() == 0 })
+	holder := mustLock(t, c, k, dlock.WithTTL(5*time.Second))
+
+	if err := stale.Extend(ctxT(t), time.Hour); !errors.Is(err, dlock.ErrNotHeld) {
+		t.Fatalf("stale Extend: %v, want ErrNotHeld", err)
+	}
+	if pttl := rdb.PTTL(ctxT(t), k).Val(); pttl > 5*time.Second {
+		t.Errorf("the new holder's TTL changed to %v", pttl)
+	}
+	if got := rdb.Get(ctxT(t), k).Val(); got != holder.Token() {
+		t.Errorf("value changed to %q", got)
+	}
+}
+
+func TestExtendDoesNotRecreateAnExpiredLock(t *testing.T) {
+	c, rdb := newClient(t, shared)
+	k := key(t)
+	l := mustLock(t, c, k, dlock.WithTTL(20*time.Millisecond))
+	eventually(t, "the lock expires", func() bool { return rdb.Exists(ctxT(t), k).Val() == 0 })
+	if err := l.Extend(ctxT(t), time.Minute); !errors.Is(err, dlock.ErrNotHeld) {
+		t.Fatalf("Extend after expiry: %v, want ErrNotHeld", err)
+	}
+	if rdb.Exists(ctxT(t), k).Val() != 0 {
+		t.Error("Extend re-created the key")
+	}
+}
+
+func TestExtendResetsTheTTL(t *testing.T) {
+	c, rdb := newClient(t, shared)
+	k := key(t)
+	l := mustLock(t, c, k, dlock.WithTTL(time.Second))
+	if err := l.Extend(ctxT(t), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if pttl := rdb.PTTL(ctxT(t), k).Val(); pttl <= time.Second {
+		t.Errorf("PTTL after Extend = %v, want above 1s", pttl)
+	}
+	if got := rdb.Get(ctxT(t), k).Val(); got != l.Token() {
+		t.Errorf("value changed to %q", got)
+	}
+}
+
+func TestTTLReportsTheRemainingLease(t *testing.T) {
+	c, _ := newClient(t, shared)
+	l := mustLock(t, c, key(t), dlock.WithTTL(time.Minute))
+	d, err := l.TTL(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d <= 0 || d > time.Minute {
+		t.Errorf("TTL = %v, want in (0, 1m]", d)
+	}
+	if err := l.Unlock(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.TTL(ctxT(t)); !errors.Is(err, dlock.ErrNotHeld) {
+		t.Errorf("TTL after Unlock: %v, want ErrNotHeld", err)
+	}
+}
+
+func TestTTLOfALockSomeoneElseTookIsNotHeld(t *testing.T) {
+	c, rdb := newClient(t, shared)
+	k := key(t)
+	l := mustLock(t, c, k, dlock.WithTTL(20*time.Millisecond))
+	eventually(t, "the lock expires", func() bool { return rdb.Exists(ctxT(t), k).Val() == 0 })
+	mustLock(t, c, k)
+	if _, err := l.TTL(ctxT(t)); !errors.Is(err, dlock.ErrNotHeld) {
+		t.Errorf("TTL: %v, want ErrNotHeld", err)
+	}
+}
+
+func TestLockIsSafeForConcurrentUse(t *testing.T) {
+	c, _ := newClient(t, shared)
+	l := mustLock(t, c, key(t), dlock.WithTTL(time.Minute))
+	done := make(chan error, 30)
+	for i := 0; i < 10; i++ {
+		go func() { done <- l.Extend(ctxT(t), time.Minute) }()
+		go func() { _, err := l.TTL(ctxT(t)); done <- err }()
+		go func() { done <- l.Unlock(ctxT(t)) }()
+	}
+	for i := 0; i < 30; i++ {
+		if err := <-done; err != nil && !errors.Is(err, dlock.ErrNotHeld) {
+			t.Errorf("unexpected error: %v", err)
+		}
+	}
+	if err := l.Unlock(ctxT(t)); !errors.Is(err, dlock.ErrNotHeld) {
+		t.Errorf("Unlock after concurrent Unlocks: %v, want ErrNotHeld", err)
+	}
+}
+

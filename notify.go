@@ -1,0 +1,184 @@
+package dlock
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// A waiter learns that a lock was released through pub/sub: the release
+// script publishes on the key's wake channel, and the subscriber passes the
+// message to every waiter of this Client that watches that key.
+//
+// Notifications only make waiting prompt; they are never needed for
+// progress. A waiter also retries on a jittered timer (see acquire.go), which
+// covers what pub/sub cannot: a lock that expires instead of being released,
+// a message lost while the subscription reconnects, a subscription that could
+// not be made at all (e.g. an ACL without channel permissions).
+//
+// On a standalone server one connection carries every channel the Client
+// watches. Redis Cluster serves a shard channel only from the node that owns
+// its slot, so there each watched channel has its own sharded subscription
+// (SSUBSCRIBE), shared by all waiters of that key.
+type subscriber struct {
+	n *node
+
+	mu     sync.Mutex
+	closed bool
+	shared *redis.PubSub // standalone; nil until the first watch
+	chans  map[string]*watched
+	loops  sync.WaitGroup // receive loops, one per PubSub
+}
+
+// watched is one subscribed channel and the waiters interested in it.
+type watched struct {
+	waiters map[*waiter]struct{}
+	ready   chan struct{} // closed once the server confirmed the subscription
+	ps      *redis.PubSub // cluster: this channel's own subscription
+	once    sync.Once     // closes ready
+}
+
+// waiter receives a value on c (buffered, never blocking the sender) each
+// time the watched lock is released.
+type waiter struct {
+	channel string
+	c       chan struct{}
+}
+
+func newSubscriber(n *node) *subscriber {
+	return &subscriber{n: n, chans: make(map[string]*watched)}
+}
+
+// watch registers a waiter for key's releases and returns once the server
+// has confirmed the subscription, or ctx or wait ends, whichever is first.
+// Any release after a confirmed watch reaches the waiter (unless the
+// connection breaks). The caller must call unwatch.
+func (s *subscriber) watch(ctx context.Context, key string, wait <-chan time.Time) (*waiter, error) {
+	name := wakeChannel(key)
+	w := &waiter{channel: name, c: make(chan struct{}, 1)}
+
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, ErrClosed
+	}
+	ch := s.chans[name]
+	if ch == nil {
+		ch = &watched{waiters: make(map[*waiter]struct{}), ready: make(chan struct{})}
+		s.chans[name] = ch
+		s.subscribe(ch, name)
+	}
+	ch.waiters[w] = struct{}{}
+	s.mu.Unlock()
+
+	select {
+	case <-ch.ready:
+	case <-ctx.Done():
+	case <-wait:
+	}
+	return w, nil
+}
+
+// subscribe starts the subscription of a new channel. Errors are not
+// returned: a failed subscription only means the waiter relies on its timer.
+// Called with s.mu held.
+func (s *subscriber) subscribe(ch *watched, name string) {
+	ctx := context.Background()
+	if s.n.cluster {
+		ch.ps = s.n.rdb.SSubscribe(ctx)
+		_ = ch.ps.SSubscribe(ctx, name)
+		s.startLoop(ch.ps)
+		return
+	}
+	first := s.shared == nil
+	if first {
+		s.shared = s.n.rdb.Subscribe(ctx)
+	}
+	_ = s.shared.Subscribe(ctx, name)
+	if first {
+		s.startLoop(s.shared)
+	}
+}
+
+// startLoop runs a goroutine that dispatches ps's messages until ps is
+// closed. Called with s.mu held.
+func (s *subscriber) startLoop(ps *redis.PubSub) {
+	msgs := ps.ChannelWithSubscriptions()
+	s.loops.Add(1)
+	go func() {
+		defer s.loops.Done()
+		for m := range msgs {
+			switch m := m.(type) {
+			case *redis.Subscription:
+				if m.Kind == "subscribe" || m.Kind == "ssubscribe" {
+					s.confirmed(m.Channel)
+				}
+			case *redis.Message:
+				s.notify(m.Channel)
+			}
+		}
+	}()
+}
+
+func (s *subscriber) confirmed(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ch := s.chans[name]; ch != nil {
+		ch.once.Do(func() { close(ch.ready) })
+	}
+}
+
+func (s *subscriber) notify(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ch := s.chans[name]; ch != nil {
+		for w := range ch.waiters {
+			select {
+			case w.c <- struct{}{}:
+			default: // a wake-up is already pending
+			}
+		}
+	}
+}
+
+// unwatch removes a waiter, and the channel's subscription with its last
+// waiter.
+func (s *subscriber) unwatch(w *waiter) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ch := s.chans[w.channel]
+	if ch == nil {
+		return
+	}
+	delete(ch.waiters, w)
+	if len(ch.waiters) > 0 {
+		return
+	}
+	delete(s.chans, w.channel)
+	if s.closed {
+		return
+	}
+	if ch.ps != nil {
+		_ = ch.ps.Close() // ends its loop
+	} else if s.shared != nil {
+		_ = s.shared.Unsubscribe(context.Background(), w.channel)
+	}
+}
+
+// close ends every subscription and waits for the receive loops to stop.
+func (s *subscriber) close() {
+	s.mu.Lock()
+	s.closed = true
+	if s.shared != nil {
+		_ = s.shared.Close()
+	}
+	for _, ch := range s.chans {
+		if ch.ps != nil {
+			_ = ch.ps.Close()
+		}
+	}
+	s.mu.Unlock()
+	s.loops.Wait()
+}
