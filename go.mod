@@ -1,6 +1,6 @@
 module github.com/dlock-go/dlock
 
-go 1.26.0
+go 1.23
 
 require (
 	github.com/redis/go-redis/v9 v9.17.3
@@ -10,5 +10,4 @@ require (
 require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/dgryski/go-rendezvous v0.0.0-20200823014737-9f7001d12a5f // indirect
-	github.com/stretchr/testify v1.12.1 // indirect
 )

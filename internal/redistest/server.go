@@ -126,6 +126,7 @@ func (s *Server) start() error {
 		"--appendonly", "no",
 		"--daemonize", "no",
 		"--logfile", "redis.log",
+		"--repl-diskless-sync-delay", "0", // replicas sync at once, not after 5 s
 	}, s.args...)
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = s.Dir

@@ -1,0 +1,212 @@
+package dlock_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/redistest"
+)
+
+// A go-redis client with its default options ignores context deadlines; a
+// paused server must still not hold the caller past its own deadline. And
+// when the server comes back and grants the lock the caller gave up on,
+// dlock releases it instead of leaving it to block everyone for the TTL.
+func TestStalledServerHonoursTheDeadlineAndTheLateGrantIsReleased(t *testing.T) {
+	s := redistest.Start(t)
+	opts := s.Options()
+	opts.ReadTimeout = 20 * time.Second // far beyond the caller's deadline
+	rdb := redis.NewClient(opts)
+	t.Cleanup(func() { rdb.Close() })
+	c := dlock.New(rdb)
+	t.Cleanup(func() { c.Close() })
+	k := key(t)
+	// Load the script first, so the stalled call is the acquire itself.
+	mustLock(t, c, key(t))
+
+	s.Pause()
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := c.TryLock(ctx, k, dlock.WithTTL(time.Hour))
+	returnedAfter := time.Since(start)
+	s.Resume()
+
+	if !errors.Is(err, dlock.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("TryLock on a paused server: %v, want ErrNotObtained and DeadlineExceeded", err)
+	}
+	if returnedAfter >= 20*time.Second {
+		t.Fatalf("TryLock returned after %v: it waited for the read timeout, not the deadline", returnedAfter)
+	}
+	// The server ran the acquire after it resumed; the lock must be
+	// released well before its hour-long TTL.
+	other, _ := newClient(t, s)
+	eventually(t, "the late grant is released", func() bool {
+		l, err := other.TryLock(ctxT(t), k)
+		if err == nil {
+			_ = l.Unlock(ctxT(t))
+		}
+		return err == nil
+	})
+}
+
+func TestKilledServerGivesNodeErrorsNotContention(t *testing.T) {
+	s := redistest.Start(t)
+	c, _ := newClient(t, s)
+	k := key(t)
+	l := mustLock(t, c, k)
+	s.Kill()
+
+	_, err := c.TryLock(ctxT(t), key(t))
+	assertNodeError(t, "TryLock", err)
+	assertNodeError(t, "Unlock", l.Unlock(ctxT(t)))
+	assertNodeError(t, "Extend", l.Extend(ctxT(t), time.Minute))
+	_, err = l.TTL(ctxT(t))
+	assertNodeError(t, "TTL", err)
+	ctx, cancel := context.WithTimeout(ctxT(t), 10*time.Second)
+	defer cancel()
+	_, err = c.Lock(ctx, k)
+	assertNodeError(t, "Lock", err)
+
+	if err := s.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "locking works again after restart", func() bool {
+		_, err := c.TryLock(ctxT(t), k)
+		return err == nil
+	})
+}
+
+func assertNodeError(t *testing.T, op string, err error) {
+	t.Helper()
+	var ne *dlock.NodeError
+	if !errors.As(err, &ne) {
+		t.Errorf("%s against a dead server: %v, want a *NodeError", op, err)
+		return
+	}
+	if errors.Is(err, dlock.ErrNotObtained) || errors.Is(err, dlock.ErrNotHeld) {
+		t.Errorf("%s against a dead server: %v is mistaken for contention", op, err)
+	}
+	if ne.Node == "" || !strings.Contains(err.Error(), ne.Node) {
+		t.Errorf("%s: error %q does not name the node", op, err)
+	}
+}
+
+func TestReadOnlyReplicaIsAnErrorNotContention(t *testing.T) {
+	master := redistest.Start(t)
+	replica := redistest.StartReplica(t, master)
+	c, _ := newClient(t, replica)
+	_, err := c.TryLock(ctxT(t), key(t))
+	if !redis.IsReadOnlyError(err) || errors.Is(err, dlock.ErrNotObtained) {
+		t.Fatalf("TryLock on a replica: %v, want a READONLY error, not ErrNotObtained", err)
+	}
+}
+
+func TestMissingPermissionIsAnErrorNotContention(t *testing.T) {
+	s := redistest.Start(t)
+	admin := s.Client(t)
+	if err := admin.Do(ctxT(t), "ACL", "SETUSER", "reader", "on", ">pw", "~*", "+@read").Err(); err != nil {
+		t.Fatal(err)
+	}
+	opts := s.Options()
+	opts.Username, opts.Password = "reader", "pw"
+	rdb := redis.NewClient(opts)
+	t.Cleanup(func() { rdb.Close() })
+	c := dlock.New(rdb)
+	t.Cleanup(func() { c.Close() })
+	_, err := c.TryLock(ctxT(t), key(t))
+	if !redis.HasErrorPrefix(errors.Unwrap(err), "NOPERM") || errors.Is(err, dlock.ErrNotObtained) {
+		t.Fatalf("TryLock without permission: %v, want NOPERM, not ErrNotObtained", err)
+	}
+}
+
+func TestOutOfMemoryIsAnErrorNotContention(t *testing.T) {
+	s := redistest.Start(t)
+	c, rdb := newClient(t, s)
+	if err := rdb.ConfigSet(ctxT(t), "maxmemory", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	k := key(t)
+	_, err := c.TryLock(ctxT(t), k)
+	if !redis.HasErrorPrefix(errors.Unwrap(err), "OOM") || errors.Is(err, dlock.ErrNotObtained) {
+		t.Fatalf("TryLock on a full server: %v, want OOM, not ErrNotObtained", err)
+	}
+	rdb.ConfigSet(ctxT(t), "maxmemory", "0")
+	if rdb.Exists(ctxT(t), k).Val() != 0 {
+		t.Error("a refused acquire left the key set")
+	}
+}
+
+func TestBadInputIsRefusedBeforeAnythingIsSent(t *testing.T) {
+	c, rdb := newClient(t, shared)
+	cases := map[string]struct {
+		key  string
+		opts []dlock.Option
+	}{
+		"empty key":       {"", nil},
+		"reserved prefix": {"dlock:fence:{x}", nil},
+		"zero TTL":        {key(t), []dlock.Option{dlock.WithTTL(0)}},
+		"negative TTL":    {key(t), []dlock.Option{dlock.WithTTL(-time.Second)}},
+		"TTL below min":   {key(t), []dlock.Option{dlock.WithTTL(dlock.MinTTL - time.Millisecond)}},
+	}
+	for name, tc := range cases {
+		for _, call := range []func() (*dlock.Lock, error){
+			func() (*dlock.Lock, error) { return c.TryLock(ctxT(t), tc.key, tc.opts...) },
+			func() (*dlock.Lock, error) { return c.Lock(ctxT(t), tc.key, tc.opts...) },
+		} {
+			if _, err := call(); !errors.Is(err, dlock.ErrInvalidArgument) {
+				t.Errorf("%s: %v, want ErrInvalidArgument", name, err)
+			}
+		}
+		if tc.key != "" && rdb.Exists(ctxT(t), tc.key).Val() != 0 {
+			t.Errorf("%s: key was set", name)
+		}
+	}
+
+	l := mustLock(t, c, key(t))
+	for _, ttl := range []time.Duration{0, -time.Second, time.Millisecond} {
+		if err := l.Extend(ctxT(t), ttl); !errors.Is(err, dlock.ErrInvalidArgument) {
+			t.Errorf("Extend(%v): %v, want ErrInvalidArgument", ttl, err)
+		}
+	}
+	if pttl := rdb.PTTL(ctxT(t), l.Key()).Val(); pttl <= 0 {
+		t.Errorf("after refused Extends the key's PTTL is %v", pttl)
+	}
+}
+
+func TestNewWithoutClientsPanics(t *testing.T) {
+	for name, f := range map[string]func(){
+		"no clients": func() { dlock.New() },
+		"nil client": func() { dlock.New(nil) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: New did not panic", name)
+				}
+			}()
+			f()
+		}()
+	}
+}
+
+func TestUnsupportedDeploymentsAreRefused(t *testing.T) {
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": shared.Addr()}})
+	t.Cleanup(func() { ring.Close() })
+	twoNodes := redis.NewClient(shared.Options())
+	t.Cleanup(func() { twoNodes.Close() })
+	for name, c := range map[string]*dlock.Client{
+		"ring":      dlock.New(ring),
+		"two nodes": dlock.New(twoNodes, shared.Client(t)),
+	} {
+		if _, err := c.TryLock(ctxT(t), key(t)); !errors.Is(err, errors.ErrUnsupported) {
+			t.Errorf("%s: %v, want ErrUnsupported", name, err)
+		}
+		c.Close()
+	}
+}

@@ -1,0 +1,152 @@
+package dlock_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/redistest"
+)
+
+// The seeds' experiment 6.1, at scale: goroutines with their own connections
+// never overlap in the critical section, and every grant's fence is above
+// the one before it.
+func TestManyClientsNeverOverlapAndFencesIncrease(t *testing.T) {
+	const workers, rounds = 8, 25
+	k := key(t)
+	var (
+		inside    atomic.Int32
+		mu        sync.Mutex
+		lastFence int64
+		grants    int
+		wg        sync.WaitGroup
+	)
+	for w := 0; w < workers; w++ {
+		c, _ := newClient(t, shared)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := 0; r < rounds; r++ {
+				l, err := c.Lock(ctxT(t), k, dlock.WithTTL(time.Minute))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if n := inside.Add(1); n != 1 {
+					t.Errorf("%d holders at once", n)
+				}
+				mu.Lock()
+				if l.Fence() <= lastFence {
+					t.Errorf("fence %d after %d: not increasing", l.Fence(), lastFence)
+				}
+				lastFence = l.Fence()
+				grants++
+				mu.Unlock()
+				inside.Add(-1)
+				if err := l.Unlock(ctxT(t)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if grants != workers*rounds {
+		t.Errorf("%d grants, want %d", grants, workers*rounds)
+	}
+}
+
+func TestFenceStillGrowsAfterFlushAll(t *testing.T) {
+	s := redistest.Start(t)
+	c, rdb := newClient(t, s)
+	k := key(t)
+	var last int64
+	for i := 0; i < 3; i++ {
+		l := mustLock(t, c, k)
+		if l.Fence() <= last {
+			t.Fatalf("round %d: fence %d after %d", i, l.Fence(), last)
+		}
+		last = l.Fence()
+		// The holder's data is lost, counter and all, while it holds.
+		if err := rdb.FlushAll(ctxT(t)).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestFenceStillGrowsAfterRestartWithoutPersistence(t *testing.T) {
+	s := redistest.Start(t)
+	c, _ := newClient(t, s)
+	k := key(t)
+	before := mustLock(t, c, k)
+	s.Kill()
+	if err := s.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	var after *dlock.Lock
+	eventually(t, "the restarted server grants the lock", func() bool {
+		l, err := c.TryLock(ctxT(t), k)
+		after = l
+		return err == nil
+	})
+	if after.Fence() <= before.Fence() {
+		t.Fatalf("fence after restart %d <= fence before %d", after.Fence(), before.Fence())
+	}
+}
+
+// The seeds' failover scenario: the master grants a lock, dies before its
+// replica has it, the replica is promoted and grants the same lock again.
+// Two clients now believe they hold it; the fence tells the resource which
+// one is current.
+func TestFenceRefusesTheStaleHolderAfterFailoverToALaggingReplica(t *testing.T) {
+	master := redistest.Start(t)
+	replica := redistest.StartReplica(t, master)
+	mc, mrdb := newClient(t, master)
+	rc, rrdb := newClient(t, replica)
+	k := key(t)
+
+	// Let the counter reach the replica, so that it has an old value.
+	warm := mustLock(t, mc, k)
+	if err := warm.Unlock(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := mrdb.Do(ctxT(t), "WAIT", 1, 5000).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// Cut replication, then let the master grant the lock: the replica
+	// never sees this grant.
+	if err := rrdb.Do(ctxT(t), "REPLICAOF", "127.0.0.1", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	stale := mustLock(t, mc, k, dlock.WithTTL(time.Minute))
+	master.Kill()
+	if err := rrdb.Do(ctxT(t), "REPLICAOF", "NO", "ONE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	current := mustLock(t, rc, k, dlock.WithTTL(time.Minute)) // a second holder: the lock's known limit
+
+	if current.Fence() <= stale.Fence() {
+		t.Fatalf("new master's fence %d <= old master's %d: a resource could not refuse the stale holder", current.Fence(), stale.Fence())
+	}
+}
+
+func TestFenceCounterHasAnExpiry(t *testing.T) {
+	c, rdb := newClient(t, shared)
+	k := key(t)
+	mustLock(t, c, k)
+	ctx := context.Background()
+	var fenceKeys []string
+	iter := rdb.Scan(ctx, 0, "dlock:fence:*"+k[len("lock:"):]+"*", 100).Iterator()
+	for iter.Next(ctx) {
+		fenceKeys = append(fenceKeys, iter.Val())
+	}
+	if len(fenceKeys) != 1 {
+		t.Fatalf("found fence keys %q, want one", fenceKeys)
+	}
+	if pttl := rdb.PTTL(ctx, fenceKeys[0]).Val(); pttl <= 0 {
+		t.Errorf("fence counter PTTL = %v, want an expiry", pttl)
+	}
+}

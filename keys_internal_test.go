@@ -1,0 +1,136 @@
+package dlock
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/dlock-go/dlock/internal/redistest"
+)
+
+// trickyKeys exercise every hash-tag rule: no braces, a tag, an empty tag,
+// several tags, unbalanced braces.
+var trickyKeys = []string{
+	"order:1001", "x{}y", "{a}b", "a{b}c{d}", "{", "}", "}{", "{}", "{{}}", "a{{b}}c",
+	"{}{a}", "a}b{c}", "x{y", "lock:{user:42}:profile", "é{ü}ß", "\x00{\xff}",
+}
+
+// Every derived key must hash to its lock key's slot, as Redis itself
+// computes it, or the scripts fail with CROSSSLOT on a cluster.
+func TestDerivedKeysShareTheLockKeysSlot(t *testing.T) {
+	cl := redistest.StartCluster(t, 1)
+	rdb := cl.Servers[0].Client(t)
+	ctx := context.Background()
+	keyslot := func(k string) int {
+		t.Helper()
+		n, err := rdb.ClusterKeySlot(ctx, k).Result()
+		if err != nil {
+			t.Fatalf("CLUSTER KEYSLOT %q: %v", k, err)
+		}
+		return int(n)
+	}
+	for _, k := range trickyKeys {
+		want := keyslot(k)
+		if got := Slot(k); got != want {
+			t.Errorf("Slot(%q) = %d, CLUSTER KEYSLOT says %d", k, got, want)
+		}
+		for _, d := range []string{fenceKey(k), wakeChannel(k)} {
+			if got := keyslot(d); got != want {
+				t.Errorf("derived %q of %q is in slot %d, the key in %d", d, k, got, want)
+			}
+		}
+	}
+}
+
+func TestDerivedKeysAreDistinctForDistinctKeys(t *testing.T) {
+	keys := append([]string{"a", "{a}", "{a}:{a}", "b}", "{0}:b}"}, trickyKeys...)
+	seen := map[string]string{}
+	for _, k := range keys {
+		d := fenceKey(k)
+		if other, dup := seen[d]; dup {
+			t.Errorf("%q and %q share the derived key %q", k, other, d)
+		}
+		seen[d] = k
+	}
+}
+
+func TestNativeCommandsAreDetectedOnceAndAbsentOnThisRedis(t *testing.T) {
+	s := redistest.Start(t)
+	rdb := s.Client(t)
+	ctx := context.Background()
+	version, _ := rdb.InfoMap(ctx, "server").Result()
+	n := newNode(rdb)
+	got := n.hasNative(ctx)
+	// DELEX and SET IFEQ arrived in Redis 8.4; the Debian server the tests
+	// run on is older. Whatever it is, the answer must match COMMAND INFO.
+	info, _ := rdb.Do(ctx, "COMMAND", "INFO", "DELEX").Slice()
+	if want := commandInfoFound(info); got != want {
+		t.Fatalf("hasNative = %v, COMMAND INFO DELEX says %v (server %v)", got, want, version["Server"]["redis_version"])
+	}
+	if n.native.Load() == nativeUnknown {
+		t.Fatal("the answer was not kept")
+	}
+	// The Lua path works on this server.
+	c := New(rdb)
+	defer c.Close()
+	l, err := c.TryLock(ctx, "native-check", WithTTL(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Extend(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCommandInfoReplyShapes(t *testing.T) {
+	if commandInfoFound([]any{nil}) {
+		t.Error("unknown command taken as present")
+	}
+	if !commandInfoFound([]any{[]any{"delex", int64(-2)}}) {
+		t.Error("known command taken as absent")
+	}
+	if commandInfoFound(nil) {
+		t.Error("empty reply taken as present")
+	}
+}
+
+// A release reaches a waiter through pub/sub, without the fallback timer:
+// on a standalone server and on a cluster (sharded pub/sub).
+func TestReleaseNotifiesWatchers(t *testing.T) {
+	s := redistest.Start(t)
+	cl := redistest.StartCluster(t, 3)
+	for name, c := range map[string]*Client{
+		"standalone": New(s.Client(t)),
+		"cluster":    New(cl.Client(t)),
+	} {
+		t.Run(name, func(t *testing.T) {
+			defer c.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			for _, k := range []string{"order:1", "{a}b", "x{}y"} {
+				l, err := c.TryLock(ctx, k, WithTTL(time.Minute))
+				if err != nil {
+					t.Fatal(err)
+				}
+				n := c.nodes[0]
+				never := make(chan time.Time) // wait for the confirmation itself
+				w, err := n.sub.watch(ctx, k, never)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := l.Unlock(ctx); err != nil {
+					t.Fatal(err)
+				}
+				select {
+				case <-w.c:
+				case <-time.After(20 * time.Second):
+					t.Fatalf("%q: no notification after Unlock", k)
+				}
+				n.sub.unwatch(w)
+			}
+		})
+	}
+}
