@@ -240,4 +240,3 @@ func TestLockIsSafeForConcurrentUse(t *testing.T) {
 		t.Errorf("Unlock after concurrent Unlocks: %v, want ErrNotHeld", err)
 	}
 }
-
