@@ -17,14 +17,6 @@ var (
 	_ redis.UniversalClient = (*redis.ClusterClient)(nil)
 )
 
-// fenceRetention is how long a fencing counter outlives the last grant that
-// wrote it (at least; twice the TTL when that is longer). Without an expiry a
-// counter would stay forever for every key ever locked. Losing it is safe:
-// the next fence is then the server's time in microseconds, which is above
-// every earlier fence unless the clock went back by more than this (see
-// fence.go).
-const fenceRetention = 24 * time.Hour
-
 // Native (server-side) conditional commands: Redis 8.4 added DELEX key IFEQ
 // value and SET ... IFEQ value, which do what the release and extend scripts
 // do without Lua. Detected once per node.
@@ -74,11 +66,7 @@ type grant struct {
 
 func (n *node) acquire(ctx context.Context, key, token string, ttl time.Duration) (grant, error) {
 	keys := []string{key, fenceKey(key)}
-	retention := fenceRetention
-	if 2*ttl > retention {
-		retention = 2 * ttl
-	}
-	res, err := acquireScript.Run(ctx, n.rdb, keys, token, ttl.Milliseconds(), retention.Milliseconds()).Slice()
+	res, err := acquireScript.Run(ctx, n.rdb, keys, token, ttl.Milliseconds(), fenceRetention(ttl).Milliseconds()).Slice()
 	if err != nil {
 		return grant{}, n.fail("acquire", err)
 	}

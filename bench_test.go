@@ -1,0 +1,170 @@
+package dlock_test
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dlock-go/dlock"
+)
+
+// The floor dlock is measured against: the two round trips any correct
+// lock needs, on the same go-redis client: SET NX PX, then a token-checked
+// DEL script (loaded once, run by EVALSHA).
+var rawRelease = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
+
+func BenchmarkRawFloor(b *testing.B) {
+	rdb := shared.Client(b)
+	ctx := context.Background()
+	k := key(b)
+	for i := 0; i < b.N; i++ {
+		if !rdb.SetNX(ctx, k, "token", 30*time.Second).Val() {
+			b.Fatal("SET NX failed")
+		}
+		if n, err := rawRelease.Run(ctx, rdb, []string{k}, "token").Int(); err != nil || n != 1 {
+			b.Fatal(n, err)
+		}
+	}
+}
+
+func BenchmarkTryLockUnlock(b *testing.B) {
+	c, _ := newClient(b, shared)
+	ctx := context.Background()
+	k := key(b)
+	for i := 0; i < b.N; i++ {
+		l, err := c.TryLock(ctx, k)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := l.Unlock(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// With a context that can end, every call runs in its own goroutine (see
+// await in call.go); this shows what that costs.
+func BenchmarkTryLockUnlockWithDeadline(b *testing.B) {
+	c, _ := newClient(b, shared)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	k := key(b)
+	for i := 0; i < b.N; i++ {
+		l, err := c.TryLock(ctx, k)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := l.Unlock(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkContended runs 16 workers, each with its own Client and
+// connection, on one key with an empty critical section. ns/op is per
+// critical section; wait-p50/p99 are how long Lock took.
+func BenchmarkContended(b *testing.B) {
+	const workers = 16
+	k := key(b)
+	clients := make([]*dlock.Client, workers)
+	for i := range clients {
+		clients[i], _ = newClient(b, shared)
+	}
+	ctx := context.Background()
+	var (
+		mu    sync.Mutex
+		waits []time.Duration
+		wg    sync.WaitGroup
+		next  = make(chan struct{}, b.N)
+	)
+	for i := 0; i < b.N; i++ {
+		next <- struct{}{}
+	}
+	close(next)
+	b.ResetTimer()
+	for _, c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range next {
+				start := time.Now()
+				l, err := c.Lock(ctx, k)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				waited := time.Since(start)
+				if err := l.Unlock(ctx); err != nil {
+					b.Error(err)
+					return
+				}
+				mu.Lock()
+				waits = append(waits, waited)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	reportWaits(b, waits)
+}
+
+// BenchmarkHandoff measures how long a waiter that is already blocked in
+// Lock takes to get the lock after the holder's Unlock returns.
+func BenchmarkHandoff(b *testing.B) {
+	holder, rdb := newClient(b, shared)
+	waiter, _ := newClient(b, shared)
+	ctx := context.Background()
+	k := key(b)
+	wake := "dlock:wake:{" + k + "}" // the waiter's channel (keys.go)
+	var handoffs []time.Duration
+	for i := 0; i < b.N; i++ {
+		l, err := holder.TryLock(ctx, k, dlock.WithTTL(time.Minute))
+		if err != nil {
+			b.Fatal(err)
+		}
+		got := make(chan time.Time, 1)
+		go func() {
+			wl, err := waiter.Lock(ctx, k)
+			got <- time.Now()
+			if err == nil {
+				_ = wl.Unlock(ctx)
+			}
+		}()
+		// Let the waiter subscribe and block.
+		for rdb.PubSubNumSub(ctx, wake).Val()[wake] == 0 {
+			time.Sleep(100 * time.Microsecond)
+		}
+		time.Sleep(time.Millisecond)
+		released := time.Now()
+		if err := l.Unlock(ctx); err != nil {
+			b.Fatal(err)
+		}
+		handoffs = append(handoffs, (<-got).Sub(released))
+		// Let the waiter's Unlock finish before the next round.
+		for {
+			if l, err := holder.TryLock(ctx, k); err == nil {
+				_ = l.Unlock(ctx)
+				break
+			}
+		}
+	}
+	b.StopTimer()
+	sort.Slice(handoffs, func(i, j int) bool { return handoffs[i] < handoffs[j] })
+	b.ReportMetric(float64(handoffs[len(handoffs)/2].Microseconds()), "handoff-p50-µs")
+	b.ReportMetric(float64(handoffs[len(handoffs)*99/100].Microseconds()), "handoff-p99-µs")
+}
+
+func reportWaits(b *testing.B, waits []time.Duration) {
+	if len(waits) == 0 {
+		return
+	}
+	sort.Slice(waits, func(i, j int) bool { return waits[i] < waits[j] })
+	b.ReportMetric(float64(waits[len(waits)/2].Microseconds()), "wait-p50-µs")
+	b.ReportMetric(float64(waits[len(waits)*99/100].Microseconds()), "wait-p99-µs")
+	b.ReportMetric(float64(waits[len(waits)-1].Microseconds()), "wait-max-µs")
+}

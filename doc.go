@@ -1,0 +1,79 @@
+// Package dlock is a distributed mutual-exclusion lock on Redis.
+//
+// A Client wraps a go-redis client (standalone, Sentinel failover, or Redis
+// Cluster). TryLock makes one attempt; Lock waits until the lock is free or
+// the context ends. Each returns a *Lock, which Unlock releases and Extend
+// renews:
+//
+//	locks := dlock.New(rdb)
+//	defer locks.Close()
+//	lock, err := locks.Lock(ctx, "lock:order:1001", dlock.WithTTL(10*time.Second))
+//	if err != nil {
+//		return err // errors.Is(err, dlock.ErrNotObtained) when someone else kept it
+//	}
+//	defer lock.Unlock(ctx)
+//	return store.Write(ctx, order, lock.Fence())
+//
+// # What it guarantees
+//
+// On a single Redis server (one that does not lose writes it acknowledged):
+//
+//   - Mutual exclusion within the lease: the lock is one key set with
+//     SET key token NX PX ttl, atomically, so at most one client holds it
+//     until the TTL runs out.
+//   - No deadlock: the key always has an expiry. No code path sets it
+//     without one, so a crashed holder blocks others for at most the TTL.
+//   - Owner-only release: the value is a fresh 160-bit random token per
+//     acquisition, and Unlock, Extend and TTL act only while the key still
+//     holds that token, checked and applied in one server-side step (a Lua
+//     script, or DELEX/SET IFEQ on Redis 8.4+). A holder whose lock expired
+//     gets ErrNotHeld and cannot delete or extend the next holder's lock.
+//   - Fencing: every grant carries Fence(), strictly greater than every fence
+//     issued before it for the key, even after Redis lost its data (see
+//     below). A resource that refuses writes with a lower fence than it has
+//     seen is safe even when the lock is not.
+//
+// Every operation is one round trip. Waiting in Lock is driven by release
+// notifications (pub/sub, sharded on a cluster), not by polling.
+//
+// # What it does not guarantee
+//
+//   - Failover: Redis replicates asynchronously. If a master grants a lock
+//     and fails before its replica has the key, the promoted replica grants
+//     it again: two holders. Use fences, or Redlock over independent masters
+//     (planned), when that matters.
+//   - Pauses: a holder that stops (GC pause, SIGSTOP, a slow network) for
+//     longer than its TTL resumes believing it holds a lock that someone else
+//     now has. No lock service can prevent this on its own; the resource must
+//     check the fence.
+//   - Clocks: Redis expires keys by its wall clock. A server clock that jumps
+//     forward expires locks early. The fence's survival of data loss also
+//     rests on server clocks (fence.go explains exactly how).
+//
+// The lock is a good way to avoid doing work twice. For correctness, let the
+// resource check the fence, or make the work idempotent.
+//
+// # Keys
+//
+// The lock key is used as given: GET key shows the holder's token, and a key
+// set by other means (SET key v NX PX) excludes dlock and the other way
+// round. dlock keeps a fencing counter and a release channel per key, named
+// "dlock:fence:{…}" and "dlock:wake:{…}" and always in the key's cluster hash
+// slot, whatever braces the key contains; lock keys may not start with
+// "dlock:". The fencing counter expires a day after the last grant.
+//
+// # Contexts
+//
+// Every call that talks to Redis honours its context, even with go-redis
+// clients that ignore context deadlines (the default): the call returns when
+// the context ends, and if Redis grants a lock after the caller has given up,
+// dlock releases it in the background instead of leaving it held for a TTL.
+//
+// # Errors
+//
+// ErrNotObtained means someone else holds the lock (or the context ended
+// while waiting; then the error matches ctx.Err() too). ErrNotHeld means the
+// lock is no longer this Lock's. A Redis failure — connection refused,
+// timeout, READONLY, NOPERM, OOM — is a *NodeError, which never matches
+// either. Bad input matches ErrInvalidArgument.
+package dlock
