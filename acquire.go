@@ -132,7 +132,7 @@ func (c *Client) try(ctx context.Context, key string, o options) (*Lock, time.Du
 		return n.acquire(ctx, key, token, o.ttl)
 	}, func(g grant, err error) {
 		// The caller gave up before the answer came.
-		if g.ok || uncertain(err) {
+		if g.ok || err != nil {
 			c.cleanup(release)
 		}
 	})
@@ -140,23 +140,14 @@ func (c *Client) try(ctx context.Context, key string, o options) (*Lock, time.Du
 	case err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()):
 		return nil, 0, notObtained(err)
 	case err != nil:
-		if uncertain(err) {
-			// The connection failed after the request may have been
-			// run: the key may hold our token. Release it rather than
-			// leave it to block everyone for a TTL.
-			c.cleanup(release)
-		}
+		// Unless the server said "taken", the key may hold our token: a
+		// connection that failed after the script ran, a script that failed
+		// after its SET. Release it (token-checked, so harmless if not)
+		// rather than leave it to block everyone for a TTL.
+		c.cleanup(release)
 		return nil, 0, err
 	case !g.ok:
 		return nil, g.pttl, ErrNotObtained
 	}
 	return &Lock{c: c, n: n, key: key, token: token, fence: g.fence}, 0, nil
-}
-
-// uncertain reports whether a failed request may still have been carried out
-// by the server: true for network errors and timeouts, false for error
-// replies (the server refused it: NOPERM, OOM, READONLY, a script error
-// before any write).
-func uncertain(err error) bool {
-	return err != nil && !isRedisError(err)
 }

@@ -55,6 +55,35 @@ func TestStalledServerHonoursTheDeadlineAndTheLateGrantIsReleased(t *testing.T) 
 	})
 }
 
+// A go-redis read timeout is a failure, not contention; and since the server
+// may have granted the lock after the client stopped listening, dlock
+// releases it.
+func TestReadTimeoutIsANodeErrorAndTheUncertainGrantIsReleased(t *testing.T) {
+	s := redistest.Start(t)
+	opts := s.Options()
+	opts.ReadTimeout = 100 * time.Millisecond
+	rdb := redis.NewClient(opts)
+	t.Cleanup(func() { rdb.Close() })
+	c := dlock.New(rdb)
+	t.Cleanup(func() { c.Close() })
+	k := key(t)
+	mustLock(t, c, key(t)) // load the script
+
+	s.Pause()
+	_, err := c.TryLock(context.Background(), k, dlock.WithTTL(time.Hour))
+	s.Resume()
+	assertNodeError(t, "TryLock", err)
+
+	other, _ := newClient(t, s)
+	eventually(t, "the uncertain grant is released", func() bool {
+		l, err := other.TryLock(ctxT(t), k)
+		if err == nil {
+			_ = l.Unlock(ctxT(t))
+		}
+		return err == nil
+	})
+}
+
 func TestKilledServerGivesNodeErrorsNotContention(t *testing.T) {
 	s := redistest.Start(t)
 	c, _ := newClient(t, s)
@@ -153,6 +182,8 @@ func TestBadInputIsRefusedBeforeAnythingIsSent(t *testing.T) {
 		"zero TTL":        {key(t), []dlock.Option{dlock.WithTTL(0)}},
 		"negative TTL":    {key(t), []dlock.Option{dlock.WithTTL(-time.Second)}},
 		"TTL below min":   {key(t), []dlock.Option{dlock.WithTTL(dlock.MinTTL - time.Millisecond)}},
+		"TTL above max":   {key(t), []dlock.Option{dlock.WithTTL(dlock.MaxTTL + time.Millisecond)}},
+		"TTL overflowing": {key(t), []dlock.Option{dlock.WithTTL(1<<63 - 1)}},
 	}
 	for name, tc := range cases {
 		for _, call := range []func() (*dlock.Lock, error){
@@ -169,7 +200,7 @@ func TestBadInputIsRefusedBeforeAnythingIsSent(t *testing.T) {
 	}
 
 	l := mustLock(t, c, key(t))
-	for _, ttl := range []time.Duration{0, -time.Second, time.Millisecond} {
+	for _, ttl := range []time.Duration{0, -time.Second, time.Millisecond, dlock.MaxTTL + 1} {
 		if err := l.Extend(ctxT(t), ttl); !errors.Is(err, dlock.ErrInvalidArgument) {
 			t.Errorf("Extend(%v): %v, want ErrInvalidArgument", ttl, err)
 		}

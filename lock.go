@@ -82,7 +82,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	return nil
 }
 
-// Extend resets the lock's time to live to ttl (at least MinTTL), counted
+// Extend resets the lock's time to live to ttl (MinTTL to MaxTTL), counted
 // from when the server receives the request, if this Lock still holds it.
 // Otherwise it returns an error matching ErrNotHeld and changes nothing: an
 // expired lock is never re-created.

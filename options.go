@@ -12,6 +12,11 @@ const (
 	// clock-drift margin take up most of the lease, and the lock would be
 	// lost before the holder could do anything with it.
 	MinTTL = 10 * time.Millisecond
+
+	// MaxTTL is the longest TTL accepted. A lease of more than a year is
+	// a unit mistake, not a plan; a lock meant to be held that long should
+	// be renewed.
+	MaxTTL = 365 * 24 * time.Hour
 )
 
 // Option configures one acquisition (TryLock, Lock).
@@ -22,11 +27,12 @@ type Option func(*options)
 type options struct {
 	// ttl is the lease: the key expires this long after it is set or
 	// extended unless it is released first. Default DefaultTTL; at least
-	// MinTTL; whole milliseconds (anything finer is truncated).
+	// MinTTL, at most MaxTTL; whole milliseconds (anything finer is truncated).
 	ttl time.Duration
 }
 
-// WithTTL sets the lock's time to live (default DefaultTTL, at least MinTTL).
+// WithTTL sets the lock's time to live (default DefaultTTL, from MinTTL to
+// MaxTTL).
 // Redis keeps milliseconds, so finer precision is truncated.
 func WithTTL(d time.Duration) Option {
 	return func(o *options) { o.ttl = d }
@@ -49,6 +55,9 @@ func newOptions(opts []Option) (options, error) {
 func checkTTL(d time.Duration) error {
 	if d < MinTTL {
 		return invalid("TTL %v is below the minimum %v", d, MinTTL)
+	}
+	if d > MaxTTL {
+		return invalid("TTL %v is above the maximum %v", d, MaxTTL)
 	}
 	return nil
 }
