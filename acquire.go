@@ -3,6 +3,7 @@ package dlock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"time"
@@ -89,6 +90,67 @@ func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (*Lock, e
 	}
 }
 
+// Do runs fn while holding the lock on key: it waits for the lock like Lock
+// (bounded by ctx), renews it automatically (WithAutoRenew is implied), runs
+// fn, and unlocks, also when fn panics (the panic then continues).
+//
+// fn's context ends when ctx ends or when the lock's Context does (released,
+// lost, lease expired, or the WithMaxHold ceiling); its deadline is the
+// earlier of the two. fn should stop when it ends.
+//
+// Do returns fn's error. If the lock was lost while fn ran, or the final
+// Unlock found it gone, the error also matches ErrLost (and the specific
+// cause: ErrLeaseExpired, ErrMaxHold). A failed final Unlock (a *NodeError)
+// is joined in too: the lock then stays held until its TTL runs out.
+func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context) error, opts ...Option) (err error) {
+	l, err := c.Lock(ctx, key, append(opts[:len(opts):len(opts)], WithAutoRenew())...)
+	if err != nil {
+		return err
+	}
+	lockCtx := l.Context()
+	fnCtx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(lockCtx, func() { cancel(context.Cause(lockCtx)) })
+	defer func() {
+		// Runs on return and on panic alike.
+		stop()
+		cancel(nil)
+		var lost error
+		if cause := context.Cause(lockCtx); errors.Is(cause, ErrLost) {
+			lost = cause
+		}
+		uctx, done := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer done()
+		switch uerr := l.Unlock(uctx); {
+		case uerr == nil:
+		case errors.Is(uerr, ErrNotHeld):
+			if lost == nil {
+				lost = fmt.Errorf("%w: %w", ErrLost, uerr)
+			}
+		default:
+			err = errors.Join(err, uerr)
+		}
+		if lost != nil && !errors.Is(err, lost) {
+			err = errors.Join(err, lost)
+		}
+	}()
+	return fn(doContext{fnCtx, l.lease})
+}
+
+// doContext is fn's context in Do: the caller's context, ended also by the
+// lease, with the earlier of the two deadlines.
+type doContext struct {
+	context.Context
+	ls *lease
+}
+
+func (c doContext) Deadline() (time.Time, bool) {
+	lease := c.ls.validUntil()
+	if d, ok := c.Context.Deadline(); ok && d.Before(lease) {
+		return d, true
+	}
+	return lease, true
+}
+
 // contended reports whether err means "someone else holds it" (and waiting
 // may help), as opposed to an ended context or a failure.
 func contended(ctx context.Context, err error) bool {
@@ -128,6 +190,7 @@ func (c *Client) try(ctx context.Context, key string, o options) (*Lock, time.Du
 		return nil, 0, err
 	}
 	release := func(ctx context.Context) { _, _ = n.release(ctx, key, token) }
+	sent := time.Now() // the lease counts from here (renew.go)
 	g, err := await(c, ctx, func(ctx context.Context) (grant, error) {
 		return n.acquire(ctx, key, token, o.ttl)
 	}, func(g grant, err error) {
@@ -148,6 +211,13 @@ func (c *Client) try(ctx context.Context, key string, o options) (*Lock, time.Du
 		return nil, 0, err
 	case !g.ok:
 		return nil, g.pttl, ErrNotObtained
+	case time.Since(sent) >= o.ttl-drift(o.ttl):
+		// The answer took so long that the lease may already be over:
+		// the lock is of no use to the caller and may be someone else's
+		// by now. Give it back (token-checked) and report it as not
+		// obtained.
+		c.cleanup(release)
+		return nil, 0, notObtained(ErrLeaseExpired)
 	}
-	return &Lock{c: c, n: n, key: key, token: token, fence: g.fence}, 0, nil
+	return newLock(c, n, key, token, g.fence, o, sent), 0, nil
 }

@@ -26,6 +26,26 @@ var (
 
 	// ErrClosed means the Client was closed.
 	ErrClosed = errors.New("dlock: client closed")
+
+	// ErrLost is the cause (context.Cause) of a Lock's Context when the lock
+	// is, or may be, no longer held: a renewal, Extend, TTL or Unlock found
+	// the key no longer holding the token. ErrLeaseExpired and ErrMaxHold
+	// match it too. Do's error matches it when the lock was lost while fn
+	// ran.
+	ErrLost = errors.New("dlock: lock lost")
+
+	// ErrLeaseExpired is the cause of a Lock's Context when the local
+	// estimate of the lease ran out before a renewal confirmed it: Redis may
+	// already have let someone else in. It matches ErrLost.
+	ErrLeaseExpired = fmt.Errorf("%w: lease expired without renewal", ErrLost)
+
+	// ErrMaxHold is the cause of a Lock's Context when the lock reached the
+	// hold ceiling set with WithMaxHold. It matches ErrLost.
+	ErrMaxHold = fmt.Errorf("%w: maximum hold time reached", ErrLost)
+
+	// ErrReleased is the cause of a Lock's Context after Unlock released
+	// the lock. It does not match ErrLost.
+	ErrReleased = errors.New("dlock: released")
 )
 
 // NodeError is a failure talking to one Redis node: a connection error, a

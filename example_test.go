@@ -88,3 +88,50 @@ func ExampleLock_Fence() {
 	// <nil>
 	// refused first holder's late write: fence is stale
 }
+
+// Do holds the lock while fn runs, renewing it in the background, and
+// unlocks when fn returns. fn's context ends if the lock is lost.
+func ExampleClient_Do() {
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	locks := dlock.New(rdb)
+	defer locks.Close()
+
+	err := locks.Do(context.Background(), "lock:nightly-job", func(ctx context.Context) error {
+		// ... the job, which stops when ctx ends ...
+		fmt.Println("running the nightly job")
+		return nil
+	}, dlock.WithTTL(5*time.Second), dlock.WithMaxHold(time.Hour))
+	if errors.Is(err, dlock.ErrLost) {
+		fmt.Println("the lock was lost while the job ran; its effects may overlap another run's")
+	}
+	// Output: running the nightly job
+}
+
+// A Lock's Context tells the holder when to stop: it ends before the lease
+// can run out on the server, and context.Cause says why.
+func ExampleLock_Context() {
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	locks := dlock.New(rdb)
+	defer locks.Close()
+	ctx := context.Background()
+
+	lock, err := locks.TryLock(ctx, "lock:import", dlock.WithTTL(time.Second), dlock.WithAutoRenew())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	work := time.After(100 * time.Millisecond) // the import, renewed as long as it runs
+	select {
+	case <-work:
+		fmt.Println("import done")
+	case <-lock.Context().Done():
+		fmt.Println("stopped:", context.Cause(lock.Context()))
+	}
+	lock.Unlock(ctx)
+	fmt.Println("after Unlock:", context.Cause(lock.Context()))
+	// Output:
+	// import done
+	// after Unlock: dlock: released
+}

@@ -10,19 +10,48 @@ import (
 )
 
 // Lock is one acquisition of a lock: the key, the random token stored at it,
-// and the fencing token issued with it. It is safe for concurrent use; every
-// operation that changes the lock checks on the server, atomically, that the
-// key still holds this token, so a Lock can never release or extend a lock
-// that someone else holds.
+// the fencing token issued with it, and the lease (see Context). It is safe
+// for concurrent use; every operation that changes the lock checks on the
+// server, atomically, that the key still holds this token, so a Lock can
+// never release or extend a lock that someone else holds.
 type Lock struct {
-	c     *Client
-	n     *node
-	key   string
-	token string
-	fence int64
+	c        *Client
+	n        *node
+	key      string
+	token    string
+	fence    int64
+	ttl      time.Duration // the lease asked for at acquire, and by renewals
+	acquired time.Time     // when the acquire request was sent
+	lease    *lease
+
+	renewing chan struct{} // a one-slot semaphore: one renewal at a time
+	stop     chan struct{} // closed to stop the watchdog
+	stopOnce sync.Once
+	stopped  chan struct{} // closed when the watchdog has returned; nil without one
 
 	mu       sync.Mutex
 	released bool // Unlock succeeded, or found the lock gone
+}
+
+// errNoRoom is returned by renew when the hold ceiling leaves less than
+// MinTTL to renew for.
+var errNoRoom = fmt.Errorf("%w: no room left to extend", ErrMaxHold)
+
+func newLock(c *Client, n *node, key, token string, fence int64, o options, sent time.Time) *Lock {
+	l := &Lock{
+		c: c, n: n, key: key, token: token, fence: fence, ttl: o.ttl, acquired: sent,
+		lease:    newLease(sent, o.ttl, o),
+		renewing: make(chan struct{}, 1),
+		stop:     make(chan struct{}),
+	}
+	if o.autoRenew {
+		l.stopped = make(chan struct{})
+		c.spawn(func() {
+			defer close(l.stopped)
+			l.watchdog(l.stop)
+		})
+	}
+	return l
 }
 
 // Key returns the locked key.
@@ -40,6 +69,19 @@ func (l *Lock) Token() string { return l.token }
 // the package documentation.
 func (l *Lock) Fence() int64 { return l.fence }
 
+// Context returns a context that ends when the lock is released, lost, or
+// may have expired. Its deadline is the holder's conservative estimate of the
+// lease (see renew.go): the time the acquire or last successful renewal was
+// sent, plus the TTL, minus a drift margin, and never past the WithMaxHold
+// ceiling. It ends by that deadline even if Redis stops answering, so the
+// holder is told before the server can let anyone else in. context.Cause
+// says why it ended: ErrReleased, ErrLost, ErrLeaseExpired or ErrMaxHold
+// (the last two match ErrLost).
+//
+// Run the work the lock protects under this context (or one derived from
+// it), and stop when it ends.
+func (l *Lock) Context() context.Context { return leaseContext{l.lease.ctx, l.lease} }
+
 // String describes the lock for logs without revealing its token.
 func (l *Lock) String() string {
 	return fmt.Sprintf("dlock.Lock{key=%q fence=%d token=%s}", l.key, l.fence, redact(l.token))
@@ -54,10 +96,12 @@ func redact(token string) string {
 	return token[:6] + "…"
 }
 
-// Unlock releases the lock if this Lock still holds it. It returns an error
+// Unlock releases the lock if this Lock still holds it, stops its
+// renewal, and ends its Context with cause ErrReleased. It returns an error
 // matching ErrNotHeld when the key no longer holds this Lock's token (it
 // expired, and perhaps someone else holds it now; that holder's key is left
-// untouched), or when the Lock was already unlocked.
+// untouched; the Context then ends with ErrLost), or when the Lock was
+// already unlocked.
 //
 // If ctx ends first, Unlock returns ctx's error; the release still completes
 // in the background.
@@ -65,27 +109,51 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	if l.isReleased() {
 		return l.notHeld()
 	}
+	l.stopOnce.Do(func() { close(l.stop) })
 	ok, err := await(l.c, ctx, func(ctx context.Context) (bool, error) {
 		return l.n.release(ctx, l.key, l.token)
 	}, func(ok bool, err error) {
 		if err == nil {
-			l.setReleased()
+			l.gone(ok)
 		}
 	})
+	if l.stopped != nil {
+		select { // the watchdog returns at once unless a renewal is in flight
+		case <-l.stopped:
+		case <-ctx.Done():
+		}
+	}
 	if err != nil {
 		return err
 	}
-	l.setReleased() // released now, or found gone: either way no longer held
+	l.gone(ok)
 	if !ok {
 		return l.notHeld()
 	}
 	return nil
 }
 
+// gone records the answer of a release: the lock is no longer held
+// either way, but the Context's cause tells whether we released it or found
+// it gone.
+func (l *Lock) gone(ok bool) {
+	l.mu.Lock()
+	l.released = true
+	l.mu.Unlock()
+	if ok {
+		l.lease.end(ErrReleased)
+	} else {
+		l.lease.end(ErrLost)
+	}
+}
+
 // Extend resets the lock's time to live to ttl (MinTTL to MaxTTL), counted
-// from when the server receives the request, if this Lock still holds it.
-// Otherwise it returns an error matching ErrNotHeld and changes nothing: an
-// expired lock is never re-created.
+// from when the server receives the request, if this Lock still holds it,
+// and moves the Context's deadline to match. With WithMaxHold, the TTL is
+// cut so the lock ends at the ceiling; past it, Extend fails with an error
+// matching ErrMaxHold. If the key no longer holds this Lock's token, Extend
+// returns an error matching ErrNotHeld, changes nothing (an expired lock is
+// never re-created), and ends the Context with ErrLost.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if err := checkTTL(ttl); err != nil {
 		return err
@@ -93,21 +161,41 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if l.isReleased() {
 		return l.notHeld()
 	}
-	ttl = ttl.Truncate(time.Millisecond)
+	_, err := l.renew(ctx, ttl.Truncate(time.Millisecond))
+	return err
+}
+
+// renew extends the lease by ttl (cut at the hold ceiling), one renewal at
+// a time, and returns when the successful request was sent.
+func (l *Lock) renew(ctx context.Context, ttl time.Duration) (time.Time, error) {
+	select {
+	case l.renewing <- struct{}{}:
+		defer func() { <-l.renewing }()
+	case <-ctx.Done():
+		return time.Time{}, ctx.Err()
+	}
+	sent := time.Now()
+	ttl, cut, room := l.lease.renewalTTL(sent, ttl)
+	if !room {
+		return sent, errNoRoom
+	}
 	ok, err := await(l.c, ctx, func(ctx context.Context) (bool, error) {
 		return l.n.extend(ctx, l.key, l.token, ttl)
 	}, nil)
 	if err != nil {
-		return err
+		return sent, err
 	}
 	if !ok {
-		return l.notHeld()
+		l.lease.end(ErrLost)
+		return sent, l.notHeld()
 	}
-	return nil
+	l.lease.renewed(sent, ttl, cut)
+	return sent, nil
 }
 
 // TTL returns the lock's remaining time to live as the server sees it, or an
-// error matching ErrNotHeld when the key no longer holds this Lock's token.
+// error matching ErrNotHeld when the key no longer holds this Lock's token
+// (the Context then ends with ErrLost).
 func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	if l.isReleased() {
 		return 0, l.notHeld()
@@ -124,6 +212,7 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 		return 0, err
 	}
 	if !a.ok {
+		l.lease.end(ErrLost)
 		return 0, l.notHeld()
 	}
 	return a.d, nil
@@ -137,12 +226,6 @@ func (l *Lock) isReleased() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.released
-}
-
-func (l *Lock) setReleased() {
-	l.mu.Lock()
-	l.released = true
-	l.mu.Unlock()
 }
 
 // newToken returns 160 random bits from crypto/rand as URL-safe text: the

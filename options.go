@@ -28,7 +28,18 @@ type options struct {
 	// ttl is the lease: the key expires this long after it is set or
 	// extended unless it is released first. Default DefaultTTL; at least
 	// MinTTL, at most MaxTTL; whole milliseconds (anything finer is truncated).
+	// Lowered to maxHold when that is shorter.
 	ttl time.Duration
+
+	// autoRenew starts a watchdog that renews the lease every ttl/3 until
+	// Unlock. Default off (on in Do).
+	autoRenew bool
+
+	// maxHold is the ceiling on the total hold time, counted from the
+	// acquire request: no renewal or Extend reaches past it. Default: none
+	// (hasMaxHold false). At least MinTTL.
+	maxHold    time.Duration
+	hasMaxHold bool
 }
 
 // WithTTL sets the lock's time to live (default DefaultTTL, from MinTTL to
@@ -38,11 +49,37 @@ func WithTTL(d time.Duration) Option {
 	return func(o *options) { o.ttl = d }
 }
 
+// WithAutoRenew keeps the lock alive while it is held: a watchdog goroutine,
+// owned by the Lock, renews the lease every TTL/3 with the token-checked
+// extend, retries a failed renewal while the lease lasts, and stops at
+// Unlock, when the lock is lost, at the WithMaxHold ceiling, or when the
+// Client is closed. Watch Lock.Context to learn when the lock is gone.
+func WithAutoRenew() Option {
+	return func(o *options) { o.autoRenew = true }
+}
+
+// WithMaxHold sets a ceiling on how long the lock can be held, counted from
+// the acquire request: renewals (automatic or by Extend) never extend the
+// lease past it, and the Lock's Context ends there with cause ErrMaxHold. It
+// keeps a stuck holder from renewing forever. A TTL longer than d is lowered
+// to d. Default: no ceiling.
+func WithMaxHold(d time.Duration) Option {
+	return func(o *options) { o.maxHold, o.hasMaxHold = d, true }
+}
+
 func newOptions(opts []Option) (options, error) {
 	o := options{ttl: DefaultTTL}
 	for _, opt := range opts {
 		if opt != nil {
 			opt(&o)
+		}
+	}
+	if o.hasMaxHold {
+		if o.maxHold < MinTTL {
+			return o, invalid("max hold %v is below the minimum TTL %v", o.maxHold, MinTTL)
+		}
+		if o.ttl > o.maxHold {
+			o.ttl = o.maxHold
 		}
 	}
 	if err := checkTTL(o.ttl); err != nil {

@@ -1,0 +1,174 @@
+package dlock
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// The lease model
+//
+// A lock is a lease: Redis lets anyone else in once the key's TTL has run
+// out, whether or not the holder is done. The holder cannot see the server's
+// clock, so it keeps a conservative local estimate of when that can happen,
+// on its own monotonic clock:
+//
+//	valid until = (when the acquire or renewal request was SENT) + TTL - drift
+//
+// Counting from the send, not the reply, covers the request's time in flight
+// and in the server's queue: the server started the TTL no earlier than the
+// send. drift = TTL/100 + 2 ms is the Redis guidance's margin for the two
+// clocks running at different rates. The estimate is the deadline of the
+// Lock's Context, which ends when it passes — before the key can expire on
+// the server, even if Redis has stopped answering altogether.
+//
+//	acquire sent     renewal sent      renewal sent
+//	    |--- TTL/3 ---|---- TTL/3 ------|------ ... (WithAutoRenew)
+//	    |<------------ TTL - drift ----------->|  first estimate
+//	                  |<------------ TTL - drift ----------->|  after renewal
+//	    |<--------------------- MaxHold --------------------------->|  ceiling
+//
+// The Context also ends, with a cause that context.Cause reports, when:
+//   - Unlock releases the lock (ErrReleased);
+//   - a renewal, Extend, TTL or Unlock finds the token gone (ErrLost);
+//   - the estimate runs out without renewal (ErrLeaseExpired);
+//   - the WithMaxHold ceiling is reached (ErrMaxHold).
+
+// drift returns the margin for clock drift subtracted from every lease
+// estimate: 1% of the TTL plus 2 ms, as the Redis guidance suggests.
+func drift(ttl time.Duration) time.Duration {
+	return ttl/100 + 2*time.Millisecond
+}
+
+// lease is a Lock's local estimate of its validity, and the context that
+// ends with it.
+type lease struct {
+	ctx     context.Context // ended, with a cause, when the lease is over
+	cancel  context.CancelCauseFunc
+	holdEnd time.Time // the WithMaxHold ceiling; zero for none
+
+	mu       sync.Mutex
+	deadline time.Time // current estimate of validity
+	capped   bool      // deadline is limited by holdEnd
+	timer    *time.Timer
+}
+
+func newLease(sent time.Time, ttl time.Duration, o options) *lease {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	ls := &lease{ctx: ctx, cancel: cancel}
+	if o.hasMaxHold {
+		ls.holdEnd = sent.Add(o.maxHold)
+	}
+	ls.deadline, ls.capped = ls.until(sent, ttl, o.hasMaxHold && ttl >= o.maxHold)
+	ls.timer = time.AfterFunc(time.Until(ls.deadline), ls.expire)
+	return ls
+}
+
+// until returns the validity that a grant or renewal of ttl, sent at sent,
+// gives: sent + ttl - drift, but never past the hold ceiling. capped tells
+// whether the ceiling limits it: cut is true when ttl was already cut to
+// end at the ceiling.
+func (ls *lease) until(sent time.Time, ttl time.Duration, cut bool) (deadline time.Time, capped bool) {
+	deadline = sent.Add(ttl - drift(ttl))
+	if !ls.holdEnd.IsZero() && !deadline.Before(ls.holdEnd) {
+		return ls.holdEnd, true
+	}
+	return deadline, cut
+}
+
+// renewalTTL returns the TTL to ask for in a renewal of ttl sent at sent:
+// cut so that the key expires no later than the hold ceiling (cut is then
+// true). room is false when less than MinTTL is left before the ceiling: no
+// renewal is possible.
+func (ls *lease) renewalTTL(sent time.Time, ttl time.Duration) (_ time.Duration, cut, room bool) {
+	if !ls.holdEnd.IsZero() {
+		if left := ls.holdEnd.Sub(sent).Truncate(time.Millisecond); left <= ttl {
+			ttl, cut = left, true
+		}
+	}
+	return ttl, cut, ttl >= MinTTL
+}
+
+// renewed moves the estimate after a renewal of ttl sent at sent succeeded.
+// A lease that has ended stays ended.
+func (ls *lease) renewed(sent time.Time, ttl time.Duration, cut bool) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.ctx.Err() != nil {
+		return
+	}
+	ls.deadline, ls.capped = ls.until(sent, ttl, cut)
+	ls.timer.Reset(time.Until(ls.deadline))
+}
+
+// expire runs when the timer fires: it ends the lease unless a renewal has
+// moved the deadline since.
+func (ls *lease) expire() {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if time.Now().Before(ls.deadline) {
+		return // renewed; the timer was reset
+	}
+	if ls.capped {
+		ls.cancel(ErrMaxHold)
+	} else {
+		ls.cancel(ErrLeaseExpired)
+	}
+}
+
+// end ends the lease with cause (the first cause sticks).
+func (ls *lease) end(cause error) {
+	ls.cancel(cause)
+	ls.timer.Stop()
+}
+
+func (ls *lease) validUntil() time.Time {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return ls.deadline
+}
+
+// leaseContext is a Lock's Context: ended by the lease, with a deadline that
+// follows the lease estimate as renewals move it. (Unlike most contexts, its
+// deadline can move later; anything derived from it keeps the deadline it
+// saw, which errs on the safe side.)
+type leaseContext struct {
+	context.Context
+	ls *lease
+}
+
+func (c leaseContext) Deadline() (time.Time, bool) { return c.ls.validUntil(), true }
+
+// watchdog renews the lock every TTL/3 until it is stopped, the lock is
+// lost, the hold ceiling leaves no room for another renewal, or the Client
+// is closed. A failed renewal (Redis unreachable) is retried while the lease
+// lasts; if none succeeds in time, the lease's own timer ends the Context.
+func (l *Lock) watchdog(stop <-chan struct{}) {
+	interval := l.ttl / 3
+	timer := time.NewTimer(time.Until(l.acquired.Add(interval)))
+	defer timer.Stop()
+	for {
+		select {
+		case <-timer.C:
+		case <-stop:
+			return
+		case <-l.c.done:
+			return
+		case <-l.lease.ctx.Done():
+			return
+		}
+		// Bound the attempt by the lease: past it, renewing is pointless.
+		ctx, cancel := context.WithDeadline(context.Background(), l.lease.validUntil())
+		sent, err := l.renew(ctx, l.ttl)
+		cancel()
+		switch {
+		case err == errNoRoom, l.lease.ctx.Err() != nil:
+			return // the lease ends at the ceiling, or has ended
+		case err != nil:
+			// Try again soon, while the lease lasts.
+			timer.Reset(retryDelay(interval/4, -1))
+		default:
+			timer.Reset(time.Until(sent.Add(interval)))
+		}
+	}
+}

@@ -1,0 +1,288 @@
+package dlock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/redistest"
+)
+
+// waitDone waits, generously, for ctx to end and returns its cause.
+func waitDone(t *testing.T, ctx context.Context, what string) error {
+	t.Helper()
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s: the lock's context did not end", what)
+		return nil
+	}
+}
+
+func TestAutoRenewKeepsAShortLockThroughLongWork(t *testing.T) {
+	c, _ := newClient(t, shared)
+	other, _ := newClient(t, shared)
+	k := key(t)
+	l := mustLock(t, c, k, dlock.WithTTL(300*time.Millisecond), dlock.WithAutoRenew())
+
+	// 1.5 s of work, five TTLs: others keep failing all along.
+	for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if _, err := other.TryLock(ctxT(t), k); !errors.Is(err, dlock.ErrNotObtained) {
+			t.Fatalf("another client's TryLock during renewed work: %v, want ErrNotObtained", err)
+		}
+		if err := l.Context().Err(); err != nil {
+			t.Fatalf("the lock's context ended during renewed work: %v", context.Cause(l.Context()))
+		}
+	}
+	if err := l.Unlock(ctxT(t)); err != nil {
+		t.Fatalf("Unlock after renewed work: %v", err)
+	}
+}
+
+func TestOverwrittenKeyEndsTheContextWithErrLost(t *testing.T) {
+	c, rdb := newClient(t, shared)
+	k := key(t)
+	l := mustLock(t, c, k, dlock.WithTTL(3*time.Second), dlock.WithAutoRenew())
+	rdb.Set(ctxT(t), k, "someone-else", time.Minute)
+
+	// The next renewal (within TTL/3 = 1 s) finds the token replaced.
+	if cause := waitDone(t, l.Context(), "overwritten key"); cause != dlock.ErrLost {
+		t.Fatalf("cause = %v, want ErrLost", cause)
+	}
+	if err := l.Unlock(ctxT(t)); !errors.Is(err, dlock.ErrNotHeld) {
+		t.Fatalf("Unlock after loss: %v, want ErrNotHeld", err)
+	}
+	if got := rdb.Get(ctxT(t), k).Val(); got != "someone-else" {
+		t.Fatalf("Unlock after loss changed the key to %q", got)
+	}
+}
+
+func TestTheContextDeadlineComesBeforeTheTTL(t *testing.T) {
+	c, _ := newClient(t, shared)
+	const ttl = 2 * time.Second
+	start := time.Now()
+	l := mustLock(t, c, key(t), dlock.WithTTL(ttl))
+	dl, ok := l.Context().Deadline()
+	if !ok || !dl.Before(start.Add(ttl)) {
+		t.Fatalf("deadline %v (ok=%v) is not before acquire + TTL %v", dl, ok, start.Add(ttl))
+	}
+}
+
+// A paused Redis answers nothing, renewals included: the holder must be told
+// by its own clock, before the server could let anyone else in.
+func TestPausedRedisEndsTheContextBeforeTheTTL(t *testing.T) {
+	s := redistest.Start(t)
+	c, _ := newClient(t, s)
+	const ttl = time.Second
+	start := time.Now()
+	l := mustLock(t, c, key(t), dlock.WithTTL(ttl), dlock.WithAutoRenew())
+	s.Pause()
+	defer s.Resume()
+
+	dl, _ := l.Context().Deadline()
+	if !dl.Before(start.Add(ttl)) {
+		t.Fatalf("deadline %v not before acquire + TTL %v", dl, start.Add(ttl))
+	}
+	if cause := waitDone(t, l.Context(), "paused Redis"); !errors.Is(cause, dlock.ErrLeaseExpired) || !errors.Is(cause, dlock.ErrLost) {
+		t.Fatalf("cause = %v, want ErrLeaseExpired (matching ErrLost)", cause)
+	}
+	t.Logf("context ended %v after acquire start (TTL %v)", time.Since(start), ttl)
+}
+
+func TestMaxHoldEndsTheContextAtTheCeiling(t *testing.T) {
+	c, rdb := newClient(t, shared)
+	other, _ := newClient(t, shared)
+	k := key(t)
+	const maxHold = 700 * time.Millisecond
+	start := time.Now()
+	l := mustLock(t, c, k, dlock.WithTTL(200*time.Millisecond), dlock.WithAutoRenew(), dlock.WithMaxHold(maxHold))
+
+	dl, _ := l.Context().Deadline()
+	if dl.After(start.Add(maxHold)) {
+		t.Fatalf("deadline %v past the ceiling %v", dl, start.Add(maxHold))
+	}
+	if cause := waitDone(t, l.Context(), "max hold"); cause != dlock.ErrMaxHold {
+		t.Fatalf("cause = %v, want ErrMaxHold", cause)
+	}
+	if err := l.Extend(ctxT(t), time.Minute); !errors.Is(err, dlock.ErrMaxHold) && !errors.Is(err, dlock.ErrNotHeld) {
+		t.Fatalf("Extend past the ceiling: %v, want ErrMaxHold or ErrNotHeld", err)
+	}
+	// No renewal went past the ceiling: the key runs out and others get in.
+	eventually(t, "another client gets the lock after the ceiling", func() bool {
+		_, err := other.TryLock(ctxT(t), k)
+		return err == nil
+	})
+	_ = rdb
+}
+
+func TestMaxHoldLowersALongerTTL(t *testing.T) {
+	c, rdb := newClient(t, shared)
+	k := key(t)
+	mustLock(t, c, k, dlock.WithTTL(time.Minute), dlock.WithMaxHold(2*time.Second))
+	if pttl := rdb.PTTL(ctxT(t), k).Val(); pttl > 2*time.Second {
+		t.Fatalf("PTTL = %v, want at most the 2s ceiling", pttl)
+	}
+}
+
+func TestUnlockEndsTheContextAndNoRenewalRecreatesTheKey(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	c, rdb := newClient(t, shared)
+	k := key(t)
+	l := mustLock(t, c, k, dlock.WithTTL(150*time.Millisecond), dlock.WithAutoRenew())
+	time.Sleep(200 * time.Millisecond) // a renewal or two
+	if err := l.Unlock(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if cause := context.Cause(l.Context()); cause != dlock.ErrReleased {
+		t.Fatalf("cause after Unlock = %v, want ErrReleased", cause)
+	}
+	time.Sleep(300 * time.Millisecond) // several renewal intervals
+	if rdb.Exists(ctxT(t), k).Val() != 0 {
+		t.Fatal("the key is back after Unlock")
+	}
+	c.Close()
+}
+
+func TestCloseStopsTheWatchdogAndTheLeaseRunsOut(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	c, _ := newClient(t, shared)
+	l := mustLock(t, c, key(t), dlock.WithTTL(200*time.Millisecond), dlock.WithAutoRenew())
+	c.Close()
+	if cause := waitDone(t, l.Context(), "closed client"); !errors.Is(cause, dlock.ErrLeaseExpired) {
+		t.Fatalf("cause = %v, want ErrLeaseExpired", cause)
+	}
+}
+
+// A renewal that fails (here: the server refuses writes while out of
+// memory) is retried within the lease, and the lock survives the outage.
+func TestFailedRenewalIsRetriedWithinTheLease(t *testing.T) {
+	s := redistest.Start(t)
+	c, rdb := newClient(t, s)
+	k := key(t)
+	l := mustLock(t, c, k, dlock.WithTTL(3*time.Second), dlock.WithAutoRenew())
+	if err := rdb.ConfigSet(ctxT(t), "maxmemory", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond) // the renewal at 1 s fails, and its retries
+	if err := rdb.ConfigSet(ctxT(t), "maxmemory", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second) // past the first lease: only a retried renewal keeps it
+	if err := l.Context().Err(); err != nil {
+		t.Fatalf("the lock's context ended: %v", context.Cause(l.Context()))
+	}
+	if err := l.Unlock(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestExtendMovesTheContextDeadline(t *testing.T) {
+	c, _ := newClient(t, shared)
+	l := mustLock(t, c, key(t), dlock.WithTTL(time.Second))
+	before, _ := l.Context().Deadline()
+	if err := l.Extend(ctxT(t), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := l.Context().Deadline()
+	if !after.After(before.Add(30 * time.Second)) {
+		t.Fatalf("deadline moved from %v to %v, want about a minute later", before, after)
+	}
+	time.Sleep(1200 * time.Millisecond) // past the first estimate
+	if err := l.Context().Err(); err != nil {
+		t.Fatalf("context ended at the old deadline: %v", context.Cause(l.Context()))
+	}
+}
+
+func TestExtendFindingTheLockGoneEndsTheContext(t *testing.T) {
+	c, rdb := newClient(t, shared)
+	k := key(t)
+	l := mustLock(t, c, k, dlock.WithTTL(time.Minute))
+	rdb.Del(ctxT(t), k)
+	if err := l.Extend(ctxT(t), time.Minute); !errors.Is(err, dlock.ErrNotHeld) {
+		t.Fatalf("Extend: %v, want ErrNotHeld", err)
+	}
+	if cause := context.Cause(l.Context()); cause != dlock.ErrLost {
+		t.Fatalf("cause = %v, want ErrLost", cause)
+	}
+}
+
+func TestDoRunsFnUnderTheLockAndUnlocks(t *testing.T) {
+	c, rdb := newClient(t, shared)
+	other, _ := newClient(t, shared)
+	k := key(t)
+	errWork := errors.New("work failed")
+	err := c.Do(ctxT(t), k, func(ctx context.Context) error {
+		if _, err := other.TryLock(ctx, k); !errors.Is(err, dlock.ErrNotObtained) {
+			t.Errorf("TryLock inside Do: %v, want ErrNotObtained", err)
+		}
+		if _, ok := ctx.Deadline(); !ok {
+			t.Error("fn's context has no deadline")
+		}
+		return errWork
+	})
+	if !errors.Is(err, errWork) || errors.Is(err, dlock.ErrLost) {
+		t.Fatalf("Do = %v, want fn's error alone", err)
+	}
+	if rdb.Exists(ctxT(t), k).Val() != 0 {
+		t.Fatal("Do left the key held")
+	}
+}
+
+func TestDoReportsErrLostWhenTheLockIsLostWhileFnRuns(t *testing.T) {
+	c, rdb := newClient(t, shared)
+	k := key(t)
+	err := c.Do(ctxT(t), k, func(ctx context.Context) error {
+		rdb.Set(ctx, k, "someone-else", time.Minute) // the lock is taken away
+		<-ctx.Done()
+		return ctx.Err()
+	}, dlock.WithTTL(600*time.Millisecond))
+	if !errors.Is(err, dlock.ErrLost) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("Do = %v, want ErrLost and fn's context.Canceled", err)
+	}
+	if got := rdb.Get(ctxT(t), k).Val(); got != "someone-else" {
+		t.Fatalf("the new holder's key became %q", got)
+	}
+}
+
+func TestDoUnlocksWhenFnPanics(t *testing.T) {
+	c, rdb := newClient(t, shared)
+	k := key(t)
+	func() {
+		defer func() {
+			if r := recover(); r != "boom" {
+				t.Fatalf("recovered %v, want the panic to continue", r)
+			}
+		}()
+		_ = c.Do(ctxT(t), k, func(ctx context.Context) error { panic("boom") })
+	}()
+	if rdb.Exists(ctxT(t), k).Val() != 0 {
+		t.Fatal("Do left the key held after a panic")
+	}
+}
+
+func TestDoGivesUpWhenTheContextEndsWhileWaiting(t *testing.T) {
+	c, _ := newClient(t, shared)
+	k := key(t)
+	mustLock(t, c, k, dlock.WithTTL(time.Minute))
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	ran := false
+	err := c.Do(ctx, k, func(context.Context) error { ran = true; return nil })
+	if ran || !errors.Is(err, dlock.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Do on a held key: ran=%v err=%v", ran, err)
+	}
+}
+
+func TestBadMaxHoldIsRefused(t *testing.T) {
+	c, _ := newClient(t, shared)
+	for _, d := range []time.Duration{0, -time.Second, time.Millisecond} {
+		if _, err := c.TryLock(ctxT(t), key(t), dlock.WithMaxHold(d)); !errors.Is(err, dlock.ErrInvalidArgument) {
+			t.Errorf("WithMaxHold(%v): %v, want ErrInvalidArgument", d, err)
+		}
+	}
+}
