@@ -36,6 +36,18 @@
 // Every operation is one round trip. Waiting in Lock is driven by release
 // notifications (pub/sub, sharded on a cluster), not by polling.
 //
+// # The lease
+//
+// A lock is a lease: when its TTL runs out on the server, anyone may take it.
+// Every Lock has a Context whose deadline is the holder's conservative local
+// estimate of that moment (the acquire or last renewal's send time, plus the
+// TTL, minus a drift margin), so it ends before the server can let anyone
+// else in, even if Redis stops answering. It also ends on Unlock, on loss, and
+// at the WithMaxHold ceiling; context.Cause tells which (ErrReleased,
+// ErrLost, ErrLeaseExpired, ErrMaxHold). WithAutoRenew renews the lease every
+// TTL/3 while the lock is held; Do runs a function under an auto-renewed lock
+// and reports ErrLost if the lock was lost meanwhile. renew.go has the model.
+//
 // # What it does not guarantee
 //
 //   - Failover: Redis replicates asynchronously. If a master grants a lock
