@@ -61,17 +61,34 @@ func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (*Lock, e
 		return l, err
 	}
 
-	n := c.nodes[0]
 	wait := minRetryWait
 	// Subscribe before the next attempt, so that a release between that
-	// attempt and the wait below is not missed.
+	// attempt and the wait below is not missed. With several nodes, a
+	// release on any of them wakes the waiter.
+	wake := make(chan struct{}, 1)
 	timer := time.NewTimer(retryDelay(wait, pttl))
 	defer timer.Stop()
-	w, err := n.sub.watch(ctx, key, timer.C)
-	if err != nil {
-		return nil, notObtained(err)
+	var readies []<-chan struct{}
+	for _, n := range c.nodes {
+		w, ready, err := n.sub.watch(key, wake)
+		if err != nil {
+			return nil, notObtained(err)
+		}
+		defer n.sub.unwatch(w)
+		readies = append(readies, ready)
 	}
-	defer n.sub.unwatch(w)
+	confirm := time.NewTimer(wait) // past this, the retry timer covers
+	defer confirm.Stop()
+confirmed:
+	for _, ready := range readies {
+		select {
+		case <-ready:
+		case <-confirm.C:
+			break confirmed
+		case <-ctx.Done():
+			break confirmed
+		}
+	}
 	for {
 		l, pttl, err = c.try(ctx, key, o)
 		if err == nil || !contended(ctx, err) {
@@ -79,12 +96,27 @@ func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (*Lock, e
 		}
 		timer.Reset(retryDelay(wait, pttl)) // go1.23 timers: no stale tick survives Reset
 		select {
-		case <-w.c:
+		case <-wake:
+			if len(c.nodes) > 1 {
+				// Redlock: every waiter hears every release at once; a
+				// random pause keeps them from splitting the nodes
+				// between them again.
+				timer.Reset(rand.N(minRetryWait))
+				select {
+				case <-timer.C:
+				case <-ctx.Done():
+				case <-c.done:
+				}
+			}
 		case <-timer.C:
 			wait = min(2*wait, maxRetryWait)
 		case <-ctx.Done():
-			return nil, notObtained(ctx.Err())
 		case <-c.done:
+		}
+		switch {
+		case ctx.Err() != nil:
+			return nil, notObtained(ctx.Err())
+		case c.closed.Load():
 			return nil, notObtained(ErrClosed)
 		}
 	}
@@ -181,43 +213,75 @@ func (c *Client) prepare(key string, opts []Option) (options, error) {
 	return newOptions(opts)
 }
 
-// try makes one attempt. When the lock is taken it returns ErrNotObtained
-// and the holder's remaining TTL (negative if unknown).
+// try makes one attempt, on every node at once. When the lock is taken it
+// returns ErrNotObtained and the holder's remaining TTL (negative if
+// unknown).
 func (c *Client) try(ctx context.Context, key string, o options) (*Lock, time.Duration, error) {
-	n := c.nodes[0]
 	token, err := newToken()
 	if err != nil {
 		return nil, 0, err
 	}
-	release := func(ctx context.Context) { _, _ = n.release(ctx, key, token) }
-	sent := time.Now() // the lease counts from here (renew.go)
-	g, err := await(c, ctx, func(ctx context.Context) (grant, error) {
-		return n.acquire(ctx, key, token, o.ttl)
-	}, func(g grant, err error) {
-		// The caller gave up before the answer came.
-		if g.ok || err != nil {
-			c.cleanup(release)
-		}
-	})
-	switch {
-	case err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()):
-		return nil, 0, notObtained(err)
-	case err != nil:
-		// Unless the server said "taken", the key may hold our token: a
-		// connection that failed after the script ran, a script that failed
-		// after its SET. Release it (token-checked, so harmless if not)
-		// rather than leave it to block everyone for a TTL.
-		c.cleanup(release)
-		return nil, 0, err
-	case !g.ok:
-		return nil, g.pttl, ErrNotObtained
-	case time.Since(sent) >= o.ttl-drift(o.ttl):
-		// The answer took so long that the lease may already be over:
-		// the lock is of no use to the caller and may be someone else's
-		// by now. Give it back (token-checked) and report it as not
-		// obtained.
-		c.cleanup(release)
-		return nil, 0, notObtained(ErrLeaseExpired)
+	giveBack := func(n *node) func(context.Context) {
+		return func(ctx context.Context) { _, _ = n.release(ctx, key, token, 0, o.ttl) }
 	}
-	return newLock(c, n, key, token, g.fence, o, sent), 0, nil
+	sent := time.Now() // the lease counts from here (renew.go)
+	answers := fanout(c, ctx, c.nodes, o.nodeTimeoutFor(len(c.nodes)), "acquire",
+		func(ctx context.Context, n *node) (grant, error) { return n.acquire(ctx, key, token, o.ttl) },
+		func(n *node, g grant, err error) {
+			// The node answered after we stopped waiting for it.
+			if g.ok || err != nil {
+				c.cleanup(giveBack(n))
+			}
+		})
+	granted, taken, failures := tally(answers, func(g grant) bool { return g.ok })
+	if granted >= c.quorum() && ctx.Err() == nil && time.Since(sent) < o.ttl-drift(o.ttl) {
+		var fence int64
+		for _, a := range answers {
+			if a.err == nil && a.v.ok {
+				fence = max(fence, a.v.fence)
+			}
+		}
+		return newLock(c, key, token, fence, o, sent), 0, nil
+	}
+
+	// Not obtained. Give the lock back on every node that may hold our
+	// token: those that granted it and those whose answer was an error (a
+	// connection that failed after the script ran, a script that failed
+	// after its SET). Nodes that have not answered are handled by the late
+	// callback above. With several nodes this is done before returning, so
+	// that a retry does not meet our own leftovers.
+	var back []*node
+	for i, a := range answers {
+		if !a.abandoned && (a.err != nil || a.v.ok) {
+			back = append(back, c.nodes[i])
+		}
+	}
+	if len(back) > 0 {
+		if len(c.nodes) == 1 || ctx.Err() != nil {
+			for _, n := range back {
+				c.cleanup(giveBack(n))
+			}
+		} else {
+			fanout(c, context.WithoutCancel(ctx), back, o.nodeTimeoutFor(len(c.nodes)), "release",
+				func(ctx context.Context, n *node) (bool, error) { giveBack(n)(ctx); return true, nil }, nil)
+		}
+	}
+
+	holderTTL := time.Duration(-1)
+	for _, a := range answers {
+		if a.err == nil && !a.v.ok && a.v.pttl > 0 && (holderTTL < 0 || a.v.pttl < holderTTL) {
+			holderTTL = a.v.pttl
+		}
+	}
+	switch {
+	case ctx.Err() != nil:
+		return nil, 0, notObtained(ctx.Err())
+	case granted >= c.quorum():
+		// The answers took so long that the lease may already be over:
+		// the lock is of no use and may be someone else's by now.
+		return nil, 0, notObtained(ErrLeaseExpired)
+	case taken > len(c.nodes)-c.quorum():
+		return nil, holderTTL, ErrNotObtained
+	}
+	return nil, 0, c.undecided(ctx, granted, failures)
 }

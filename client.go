@@ -34,31 +34,41 @@ type Client struct {
 const cleanupTimeout = 5 * time.Second
 
 // New returns a Client that locks on the given go-redis clients. One client
-// means a single Redis deployment. The go-redis clients stay the caller's:
+// means a single Redis deployment. Several mean Redlock over independent
+// masters (redlock.go): a lock is held when a majority, len(nodes)/2+1,
+// granted it. An even number of nodes works but tolerates no more failures
+// than one node fewer (4 nodes need 3, like 5 do, and survive only one
+// failure), so use an odd number. The go-redis clients stay the caller's:
 // Close does not close them.
 //
-// More than one client will mean Redlock over independent masters; that is
-// not implemented yet, and such a Client returns an error matching
-// errors.ErrUnsupported from every call. A *redis.Ring is not supported
-// either: a ring moves keys to other shards when a shard goes down, which
-// breaks mutual exclusion. New panics when given no clients at all, or a
-// nil one, since that can only be a programming error.
+// Some inputs give a Client that returns an error from every call instead:
+// the same node given twice (same client, or same address), which would
+// count one node's vote twice (ErrInvalidArgument); and a *redis.Ring
+// (errors.ErrUnsupported), which moves keys to other shards when a shard
+// goes down, so that two clients could hold the same lock. New panics when
+// given no clients at all, or a nil one, since that can only be a
+// programming error.
 func New(nodes ...redis.UniversalClient) *Client {
 	if len(nodes) == 0 {
 		panic("dlock: New needs at least one Redis client")
 	}
 	c := &Client{done: make(chan struct{})}
+	seen := map[any]int{}
 	for i, rdb := range nodes {
 		if rdb == nil {
 			panic(fmt.Sprintf("dlock: New: Redis client %d is nil", i))
 		}
+		n := newNode(rdb)
+		for _, id := range []any{rdb, n.name} {
+			if j, dup := seen[id]; dup && c.err == nil {
+				c.err = invalid("Redis clients %d and %d are the same node (%s): each node must be an independent master", j, i, n.name)
+			}
+			seen[id] = i
+		}
 		if _, ok := rdb.(*redis.Ring); ok {
 			c.err = fmt.Errorf("dlock: *redis.Ring is not supported: a ring moves keys between shards when one fails, so two clients could hold the same lock: %w", errors.ErrUnsupported)
 		}
-		c.nodes = append(c.nodes, newNode(rdb))
-	}
-	if len(nodes) > 1 && c.err == nil {
-		c.err = fmt.Errorf("dlock: Redlock over %d nodes is not implemented yet: %w", len(nodes), errors.ErrUnsupported)
+		c.nodes = append(c.nodes, n)
 	}
 	return c
 }

@@ -24,6 +24,12 @@ var (
 	// TTL below MinTTL, and the like. Nothing was sent to Redis.
 	ErrInvalidArgument = errors.New("dlock: invalid argument")
 
+	// ErrNoQuorum means a Redlock operation could not get a majority of
+	// nodes to answer: too many were unreachable, timed out or failed. The
+	// error is a *QuorumError, which lists each node's error. It is never
+	// returned for contention (ErrNotObtained) or loss (ErrNotHeld).
+	ErrNoQuorum = errors.New("dlock: no quorum")
+
 	// ErrClosed means the Client was closed.
 	ErrClosed = errors.New("dlock: client closed")
 
@@ -63,6 +69,26 @@ func (e *NodeError) Error() string {
 
 // Unwrap returns the underlying error.
 func (e *NodeError) Unwrap() error { return e.Err }
+
+// QuorumError is a Redlock operation's failure to reach a majority of nodes.
+// It matches ErrNoQuorum and, through errors.As, each node's *NodeError.
+type QuorumError struct {
+	OK     int     // nodes that said yes
+	Nodes  int     // nodes in the Client
+	Quorum int     // nodes needed
+	Errs   []error // the failed nodes' errors, each naming its node
+}
+
+func (e *QuorumError) Error() string {
+	msg := fmt.Sprintf("%v: %d of %d nodes agreed, %d needed", ErrNoQuorum, e.OK, e.Nodes, e.Quorum)
+	for _, err := range e.Errs {
+		msg += "; " + err.Error()
+	}
+	return msg
+}
+
+// Unwrap returns ErrNoQuorum and the nodes' errors.
+func (e *QuorumError) Unwrap() []error { return append([]error{ErrNoQuorum}, e.Errs...) }
 
 // invalid returns an error matching ErrInvalidArgument with a message that
 // says what was wrong.

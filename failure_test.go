@@ -231,12 +231,17 @@ func TestUnsupportedDeploymentsAreRefused(t *testing.T) {
 	t.Cleanup(func() { ring.Close() })
 	twoNodes := redis.NewClient(shared.Options())
 	t.Cleanup(func() { twoNodes.Close() })
+	c := dlock.New(ring)
+	if _, err := c.TryLock(ctxT(t), key(t)); !errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("ring: %v, want ErrUnsupported", err)
+	}
+	c.Close()
 	for name, c := range map[string]*dlock.Client{
-		"ring":      dlock.New(ring),
-		"two nodes": dlock.New(twoNodes, shared.Client(t)),
+		"same client twice":  dlock.New(twoNodes, twoNodes),
+		"same address twice": dlock.New(twoNodes, shared.Client(t)),
 	} {
-		if _, err := c.TryLock(ctxT(t), key(t)); !errors.Is(err, errors.ErrUnsupported) {
-			t.Errorf("%s: %v, want ErrUnsupported", name, err)
+		if _, err := c.TryLock(ctxT(t), key(t)); !errors.Is(err, dlock.ErrInvalidArgument) {
+			t.Errorf("%s: %v, want ErrInvalidArgument", name, err)
 		}
 		c.Close()
 	}

@@ -116,16 +116,21 @@ func TestReleaseNotifiesWatchers(t *testing.T) {
 					t.Fatal(err)
 				}
 				n := c.nodes[0]
-				never := make(chan time.Time) // wait for the confirmation itself
-				w, err := n.sub.watch(ctx, k, never)
+				wake := make(chan struct{}, 1)
+				w, ready, err := n.sub.watch(k, wake)
 				if err != nil {
 					t.Fatal(err)
+				}
+				select { // the confirmation itself, not a timer
+				case <-ready:
+				case <-ctx.Done():
+					t.Fatal("subscription not confirmed")
 				}
 				if err := l.Unlock(ctx); err != nil {
 					t.Fatal(err)
 				}
 				select {
-				case <-w.c:
+				case <-wake:
 				case <-time.After(20 * time.Second):
 					t.Fatalf("%q: no notification after Unlock", k)
 				}

@@ -1,10 +1,12 @@
 package dlock
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 )
@@ -16,11 +18,11 @@ import (
 // never release or extend a lock that someone else holds.
 type Lock struct {
 	c        *Client
-	n        *node
 	key      string
 	token    string
 	fence    int64
 	ttl      time.Duration // the lease asked for at acquire, and by renewals
+	timeout  time.Duration // per-node timeout (0: none)
 	acquired time.Time     // when the acquire request was sent
 	lease    *lease
 
@@ -37,9 +39,10 @@ type Lock struct {
 // MinTTL to renew for.
 var errNoRoom = fmt.Errorf("%w: no room left to extend", ErrMaxHold)
 
-func newLock(c *Client, n *node, key, token string, fence int64, o options, sent time.Time) *Lock {
+func newLock(c *Client, key, token string, fence int64, o options, sent time.Time) *Lock {
 	l := &Lock{
-		c: c, n: n, key: key, token: token, fence: fence, ttl: o.ttl, acquired: sent,
+		c: c, key: key, token: token, fence: fence, ttl: o.ttl, acquired: sent,
+		timeout:  o.nodeTimeoutFor(len(c.nodes)),
 		lease:    newLease(sent, o.ttl, o),
 		renewing: make(chan struct{}, 1),
 		stop:     make(chan struct{}),
@@ -110,27 +113,35 @@ func (l *Lock) Unlock(ctx context.Context) error {
 		return l.notHeld()
 	}
 	l.stopOnce.Do(func() { close(l.stop) })
-	ok, err := await(l.c, ctx, func(ctx context.Context) (bool, error) {
-		return l.n.release(ctx, l.key, l.token)
-	}, func(ok bool, err error) {
-		if err == nil {
-			l.gone(ok)
-		}
-	})
+	// On one node the counter already holds the fence; on several, the
+	// release raises each node's counter to it (redlock.go).
+	var fence int64
+	if len(l.c.nodes) > 1 {
+		fence = l.fence
+	}
+	answers := fanout(l.c, ctx, l.c.nodes, l.timeout, "release",
+		func(ctx context.Context, n *node) (bool, error) { return n.release(ctx, l.key, l.token, fence, l.ttl) },
+		func(n *node, ok bool, err error) {
+			if err == nil && len(l.c.nodes) == 1 {
+				l.gone(ok)
+			}
+		})
 	if l.stopped != nil {
 		select { // the watchdog returns at once unless a renewal is in flight
 		case <-l.stopped:
 		case <-ctx.Done():
 		}
 	}
-	if err != nil {
-		return err
-	}
-	l.gone(ok)
-	if !ok {
+	released, notHeld, failures := tally(answers, func(ok bool) bool { return ok })
+	switch {
+	case released >= l.c.quorum():
+		l.gone(true)
+		return nil
+	case notHeld > len(l.c.nodes)-l.c.quorum():
+		l.gone(false)
 		return l.notHeld()
 	}
-	return nil
+	return l.c.undecided(ctx, released, failures)
 }
 
 // gone records the answer of a release: the lock is no longer held
@@ -179,18 +190,23 @@ func (l *Lock) renew(ctx context.Context, ttl time.Duration) (time.Time, error) 
 	if !room {
 		return sent, errNoRoom
 	}
-	ok, err := await(l.c, ctx, func(ctx context.Context) (bool, error) {
-		return l.n.extend(ctx, l.key, l.token, ttl)
-	}, nil)
-	if err != nil {
-		return sent, err
-	}
-	if !ok {
+	answers := fanout(l.c, ctx, l.c.nodes, l.timeout, "extend",
+		func(ctx context.Context, n *node) (bool, error) { return n.extend(ctx, l.key, l.token, ttl) }, nil)
+	extended, notHeld, failures := tally(answers, func(ok bool) bool { return ok })
+	switch {
+	case extended >= l.c.quorum():
+		// Only an extension confirmed within the current validity
+		// counts: past it, someone else may have had the lock meanwhile.
+		if !time.Now().Before(l.lease.validUntil()) {
+			return sent, fmt.Errorf("%w: %q", ErrLeaseExpired, l.key)
+		}
+		l.lease.renewed(sent, ttl, cut)
+		return sent, nil
+	case notHeld > len(l.c.nodes)-l.c.quorum():
 		l.lease.end(ErrLost)
 		return sent, l.notHeld()
 	}
-	l.lease.renewed(sent, ttl, cut)
-	return sent, nil
+	return sent, l.c.undecided(ctx, extended, failures)
 }
 
 // TTL returns the lock's remaining time to live as the server sees it, or an
@@ -200,22 +216,33 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	if l.isReleased() {
 		return 0, l.notHeld()
 	}
-	type answer struct {
+	type remaining struct {
 		d  time.Duration
 		ok bool
 	}
-	a, err := await(l.c, ctx, func(ctx context.Context) (answer, error) {
-		d, ok, err := l.n.pttl(ctx, l.key, l.token)
-		return answer{d, ok}, err
-	}, nil)
-	if err != nil {
-		return 0, err
-	}
-	if !a.ok {
+	answers := fanout(l.c, ctx, l.c.nodes, l.timeout, "ttl",
+		func(ctx context.Context, n *node) (remaining, error) {
+			d, ok, err := n.pttl(ctx, l.key, l.token)
+			return remaining{d, ok}, err
+		}, nil)
+	held, notHeld, failures := tally(answers, func(r remaining) bool { return r.ok })
+	switch {
+	case held >= l.c.quorum():
+		// The lock lasts while a majority holds it: the quorum-th
+		// longest remaining TTL.
+		var ds []time.Duration
+		for _, a := range answers {
+			if a.err == nil && a.v.ok {
+				ds = append(ds, a.v.d)
+			}
+		}
+		slices.SortFunc(ds, func(a, b time.Duration) int { return cmp.Compare(b, a) })
+		return ds[l.c.quorum()-1], nil
+	case notHeld > len(l.c.nodes)-l.c.quorum():
 		l.lease.end(ErrLost)
 		return 0, l.notHeld()
 	}
-	return a.d, nil
+	return 0, l.c.undecided(ctx, held, failures)
 }
 
 func (l *Lock) notHeld() error {

@@ -91,10 +91,11 @@ func (n *node) acquire(ctx context.Context, key, token string, ttl time.Duration
 	}
 }
 
-// release deletes key if it holds token, and wakes waiters. It reports
-// whether the key held the token.
-func (n *node) release(ctx context.Context, key, token string) (bool, error) {
-	if n.hasNative(ctx) {
+// release deletes key if it holds token, raises key's fencing counter to at
+// least fence (when fence > 0; ttl sets the counter's retention), and wakes
+// waiters. It reports whether the key held the token.
+func (n *node) release(ctx context.Context, key, token string, fence int64, ttl time.Duration) (bool, error) {
+	if fence == 0 && n.hasNative(ctx) {
 		var del *redis.IntCmd
 		_, err := n.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			del = redis.NewIntCmd(ctx, "DELEX", key, "IFEQ", token)
@@ -117,7 +118,8 @@ func (n *node) release(ctx context.Context, key, token string) (bool, error) {
 	if n.cluster {
 		pub = "SPUBLISH"
 	}
-	v, err := releaseScript.Run(ctx, n.rdb, []string{key}, token, pub, wakeChannel(key)).Int64()
+	keys := []string{key, fenceKey(key)}
+	v, err := releaseScript.Run(ctx, n.rdb, keys, token, pub, wakeChannel(key), fence, fenceRetention(ttl).Milliseconds()).Int64()
 	if err != nil {
 		return false, n.fail("release", err)
 	}

@@ -3,7 +3,6 @@ package dlock
 import (
 	"context"
 	"sync"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -51,18 +50,17 @@ func newSubscriber(n *node) *subscriber {
 	return &subscriber{n: n, chans: make(map[string]*watched)}
 }
 
-// watch registers a waiter for key's releases and returns once the server
-// has confirmed the subscription, or ctx or wait ends, whichever is first.
-// Any release after a confirmed watch reaches the waiter (unless the
+// watch registers c to receive a value (without blocking the sender) each
+// time key is released on this node. ready is closed once the server has
+// confirmed the subscription: any release after that reaches c (unless the
 // connection breaks). The caller must call unwatch.
-func (s *subscriber) watch(ctx context.Context, key string, wait <-chan time.Time) (*waiter, error) {
+func (s *subscriber) watch(key string, c chan struct{}) (w *waiter, ready <-chan struct{}, err error) {
 	name := wakeChannel(key)
-	w := &waiter{channel: name, c: make(chan struct{}, 1)}
-
+	w = &waiter{channel: name, c: c}
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.closed {
-		s.mu.Unlock()
-		return nil, ErrClosed
+		return nil, nil, ErrClosed
 	}
 	ch := s.chans[name]
 	if ch == nil {
@@ -71,14 +69,7 @@ func (s *subscriber) watch(ctx context.Context, key string, wait <-chan time.Tim
 		s.subscribe(ch, name)
 	}
 	ch.waiters[w] = struct{}{}
-	s.mu.Unlock()
-
-	select {
-	case <-ch.ready:
-	case <-ctx.Done():
-	case <-wait:
-	}
-	return w, nil
+	return w, ch.ready, nil
 }
 
 // subscribe starts the subscription of a new channel. Errors are not

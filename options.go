@@ -40,6 +40,24 @@ type options struct {
 	// (hasMaxHold false). At least MinTTL.
 	maxHold    time.Duration
 	hasMaxHold bool
+
+	// nodeTimeout bounds each node's answer. Default (hasNodeTimeout
+	// false): DefaultNodeTimeout, at most ttl/10, with several nodes; none
+	// with one node. Positive and below the TTL.
+	nodeTimeout    time.Duration
+	hasNodeTimeout bool
+}
+
+// nodeTimeoutFor returns the per-node timeout for a Client of n nodes
+// (0: none).
+func (o options) nodeTimeoutFor(n int) time.Duration {
+	switch {
+	case o.hasNodeTimeout:
+		return o.nodeTimeout
+	case n == 1:
+		return 0
+	}
+	return min(DefaultNodeTimeout, o.ttl/10)
 }
 
 // WithTTL sets the lock's time to live (default DefaultTTL, from MinTTL to
@@ -67,6 +85,16 @@ func WithMaxHold(d time.Duration) Option {
 	return func(o *options) { o.maxHold, o.hasMaxHold = d, true }
 }
 
+// WithNodeTimeout bounds how long each node's answer is waited for, so that
+// a stalled node costs at most d, whatever timeouts the go-redis clients
+// have. A node that answers later is cleaned up after (a lock it granted is
+// released). Default with several nodes (Redlock): DefaultNodeTimeout, but
+// at most a tenth of the TTL; with one node: none (the context bounds the
+// call). It must be positive and below the TTL.
+func WithNodeTimeout(d time.Duration) Option {
+	return func(o *options) { o.nodeTimeout, o.hasNodeTimeout = d, true }
+}
+
 func newOptions(opts []Option) (options, error) {
 	o := options{ttl: DefaultTTL}
 	for _, opt := range opts {
@@ -86,6 +114,9 @@ func newOptions(opts []Option) (options, error) {
 		return o, err
 	}
 	o.ttl = o.ttl.Truncate(time.Millisecond)
+	if o.hasNodeTimeout && (o.nodeTimeout <= 0 || o.nodeTimeout >= o.ttl) {
+		return o, invalid("node timeout %v must be positive and below the TTL %v", o.nodeTimeout, o.ttl)
+	}
 	return o, nil
 }
 
