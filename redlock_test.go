@@ -1,0 +1,399 @@
+package dlock_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/redistest"
+)
+
+// startNodes starts n independent masters.
+func startNodes(t *testing.T, n int) []*redistest.Server {
+	t.Helper()
+	var nodes []*redistest.Server
+	for i := 0; i < n; i++ {
+		nodes = append(nodes, redistest.Start(t))
+	}
+	return nodes
+}
+
+// newRedlock returns a Client over all nodes, each with its own go-redis
+// client, and those clients.
+func newRedlock(t *testing.T, nodes []*redistest.Server, tune ...func(*redis.Options)) (*dlock.Client, []*redis.Client) {
+	t.Helper()
+	var (
+		rdbs []*redis.Client
+		ucs  []redis.UniversalClient
+	)
+	for _, s := range nodes {
+		opts := s.Options()
+		for _, f := range tune {
+			f(opts)
+		}
+		rdb := redis.NewClient(opts)
+		t.Cleanup(func() { rdb.Close() })
+		rdbs = append(rdbs, rdb)
+		ucs = append(ucs, rdb)
+	}
+	c := dlock.New(ucs...)
+	t.Cleanup(func() { c.Close() })
+	return c, rdbs
+}
+
+// holders counts the nodes on which key holds value.
+func holders(t *testing.T, rdbs []*redis.Client, key, value string) int {
+	t.Helper()
+	n := 0
+	for _, rdb := range rdbs {
+		if v, err := rdb.Get(context.Background(), key).Result(); err == nil && v == value {
+			n++
+		}
+	}
+	return n
+}
+
+func TestRedlockMutualExclusionAndIncreasingFences(t *testing.T) {
+	nodes := startNodes(t, 5)
+	const workers, rounds = 6, 15
+	k := key(t)
+	var (
+		inside    atomic.Int32
+		mu        sync.Mutex
+		lastFence int64
+		wg        sync.WaitGroup
+	)
+	for w := 0; w < workers; w++ {
+		c, _ := newRedlock(t, nodes)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := 0; r < rounds; r++ {
+				l, err := c.Lock(ctxT(t), k, dlock.WithTTL(time.Minute))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if n := inside.Add(1); n != 1 {
+					t.Errorf("%d holders at once", n)
+				}
+				mu.Lock()
+				if l.Fence() <= lastFence {
+					t.Errorf("fence %d after %d", l.Fence(), lastFence)
+				}
+				lastFence = l.Fence()
+				mu.Unlock()
+				inside.Add(-1)
+				if err := l.Unlock(ctxT(t)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func TestRedlockWorksWithTwoOfFiveNodesDown(t *testing.T) {
+	nodes := startNodes(t, 5)
+	c, rdbs := newRedlock(t, nodes)
+	nodes[0].Kill()
+	nodes[3].Kill()
+	k := key(t)
+	l, err := c.TryLock(ctxT(t), k, dlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatalf("TryLock with 3 of 5 nodes: %v", err)
+	}
+	if n := holders(t, rdbs, k, l.Token()); n != 3 {
+		t.Fatalf("lock on %d nodes, want the 3 live ones", n)
+	}
+	if _, err := c.TryLock(ctxT(t), k); !errors.Is(err, dlock.ErrNotObtained) {
+		t.Fatalf("second TryLock: %v, want ErrNotObtained", err)
+	}
+	if err := l.Extend(ctxT(t), 2*time.Minute); err != nil {
+		t.Fatalf("Extend: %v", err)
+	}
+	if d, err := l.TTL(ctxT(t)); err != nil || d <= time.Minute {
+		t.Fatalf("TTL = %v, %v", d, err)
+	}
+	if err := l.Unlock(ctxT(t)); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+	if n := holders(t, rdbs, k, l.Token()); n != 0 {
+		t.Fatalf("lock left on %d nodes after Unlock", n)
+	}
+}
+
+func TestRedlockWithThreeOfFiveNodesDownFailsFastAndLeavesNoKey(t *testing.T) {
+	nodes := startNodes(t, 5)
+	c, rdbs := newRedlock(t, nodes)
+	for _, i := range []int{0, 2, 4} {
+		nodes[i].Kill()
+	}
+	k := key(t)
+	// Lock would wait forever for contention; for missing nodes it must
+	// not wait at all.
+	_, err := c.Lock(ctxT(t), k)
+	if !errors.Is(err, dlock.ErrNoQuorum) || errors.Is(err, dlock.ErrNotObtained) {
+		t.Fatalf("Lock with 2 of 5 nodes: %v, want ErrNoQuorum and not ErrNotObtained", err)
+	}
+	var ne *dlock.NodeError
+	if !errors.As(err, &ne) || ne.Node == "" {
+		t.Fatalf("error %v does not carry a node's error", err)
+	}
+	var qe *dlock.QuorumError
+	if !errors.As(err, &qe) || qe.OK != 2 || qe.Quorum != 3 || len(qe.Errs) != 3 {
+		t.Fatalf("QuorumError = %+v", qe)
+	}
+	for _, i := range []int{1, 3} {
+		if rdbs[i].Exists(ctxT(t), k).Val() != 0 {
+			t.Errorf("live node %d kept the key", i)
+		}
+	}
+}
+
+func TestRedlockStalledNodeCostsAtMostTheNodeTimeout(t *testing.T) {
+	nodes := startNodes(t, 5)
+	slow := func(o *redis.Options) { o.ReadTimeout = 30 * time.Second } // far beyond the node timeout
+	c, rdbs := newRedlock(t, nodes, slow)
+	mustLock(t, c, key(t)) // load the scripts everywhere
+	k := key(t)
+	nodes[2].Pause()
+	start := time.Now()
+	l, err := c.TryLock(ctxT(t), k, dlock.WithTTL(time.Minute), dlock.WithNodeTimeout(100*time.Millisecond))
+	took := time.Since(start)
+	nodes[2].Resume()
+	if err != nil {
+		t.Fatalf("TryLock with one node paused: %v", err)
+	}
+	if took >= 30*time.Second {
+		t.Fatalf("TryLock took %v: it waited for the paused node's read timeout", took)
+	}
+	t.Logf("TryLock with one paused node took %v (node timeout 100ms)", took)
+	if err := l.Unlock(ctxT(t)); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+	// The paused node ran the acquire after it resumed; that late grant
+	// must be released, not left for the TTL.
+	eventually(t, "the paused node's late grant is released", func() bool {
+		return rdbs[2].Exists(ctxT(t), k).Val() == 0
+	})
+}
+
+func TestRedlockLateGrantOfAFailedAcquireIsReleased(t *testing.T) {
+	nodes := startNodes(t, 5)
+	c, rdbs := newRedlock(t, nodes, func(o *redis.Options) { o.ReadTimeout = 30 * time.Second })
+	mustLock(t, c, key(t))
+	k := key(t)
+	for _, i := range []int{0, 1} {
+		rdbs[i].Set(ctxT(t), k, "someone-else", time.Minute)
+	}
+	nodes[4].Pause()
+	_, err := c.TryLock(ctxT(t), k, dlock.WithTTL(time.Hour), dlock.WithNodeTimeout(100*time.Millisecond))
+	nodes[4].Resume()
+	if !errors.Is(err, dlock.ErrNoQuorum) {
+		t.Fatalf("TryLock: %v, want ErrNoQuorum (2 taken, 2 granted, 1 silent)", err)
+	}
+	for _, i := range []int{2, 3} {
+		if rdbs[i].Exists(ctxT(t), k).Val() != 0 {
+			t.Errorf("node %d kept the key after the failed acquire", i)
+		}
+	}
+	eventually(t, "the silent node's late grant is released", func() bool {
+		return rdbs[4].Exists(ctxT(t), k).Val() == 0
+	})
+}
+
+func TestRedlockKeyHeldOnThreeNodesIsNotObtainedAndTheOthersAreCleaned(t *testing.T) {
+	nodes := startNodes(t, 5)
+	c, rdbs := newRedlock(t, nodes)
+	k := key(t)
+	for _, i := range []int{0, 2, 3} {
+		rdbs[i].Set(ctxT(t), k, "someone-else", time.Minute)
+	}
+	if _, err := c.TryLock(ctxT(t), k); !errors.Is(err, dlock.ErrNotObtained) {
+		t.Fatalf("TryLock: %v, want ErrNotObtained", err)
+	}
+	for _, i := range []int{1, 4} {
+		if rdbs[i].Exists(ctxT(t), k).Val() != 0 {
+			t.Errorf("node %d kept our key", i)
+		}
+	}
+	if n := holders(t, rdbs, k, "someone-else"); n != 3 {
+		t.Errorf("the other holder's key is on %d nodes, want 3", n)
+	}
+}
+
+func TestRedlockContextDeadlineIsWithinTTLMinusDrift(t *testing.T) {
+	nodes := startNodes(t, 5)
+	c, _ := newRedlock(t, nodes)
+	const ttl = 3 * time.Second
+	drift := ttl/100 + 2*time.Millisecond
+	for i := 0; i < 20; i++ {
+		l := mustLock(t, c, key(t), dlock.WithTTL(ttl))
+		// The deadline counts from before the request was sent, so right
+		// after the grant at most TTL - drift can remain.
+		dl, _ := l.Context().Deadline()
+		if left := time.Until(dl); left > ttl-drift {
+			t.Fatalf("%v left right after acquire, more than TTL - drift = %v", left, ttl-drift)
+		}
+	}
+}
+
+// Choice (b) of redlock.go: a release raises every node's counter to the
+// holder's fence, so a later grant cannot come out lower even when the node
+// that produced the high fence is gone.
+func TestRedlockFenceDoesNotRegressWhenTheNodeWithTheHighestCounterIsLost(t *testing.T) {
+	nodes := startNodes(t, 5)
+	c, rdbs := newRedlock(t, nodes)
+	k := key(t)
+	first := mustLock(t, c, k)
+	if err := first.Unlock(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	// Node 0's counter runs far ahead (a fast clock, say).
+	fenceKey := "dlock:fence:{" + k + "}"
+	ahead := first.Fence() + 1_000_000_000
+	rdbs[0].Set(ctxT(t), fenceKey, ahead, time.Hour)
+	high := mustLock(t, c, k)
+	if high.Fence() <= ahead {
+		t.Fatalf("fence %d, want above node 0's counter %d", high.Fence(), ahead)
+	}
+	if err := high.Unlock(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	// Node 0 loses everything; the others must remember the high fence.
+	rdbs[0].FlushAll(ctxT(t))
+	next := mustLock(t, c, k)
+	if next.Fence() <= high.Fence() {
+		t.Fatalf("fence went from %d to %d after node 0 lost its data", high.Fence(), next.Fence())
+	}
+}
+
+func TestRedlockFencesKeepGrowingAsNodesLoseData(t *testing.T) {
+	nodes := startNodes(t, 5)
+	c, rdbs := newRedlock(t, nodes)
+	k := key(t)
+	var last int64
+	for round := 0; round < 10; round++ {
+		l := mustLock(t, c, k, dlock.WithTTL(time.Minute))
+		if l.Fence() <= last {
+			t.Fatalf("round %d: fence %d after %d", round, l.Fence(), last)
+		}
+		last = l.Fence()
+		if round%2 == 0 {
+			_ = l.Unlock(ctxT(t))
+		} else {
+			// Lost instead of released: a minority of nodes forgets it
+			// all, and the rest let it expire.
+			_ = l.Extend(ctxT(t), 20*time.Millisecond)
+		}
+		rdbs[round%5].FlushAll(ctxT(t))
+		rdbs[(round+2)%5].FlushAll(ctxT(t))
+		if round == 4 {
+			nodes[1].Kill()
+			if err := nodes[1].Restart(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		eventually(t, "the key is free", func() bool {
+			return holders(t, rdbs, k, l.Token()) == 0
+		})
+	}
+}
+
+func TestRedlockUnlockIsNotHeldOnlyWithoutAQuorum(t *testing.T) {
+	nodes := startNodes(t, 5)
+	c, rdbs := newRedlock(t, nodes)
+
+	k := key(t)
+	l := mustLock(t, c, k, dlock.WithTTL(time.Minute))
+	rdbs[0].Set(ctxT(t), k, "someone-else", time.Minute)
+	rdbs[1].Set(ctxT(t), k, "someone-else", time.Minute)
+	if err := l.Unlock(ctxT(t)); err != nil {
+		t.Fatalf("Unlock with 3 of 5 still ours: %v", err)
+	}
+
+	k2 := key(t)
+	l2 := mustLock(t, c, k2, dlock.WithTTL(time.Minute))
+	for _, i := range []int{0, 1, 2} {
+		rdbs[i].Set(ctxT(t), k2, "someone-else", time.Minute)
+	}
+	if err := l2.Unlock(ctxT(t)); !errors.Is(err, dlock.ErrNotHeld) {
+		t.Fatalf("Unlock with 2 of 5 still ours: %v, want ErrNotHeld", err)
+	}
+	if n := holders(t, rdbs, k2, "someone-else"); n != 3 {
+		t.Fatalf("the other holder's key is on %d nodes, want 3", n)
+	}
+}
+
+func TestRedlockRenewalDoAndWaiting(t *testing.T) {
+	nodes := startNodes(t, 5)
+	c, _ := newRedlock(t, nodes)
+	other, _ := newRedlock(t, nodes)
+	k := key(t)
+	got := make(chan *dlock.Lock, 1)
+	err := c.Do(ctxT(t), k, func(ctx context.Context) error {
+		go func() {
+			l, err := other.Lock(ctxT(t), k) // waits for Do's Unlock
+			if err != nil {
+				t.Error(err)
+			}
+			got <- l
+		}()
+		// Four TTLs of work: the watchdog keeps the lock.
+		for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+			if ctx.Err() != nil {
+				return context.Cause(ctx)
+			}
+		}
+		return nil
+	}, dlock.WithTTL(250*time.Millisecond))
+	if err != nil {
+		t.Fatalf("Do: %v", err)
+	}
+	select {
+	case l := <-got:
+		if l == nil {
+			t.Fatal("waiter failed")
+		}
+		_ = l.Unlock(ctxT(t))
+	case <-time.After(30 * time.Second):
+		t.Fatal("the waiter never got the lock")
+	}
+}
+
+func TestRedlockMaxHoldAndLoss(t *testing.T) {
+	nodes := startNodes(t, 3)
+	c, rdbs := newRedlock(t, nodes)
+	l := mustLock(t, c, key(t), dlock.WithTTL(200*time.Millisecond), dlock.WithAutoRenew(), dlock.WithMaxHold(600*time.Millisecond))
+	if cause := waitDone(t, l.Context(), "max hold"); cause != dlock.ErrMaxHold {
+		t.Fatalf("cause = %v, want ErrMaxHold", cause)
+	}
+	k := key(t)
+	l = mustLock(t, c, k, dlock.WithTTL(3*time.Second), dlock.WithAutoRenew())
+	rdbs[0].Set(ctxT(t), k, "someone-else", time.Minute)
+	rdbs[2].Set(ctxT(t), k, "someone-else", time.Minute)
+	if cause := waitDone(t, l.Context(), "majority taken"); cause != dlock.ErrLost {
+		t.Fatalf("cause = %v, want ErrLost", cause)
+	}
+}
+
+func TestRedlockOnTwoNodesNeedsBoth(t *testing.T) {
+	nodes := startNodes(t, 2)
+	c, _ := newRedlock(t, nodes)
+	l := mustLock(t, c, key(t))
+	if err := l.Unlock(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	nodes[1].Kill()
+	if _, err := c.TryLock(ctxT(t), key(t)); !errors.Is(err, dlock.ErrNoQuorum) {
+		t.Fatalf("TryLock with 1 of 2 nodes: %v, want ErrNoQuorum", err)
+	}
+}
