@@ -22,7 +22,10 @@ check:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
+	cd bench && $(GO) vet ./...
 
-# bench runs the benchmarks against a redis-server the benchmarks start.
+# bench runs the benchmarks: dlock's own, then the comparison with its peers
+# (the separate bench/ module), each against redis-servers they start.
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchtime 2s -count 1 .
+	cd bench && $(GO) test -run '^$$' -bench . -benchtime 5000x -count 3 .

@@ -36,6 +36,17 @@
 // Every operation is one round trip. Waiting in Lock is driven by release
 // notifications (pub/sub, sharded on a cluster), not by polling.
 //
+// # Redlock
+//
+// New with several go-redis clients, one per independent master, runs the
+// Redlock algorithm of the Redis guidance behind the same API: parallel
+// fan-out with a per-node timeout (WithNodeTimeout), a majority quorum,
+// validity = TTL - elapsed - drift, release on every node after a failed
+// attempt, extension only with a majority, and fences that stay increasing
+// across nodes. Too few nodes answering is ErrNoQuorum (a *QuorumError
+// naming each failed node), never ErrNotObtained. redlock.go has the
+// algorithm and the fence argument; the README says when to use it.
+//
 // # The lease
 //
 // A lock is a lease: when its TTL runs out on the server, anyone may take it.
@@ -52,8 +63,8 @@
 //
 //   - Failover: Redis replicates asynchronously. If a master grants a lock
 //     and fails before its replica has the key, the promoted replica grants
-//     it again: two holders. Use fences, or Redlock over independent masters
-//     (planned), when that matters.
+//     it again: two holders. Use fences, or Redlock over independent masters,
+//     when that matters.
 //   - Pauses: a holder that stops (GC pause, SIGSTOP, a slow network) for
 //     longer than its TTL resumes believing it holds a lock that someone else
 //     now has. No lock service can prevent this on its own; the resource must
