@@ -241,7 +241,7 @@ func (c *Client) try(ctx context.Context, key string, o options) (*Lock, time.Du
 				fence = max(fence, a.v.fence)
 			}
 		}
-		return newLock(c, key, token, fence, o, sent), 0, nil
+		return newLock(c, key, token, fence, o, sent, o.ttl), 0, nil
 	}
 
 	// Not obtained. Give the lock back on every node that may hold our

@@ -1,13 +1,11 @@
 package dlock
 
 import (
-	"cmp"
-	"context"
+		"context"
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
-	"slices"
-	"sync"
+		"sync"
 	"time"
 )
 
@@ -39,11 +37,13 @@ type Lock struct {
 // MinTTL to renew for.
 var errNoRoom = fmt.Errorf("%w: no room left to extend", ErrMaxHold)
 
-func newLock(c *Client, key, token string, fence int64, o options, sent time.Time) *Lock {
+// newLock returns the Lock for a grant sent at sent, whose key lives for
+// valid from then (the TTL, for a fresh grant).
+func newLock(c *Client, key, token string, fence int64, o options, sent time.Time, valid time.Duration) *Lock {
 	l := &Lock{
 		c: c, key: key, token: token, fence: fence, ttl: o.ttl, acquired: sent,
 		timeout:  o.nodeTimeoutFor(len(c.nodes)),
-		lease:    newLease(sent, o.ttl, o),
+		lease:    newLease(sent, valid, o),
 		renewing: make(chan struct{}, 1),
 		stop:     make(chan struct{}),
 	}
@@ -216,33 +216,17 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	if l.isReleased() {
 		return 0, l.notHeld()
 	}
-	type remaining struct {
-		d  time.Duration
-		ok bool
-	}
 	answers := fanout(l.c, ctx, l.c.nodes, l.timeout, "ttl",
-		func(ctx context.Context, n *node) (remaining, error) {
-			d, ok, err := n.pttl(ctx, l.key, l.token)
-			return remaining{d, ok}, err
-		}, nil)
-	held, notHeld, failures := tally(answers, func(r remaining) bool { return r.ok })
+		func(ctx context.Context, n *node) (keyState, error) { return n.inspect(ctx, l.key) }, nil)
+	d, held, notHeld, failures := l.c.majorityTTL(answers, l.token)
 	switch {
-	case held >= l.c.quorum():
-		// The lock lasts while a majority holds it: the quorum-th
-		// longest remaining TTL.
-		var ds []time.Duration
-		for _, a := range answers {
-			if a.err == nil && a.v.ok {
-				ds = append(ds, a.v.d)
-			}
-		}
-		slices.SortFunc(ds, func(a, b time.Duration) int { return cmp.Compare(b, a) })
-		return ds[l.c.quorum()-1], nil
-	case notHeld > len(l.c.nodes)-l.c.quorum():
+	case held:
+		return d, nil
+	case notHeld:
 		l.lease.end(ErrLost)
 		return 0, l.notHeld()
 	}
-	return 0, l.c.undecided(ctx, held, failures)
+	return 0, l.c.undecided(ctx, 0, failures)
 }
 
 func (l *Lock) notHeld() error {

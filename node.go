@@ -146,16 +146,34 @@ func (n *node) extend(ctx context.Context, key, token string, ttl time.Duration)
 	return v == 1, nil
 }
 
-// pttl returns key's remaining TTL if it holds token; ok is false otherwise.
-func (n *node) pttl(ctx context.Context, key, token string) (d time.Duration, ok bool, err error) {
-	v, err := pttlScript.Run(ctx, n.rdb, []string{key}, token).Int64()
+// keyState is what one node holds for a lock key.
+type keyState struct {
+	value  string // the key's value; "" when absent
+	exists bool
+	pttl   time.Duration // remaining TTL; negative when absent (-2) or without expiry (-1)
+	fence  int64         // last fence issued; 0 when none is remembered
+}
+
+// inspect reads key's value, TTL and fencing counter atomically.
+func (n *node) inspect(ctx context.Context, key string) (keyState, error) {
+	res, err := inspectScript.Run(ctx, n.rdb, []string{key, fenceKey(key)}).Slice()
 	if err != nil {
-		return 0, false, n.fail("ttl", err)
+		return keyState{}, n.fail("inspect", err)
 	}
-	if v < 0 {
-		return 0, false, nil
+	if len(res) != 3 {
+		return keyState{}, n.fail("inspect", errors.New("unexpected reply from the inspect script"))
 	}
-	return time.Duration(v) * time.Millisecond, true, nil
+	var st keyState
+	st.value, st.exists = res[0].(string)
+	pttl, _ := res[1].(int64)
+	st.pttl = time.Duration(pttl) * time.Millisecond
+	if pttl < 0 {
+		st.pttl = time.Duration(pttl)
+	}
+	if s, ok := res[2].(string); ok {
+		st.fence, _ = strconv.ParseInt(s, 10, 64)
+	}
+	return st, nil
 }
 
 // hasNative reports whether the node has DELEX and SET IFEQ (Redis 8.4+).

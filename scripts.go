@@ -23,7 +23,7 @@ var (
 	extendSrc    string
 	extendScript = redis.NewScript(extendSrc)
 
-	//go:embed scripts/pttl.lua
-	pttlSrc    string
-	pttlScript = redis.NewScript(pttlSrc)
+	//go:embed scripts/inspect.lua
+	inspectSrc    string
+	inspectScript = redis.NewScript(inspectSrc)
 )
