@@ -11,18 +11,33 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// StartReplica starts a server that replicates master, and waits until the
-// initial synchronisation is done.
-func StartReplica(tb testing.TB, master *Server, args ...string) *Server {
-	tb.Helper()
-	r := Start(tb, append([]string{"--replicaof", "127.0.0.1", strconv.Itoa(master.Port)}, args...)...)
-	c := r.Client(tb)
+// SpawnReplica starts a server that replicates master, and waits until the
+// initial synchronisation is done. The caller must Close it.
+func SpawnReplica(master *Server, args ...string) (*Server, error) {
+	r, err := Spawn(append([]string{"--replicaof", "127.0.0.1", strconv.Itoa(master.Port)}, args...)...)
+	if err != nil {
+		return nil, err
+	}
+	c := redis.NewClient(r.Options())
+	defer c.Close()
 	if err := waitFor(startTimeout, func(ctx context.Context) (bool, error) {
 		info, err := c.Info(ctx, "replication").Result()
 		return strings.Contains(info, "master_link_status:up"), err
 	}); err != nil {
-		tb.Fatalf("redistest: replica of %s never synchronised: %v", master.Addr(), err)
+		r.Close()
+		return nil, fmt.Errorf("redistest: replica of %s never synchronised: %w", master.Addr(), err)
 	}
+	return r, nil
+}
+
+// StartReplica is SpawnReplica for tests.
+func StartReplica(tb testing.TB, master *Server, args ...string) *Server {
+	tb.Helper()
+	r, err := SpawnReplica(master, args...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(r.Close)
 	return r
 }
 

@@ -1,0 +1,435 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/redistest"
+)
+
+const demoHelp = `
+Reproduce the experiments of the Redis guidance on distributed locks and
+print, for each, what the guidance expects, what happened, and PASS or FAIL.
+
+With no flags it needs nothing installed: it runs against an embedded
+in-process Redis (miniredis). With --redis URL it runs against that server
+instead (it only uses keys under demo:). If redis-server is on PATH (or with
+--spawn), it also runs the experiments that need real processes, on servers
+it starts on loopback and stops: a master/replica failover that loses the
+lock, and Redlock over five nodes with two, then three, of them down.
+
+Exit codes: 0 every experiment passed; 1 one failed; 64 usage.
+
+Examples:
+  dlock demo
+  dlock demo --redis redis://127.0.0.1:6379
+  dlock demo --spawn=false
+`
+
+// experiment is one row of the demo's table.
+type experiment struct {
+	name   string
+	expect string
+	run    func(ctx context.Context, e *env) (happened string, ok bool, err error)
+}
+
+// env is what an experiment runs against.
+type env struct {
+	rdb   *redis.Client // raw commands, as the guidance types them
+	locks *dlock.Client
+	other *dlock.Client // a second, independent client
+}
+
+func demoMain(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("demo", "[flags]", demoHelp, stderr)
+	url := fs.String("redis", "", "run against this Redis `URL` instead of the embedded one")
+	_, found := exec.LookPath("redis-server")
+	spawn := fs.Bool("spawn", found == nil, "also run the process experiments (failover, Redlock); needs redis-server")
+	if stop, code := parse(fs, args); stop {
+		return code
+	}
+	if fs.NArg() > 0 {
+		return usageError(stderr, "demo: unexpected arguments %q", fs.Args())
+	}
+
+	var opts *redis.Options
+	where := "embedded Redis (miniredis)"
+	if *url != "" {
+		var err error
+		if opts, err = redis.ParseURL(*url); err != nil {
+			return usageError(stderr, "demo: bad Redis URL %s: %v", redact(*url), scrub(err, *url))
+		}
+		where = redact(*url)
+	} else {
+		m := miniredis.NewMiniRedis()
+		m.ClockTTL(true) // keys expire in real time, as on a real server
+		if err := m.Start(); err != nil {
+			fmt.Fprintf(stderr, "dlock: demo: starting the embedded Redis: %v\n", err)
+			return exitSoftware
+		}
+		defer m.Close()
+		opts = &redis.Options{Addr: m.Addr()}
+	}
+	fmt.Fprintf(stdout, "dlock demo against %s\n\n", where)
+
+	newClient := func() *redis.Client { return redis.NewClient(opts) }
+	rdb, rdb2 := newClient(), newClient()
+	defer rdb.Close()
+	defer rdb2.Close()
+	e := &env{rdb: rdb, locks: dlock.New(rdb), other: dlock.New(rdb2)}
+	defer e.locks.Close()
+	defer e.other.Close()
+
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "EXPERIMENT\tTHE GUIDANCE EXPECTS\tWHAT HAPPENED\tRESULT")
+	failed := 0
+	row := func(x experiment, happened string, ok bool, err error) {
+		result := "PASS"
+		if err != nil {
+			happened, ok = "error: "+err.Error(), false
+		}
+		if !ok {
+			result = "FAIL"
+			failed++
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", x.name, x.expect, happened, result)
+	}
+	ctx := context.Background()
+	for _, x := range experiments {
+		ctx, cancel := context.WithTimeout(ctx, time.Minute)
+		happened, ok, err := x.run(ctx, e)
+		cancel()
+		row(x, happened, ok, err)
+	}
+	if *spawn {
+		for _, x := range processExperiments {
+			ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+			happened, ok, err := x.run(ctx, nil)
+			cancel()
+			row(x, happened, ok, err)
+		}
+	} else {
+		fmt.Fprintln(tw, "(failover and Redlock experiments skipped: they need redis-server on PATH; see --spawn)")
+	}
+	tw.Flush()
+	if failed > 0 {
+		fmt.Fprintf(stdout, "\n%d experiment(s) failed\n", failed)
+		return 1
+	}
+	fmt.Fprintln(stdout, "\nall experiments passed")
+	return exitOK
+}
+
+// The guidance's scripts, as it types them into redis-cli.
+const (
+	seedUnlock = `if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) else return 0 end`
+	seedExtend = `if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("pexpire", KEYS[1], ARGV[2]) else return 0 end`
+)
+
+// waitGone polls until key no longer exists (its TTL ran out).
+func waitGone(ctx context.Context, rdb *redis.Client, key string) error {
+	for rdb.Exists(ctx, key).Val() != 0 {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s never expired", key)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+func demoKey(name string) string { return fmt.Sprintf("demo:%s:%d", name, time.Now().UnixNano()) }
+
+var experiments = []experiment{
+	{
+		name:   "6.1 mutual exclusion",
+		expect: "2nd SET NX fails; GET shows the 1st token; PTTL > 0",
+		run: func(ctx context.Context, e *env) (string, bool, error) {
+			k := demoKey("order:1001")
+			a, err := e.locks.TryLock(ctx, k, dlock.WithTTL(15*time.Second))
+			if err != nil {
+				return "", false, err
+			}
+			defer a.Unlock(ctx)
+			_, err = e.other.TryLock(ctx, k)
+			got := e.rdb.Get(ctx, k).Val()
+			pttl := e.rdb.PTTL(ctx, k).Val()
+			ok := errors.Is(err, dlock.ErrNotObtained) && got == a.Token() && pttl > 0
+			return fmt.Sprintf("2nd TryLock: %v; GET = 1st token: %v; PTTL %v", errText(err), got == a.Token(), pttl.Round(time.Millisecond)), ok, nil
+		},
+	},
+	{
+		name:   "6.2 token-checked release",
+		expect: "A's stale unlock returns 0; B's lock stays",
+		run: func(ctx context.Context, e *env) (string, bool, error) {
+			k := demoKey("order:1002")
+			a, err := e.locks.TryLock(ctx, k, dlock.WithTTL(100*time.Millisecond))
+			if err != nil {
+				return "", false, err
+			}
+			if err := waitGone(ctx, e.rdb, k); err != nil { // A stalls past its TTL
+				return "", false, err
+			}
+			b, err := e.other.TryLock(ctx, k)
+			if err != nil {
+				return "", false, err
+			}
+			defer b.Unlock(ctx)
+			err = a.Unlock(ctx)
+			kept := e.rdb.Get(ctx, k).Val() == b.Token()
+			return fmt.Sprintf("A's Unlock: ErrNotHeld: %v; B's lock kept: %v", errors.Is(err, dlock.ErrNotHeld), kept), errors.Is(err, dlock.ErrNotHeld) && kept, nil
+		},
+	},
+	{
+		name:   "6.2 the mistake: bare DEL",
+		expect: "A's DEL deletes B's lock; C gets in while B works",
+		run: func(ctx context.Context, e *env) (string, bool, error) {
+			k := demoKey("order:1003")
+			e.rdb.SetNX(ctx, k, "token-A", 100*time.Millisecond)
+			if err := waitGone(ctx, e.rdb, k); err != nil {
+				return "", false, err
+			}
+			e.rdb.SetNX(ctx, k, "token-B", 15*time.Second) // B holds it now
+			deleted := e.rdb.Del(ctx, k).Val()             // A, back from its stall
+			cIn := e.rdb.SetNX(ctx, k, "token-C", 15*time.Second).Val()
+			e.rdb.Del(ctx, k)
+			return fmt.Sprintf("DEL removed %d key (B's); C's SET NX: %v", deleted, cIn), deleted == 1 && cIn, nil
+		},
+	},
+	{
+		name:   "6.3 renewal only by the holder",
+		expect: "wrong token: 0, TTL unchanged; right token: 1, TTL ~20s",
+		run: func(ctx context.Context, e *env) (string, bool, error) {
+			k := demoKey("job:9")
+			l, err := e.locks.TryLock(ctx, k, dlock.WithTTL(5*time.Second))
+			if err != nil {
+				return "", false, err
+			}
+			defer l.Unlock(ctx)
+			wrong, err := e.rdb.Eval(ctx, seedExtend, []string{k}, "wrong-token", 20000).Int()
+			if err != nil {
+				return "", false, err
+			}
+			before := e.rdb.PTTL(ctx, k).Val()
+			err = l.Extend(ctx, 20*time.Second)
+			after := e.rdb.PTTL(ctx, k).Val()
+			ok := wrong == 0 && before <= 5*time.Second && err == nil && after > 15*time.Second
+			return fmt.Sprintf("wrong token: %d (PTTL %v); holder's Extend: %v (PTTL %v)", wrong, before.Round(time.Second), errText(err), after.Round(time.Second)), ok, nil
+		},
+	},
+	{
+		name:   "the mistake: SETNX then EXPIRE",
+		expect: "a crash in between leaves a lock that never expires",
+		run: func(ctx context.Context, e *env) (string, bool, error) {
+			k := demoKey("split")
+			e.rdb.SetNX(ctx, k, "token", 0) // SETNX ... and the process dies before EXPIRE
+			ttl := e.rdb.TTL(ctx, k).Val()
+			e.rdb.Del(ctx, k)
+			l, err := e.locks.TryLock(ctx, k)
+			if err != nil {
+				return "", false, err
+			}
+			defer l.Unlock(ctx)
+			dttl := e.rdb.PTTL(ctx, k).Val()
+			return fmt.Sprintf("split: TTL -1 (never expires); dlock's one SET NX PX: PTTL %v", dttl.Round(time.Second)), ttl == -1 && dttl > 0, nil
+		},
+	},
+	{
+		name:   "the mistake: a fixed value",
+		expect: "anyone with the value unlocks someone else's lock",
+		run: func(ctx context.Context, e *env) (string, bool, error) {
+			k := demoKey("fixed")
+			e.rdb.SetNX(ctx, k, "locked", 100*time.Millisecond) // A
+			if err := waitGone(ctx, e.rdb, k); err != nil {
+				return "", false, err
+			}
+			e.rdb.SetNX(ctx, k, "locked", 15*time.Second) // B, same value
+			n, _ := e.rdb.Eval(ctx, seedUnlock, []string{k}, "locked").Int()
+			a, _ := e.locks.TryLock(ctx, k, dlock.WithTTL(15*time.Second))
+			b, _ := e.other.TryLock(ctx, k)
+			distinct := a != nil && b == nil
+			if a != nil {
+				a.Unlock(ctx)
+			}
+			return fmt.Sprintf("A's check-and-DEL removed B's lock: %v; dlock tokens: a fresh 160-bit value per lock", n == 1), n == 1 && distinct, nil
+		},
+	},
+	{
+		name:   "watchdog renewal",
+		expect: "a 300ms lock lives through 1.5s of work; others fail all along",
+		run: func(ctx context.Context, e *env) (string, bool, error) {
+			k := demoKey("long-job")
+			l, err := e.locks.TryLock(ctx, k, dlock.WithTTL(300*time.Millisecond), dlock.WithAutoRenew())
+			if err != nil {
+				return "", false, err
+			}
+			defer l.Unlock(ctx)
+			tries, stolen := 0, 0
+			for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+				tries++
+				if o, err := e.other.TryLock(ctx, k); err == nil {
+					stolen++
+					o.Unlock(ctx)
+				}
+			}
+			alive := l.Context().Err() == nil
+			return fmt.Sprintf("%d tries by another client, %d succeeded; holder's context alive: %v", tries, stolen, alive), stolen == 0 && alive, nil
+		},
+	},
+	{
+		name:   "fencing token",
+		expect: "the resource refuses the stale holder's write",
+		run: func(ctx context.Context, e *env) (string, bool, error) {
+			k := demoKey("ledger")
+			res := &fencedResource{}
+			a, err := e.locks.TryLock(ctx, k, dlock.WithTTL(100*time.Millisecond))
+			if err != nil {
+				return "", false, err
+			}
+			if err := waitGone(ctx, e.rdb, k); err != nil { // A pauses (GC, SIGSTOP) past its TTL
+				return "", false, err
+			}
+			b, err := e.other.TryLock(ctx, k)
+			if err != nil {
+				return "", false, err
+			}
+			defer b.Unlock(ctx)
+			bOK := res.write(b.Fence())
+			aOK := res.write(a.Fence()) // A wakes up and writes
+			return fmt.Sprintf("B (fence %d) accepted: %v; A (fence %d) accepted: %v", b.Fence(), bOK, a.Fence(), aOK), bOK && !aOK, nil
+		},
+	},
+}
+
+// fencedResource accepts a write only with a fence above every fence it has
+// accepted: the storage side of fencing.
+type fencedResource struct{ highest int64 }
+
+func (r *fencedResource) write(fence int64) bool {
+	if fence <= r.highest {
+		return false
+	}
+	r.highest = fence
+	return true
+}
+
+func errText(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	msg := err.Error()
+	return strings.TrimPrefix(msg, "dlock: ")
+}
+
+// processExperiments need real redis-server processes, which they start on
+// loopback and stop.
+var processExperiments = []experiment{
+	{
+		name:   "failover to a lagging replica",
+		expect: "two holders after failover; the fence refuses the stale one",
+		run: func(ctx context.Context, _ *env) (string, bool, error) {
+			master, err := redistest.Spawn()
+			if err != nil {
+				return "", false, err
+			}
+			defer master.Close()
+			replica, err := redistest.SpawnReplica(master)
+			if err != nil {
+				return "", false, err
+			}
+			defer replica.Close()
+			mrdb, rrdb := redis.NewClient(master.Options()), redis.NewClient(replica.Options())
+			defer mrdb.Close()
+			defer rrdb.Close()
+			ml, rl := dlock.New(mrdb), dlock.New(rrdb)
+			defer ml.Close()
+			defer rl.Close()
+			k := demoKey("failover")
+			// Warm up so the replica has the fence counter, then cut
+			// replication: the next grant never reaches it.
+			w, err := ml.TryLock(ctx, k)
+			if err != nil {
+				return "", false, err
+			}
+			w.Unlock(ctx)
+			mrdb.Do(ctx, "WAIT", 1, 5000)
+			rrdb.Do(ctx, "REPLICAOF", "127.0.0.1", "1")
+			a, err := ml.TryLock(ctx, k, dlock.WithTTL(time.Minute))
+			if err != nil {
+				return "", false, err
+			}
+			master.Kill()
+			rrdb.Do(ctx, "REPLICAOF", "NO", "ONE")
+			b, err := rl.TryLock(ctx, k, dlock.WithTTL(time.Minute))
+			if err != nil {
+				return "", false, err
+			}
+			res := &fencedResource{}
+			bOK, aOK := res.write(b.Fence()), res.write(a.Fence())
+			return fmt.Sprintf("A (old master) and B (promoted replica) both hold it; B's write: %v, A's stale write: %v", bOK, aOK), bOK && !aOK, nil
+		},
+	},
+	{
+		name:   "Redlock, 2 of 5 nodes down",
+		expect: "a majority (3) still grants the lock",
+		run: func(ctx context.Context, _ *env) (string, bool, error) {
+			return redlockExperiment(ctx, 2)
+		},
+	},
+	{
+		name:   "Redlock, 3 of 5 nodes down",
+		expect: "no majority: refused, with each node's error",
+		run: func(ctx context.Context, _ *env) (string, bool, error) {
+			return redlockExperiment(ctx, 3)
+		},
+	},
+}
+
+func redlockExperiment(ctx context.Context, down int) (string, bool, error) {
+	var ucs []redis.UniversalClient
+	var servers []*redistest.Server
+	defer func() {
+		for _, s := range servers {
+			s.Close()
+		}
+	}()
+	for i := 0; i < 5; i++ {
+		s, err := redistest.Spawn()
+		if err != nil {
+			return "", false, err
+		}
+		servers = append(servers, s)
+		rdb := redis.NewClient(s.Options())
+		defer rdb.Close()
+		ucs = append(ucs, rdb)
+	}
+	c := dlock.New(ucs...)
+	defer c.Close()
+	for _, s := range servers[:down] {
+		s.Kill()
+	}
+	l, err := c.TryLock(ctx, demoKey("redlock"))
+	if down < 3 {
+		if err != nil {
+			return "", false, err
+		}
+		defer l.Unlock(ctx)
+		return fmt.Sprintf("obtained on %d of 5 nodes, fence %d", 5-down, l.Fence()), true, nil
+	}
+	var qe *dlock.QuorumError
+	ok := errors.As(err, &qe) && !errors.Is(err, dlock.ErrNotObtained)
+	if qe != nil {
+		return fmt.Sprintf("refused: %d of 5 agreed, %d needed (%d node errors)", qe.OK, qe.Quorum, len(qe.Errs)), ok, nil
+	}
+	return fmt.Sprintf("unexpected: %v", err), false, nil
+}

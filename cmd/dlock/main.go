@@ -1,0 +1,155 @@
+// Command dlock runs commands under a distributed lock on Redis, gives shell
+// scripts lock tools, and reproduces the Redis guidance's lock experiments.
+//
+//	dlock run --key NAME [--redis URL]... [--ttl 30s] [--wait D] [--max-hold D] -- CMD ARGS...
+//	dlock lock --key NAME [--ttl 30s] [--wait D] [--json]
+//	dlock unlock --key NAME --token T [--json]
+//	dlock extend --key NAME --token T --ttl D [--json]
+//	dlock status [--json] KEY
+//	dlock demo [--redis URL] [--spawn]
+//
+// Run `dlock help` or `dlock COMMAND --help` for details and examples.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Exit codes. They are part of the interface: scripts test for them.
+const (
+	exitOK       = 0
+	exitFree     = 1  // status: the lock is not held
+	exitUsage    = 64 // bad flags or arguments (EX_USAGE)
+	exitRedis    = 69 // Redis unreachable, or it refused (EX_UNAVAILABLE)
+	exitSoftware = 70 // an internal error (EX_SOFTWARE)
+	exitConflict = 75 // not obtained: someone else holds the lock (EX_TEMPFAIL); --conflict-exit-code changes it
+	exitLost     = 76 // the lock was lost while the command ran, or is not held by this token
+	exitNoExec   = 127
+)
+
+// command is one subcommand.
+type command struct {
+	name    string
+	summary string
+	run     func(args []string, stdout, stderr io.Writer) int
+}
+
+var commands []command
+
+func init() {
+	commands = []command{
+		{"run", "run a command while holding a lock", runMain},
+		{"lock", "obtain a lock and print its token and fence (for shell scripts)", lockMain},
+		{"unlock", "release a lock obtained with `dlock lock`", unlockMain},
+		{"extend", "extend a lock obtained with `dlock lock`", extendMain},
+		{"status", "show whether a lock is held, its TTL and fence", statusMain},
+		{"demo", "reproduce the Redis guidance's lock experiments", demoMain},
+	}
+}
+
+func main() {
+	// go-redis logs reconnection attempts; dlock reports failures itself.
+	redis.SetLogger(quiet{})
+	os.Exit(dispatch(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// quiet is a go-redis logger that drops everything.
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
+func dispatch(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return exitUsage
+	}
+	switch args[0] {
+	case "help", "-h", "-help", "--help":
+		if len(args) > 1 {
+			return dispatch([]string{args[1], "--help"}, stdout, stderr)
+		}
+		usage(stdout)
+		return exitOK
+	}
+	for _, c := range commands {
+		if c.name == args[0] {
+			return c.run(args[1:], stdout, stderr)
+		}
+	}
+	fmt.Fprintf(stderr, "dlock: unknown command %q\n\n", args[0])
+	usage(stderr)
+	return exitUsage
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "dlock: distributed locks on Redis")
+	fmt.Fprintln(w, "\nUsage: dlock COMMAND [flags] [args]")
+	fmt.Fprintln(w, "\nCommands:")
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintf(w, `
+Run 'dlock COMMAND --help' for a command's flags and examples.
+
+Redis: --redis URL (repeat it for Redlock over several masters), default
+$DLOCK_REDIS (URLs separated by commas), then redis://127.0.0.1:6379.
+URLs: redis://[user:password@]host:port[/db], rediss:// for TLS.
+
+Exit codes: 0 ok; 1 not held (status); 64 usage; 69 Redis unavailable or
+refused; 75 not obtained (someone else holds the lock); 76 lock lost, or not
+held by this token; 126/127 command not runnable/found; otherwise run's
+command's own exit status (128+N when killed by signal N).
+`)
+}
+
+// newFlagSet returns a flag set whose --help prints summary, the flags and
+// the examples.
+func newFlagSet(name, synopsis, help string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		out := fs.Output()
+		fmt.Fprintf(out, "Usage: dlock %s %s\n\n%s\n\nFlags:\n", name, synopsis, strings.TrimSpace(help))
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parse parses args; it reports the exit code to return when the caller
+// should stop (help asked for, or bad flags).
+// Help goes to standard output (it was asked for); errors to stderr.
+func parse(fs *flag.FlagSet, args []string) (stop bool, code int) {
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if a == "-h" || a == "-help" || a == "--help" {
+			stderr := fs.Output()
+			fs.SetOutput(os.Stdout)
+			fs.Usage()
+			fs.SetOutput(stderr)
+			return true, exitOK
+		}
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return true, exitOK
+		}
+		return true, exitUsage
+	}
+	return false, 0
+}
+
+// usageError prints a usage problem and returns exitUsage.
+func usageError(stderr io.Writer, format string, args ...any) int {
+	fmt.Fprintf(stderr, "dlock: "+format+"\n", args...)
+	return exitUsage
+}

@@ -1,0 +1,322 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/redistest"
+)
+
+// The tests build the real binary and run it as a user would, against a
+// real redis-server.
+var (
+	bin    string
+	server *redistest.Server
+)
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "dlock-cli-")
+	if err != nil {
+		panic(err)
+	}
+	bin = filepath.Join(dir, "dlock")
+	if out, err := exec.Command("go", "build", "-race", "-o", bin, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building dlock: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	if server, err = redistest.Spawn(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	server.Close()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func serverURL() string { return "redis://" + server.Addr() }
+
+func key(t *testing.T) string { return fmt.Sprintf("cli:%s:%d", t.Name(), rand.Uint32()) }
+
+// dlockCmd returns the binary with args, with $DLOCK_REDIS pointing at the
+// test server.
+func dlockCmd(args ...string) *exec.Cmd {
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "DLOCK_REDIS="+serverURL())
+	return cmd
+}
+
+// run runs the binary to completion and returns its exit code and output.
+func run(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	cmd := dlockCmd(args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	default:
+		t.Fatal(err)
+	}
+	return code, out.String(), errb.String()
+}
+
+func rdb(t *testing.T) *redis.Client { return server.Client(t) }
+
+func TestConcurrentRunsNeverInterleave(t *testing.T) {
+	k := key(t)
+	file := filepath.Join(t.TempDir(), "log")
+	script := fmt.Sprintf("echo start >> %s; sleep 0.05; echo end >> %s", file, file)
+	var wg sync.WaitGroup
+	for i := 0; i < 6; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if code, _, stderr := run(t, "run", "--key", k, "--", "sh", "-c", script); code != 0 {
+				t.Errorf("dlock run exited %d: %s", code, stderr)
+			}
+		}()
+	}
+	wg.Wait()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Fields(string(data))
+	if len(lines) != 12 {
+		t.Fatalf("%d lines, want 12: %q", len(lines), lines)
+	}
+	for i, l := range lines {
+		if want := []string{"start", "end"}[i%2]; l != want {
+			t.Fatalf("line %d is %q, want %q: runs interleaved: %q", i, l, want, lines)
+		}
+	}
+}
+
+func TestRunPassesTheCommandsExitCodeAndEnvironment(t *testing.T) {
+	k := key(t)
+	if code, _, _ := run(t, "run", "--key", k, "--", "sh", "-c", "exit 7"); code != 7 {
+		t.Errorf("exit code %d, want the command's 7", code)
+	}
+	check := `test "$DLOCK_KEY" = "` + k + `" && test "$DLOCK_FENCE" -gt 0 && test ${#DLOCK_TOKEN} -ge 22`
+	if code, _, stderr := run(t, "run", "--key", k, "--", "sh", "-c", check); code != 0 {
+		t.Errorf("environment check failed (%d): %s", code, stderr)
+	}
+	if code, _, _ := run(t, "run", "--key", k, "--", "sh", "-c", "kill -KILL $$"); code != 128+9 {
+		t.Errorf("killed command: exit %d, want 137", code)
+	}
+	if code, _, _ := run(t, "run", "--key", k, "--", "/no/such/command"); code != 127 {
+		t.Errorf("missing command: exit %d, want 127", code)
+	}
+	if rdb(t).Exists(context.Background(), k).Val() != 0 {
+		t.Error("the lock is still held after the runs")
+	}
+}
+
+func TestRunWithWaitZeroFailsFastOnAHeldKey(t *testing.T) {
+	k := key(t)
+	c := dlock.New(rdb(t))
+	defer c.Close()
+	l, err := c.TryLock(context.Background(), k, dlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock(context.Background())
+	code, _, stderr := run(t, "run", "--key", k, "--wait", "0", "--", "true")
+	if code != exitConflict || !strings.Contains(stderr, "held by someone else") {
+		t.Fatalf("exit %d (%q), want %d", code, stderr, exitConflict)
+	}
+	if code, _, _ := run(t, "run", "--key", k, "--wait", "0", "--conflict-exit-code", "9", "--", "true"); code != 9 {
+		t.Fatalf("with --conflict-exit-code 9: exit %d", code)
+	}
+	if code, _, _ := run(t, "run", "--key", k, "--wait", "200ms", "--", "true"); code != exitConflict {
+		t.Fatalf("with --wait 200ms: exit %d", code)
+	}
+}
+
+func TestALostLockKillsTheCommand(t *testing.T) {
+	k := key(t)
+	cmd := dlockCmd("run", "--key", k, "--ttl", "600ms", "--kill-after", "2s", "--", "sleep", "60")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r := rdb(t)
+	ctx := context.Background()
+	deadline := time.Now().Add(20 * time.Second)
+	for r.Exists(ctx, k).Val() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("dlock run never took the lock")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	r.Set(ctx, k, "someone-else", time.Minute) // the lock is taken away
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != exitLost {
+			t.Fatalf("dlock run ended with %v, want exit %d", err, exitLost)
+		}
+	case <-time.After(45 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("the command kept running after the lock was lost")
+	}
+	if !strings.Contains(stderr.String(), "lost") {
+		t.Errorf("stderr does not say the lock was lost: %q", stderr.String())
+	}
+	if got := r.Get(ctx, k).Val(); got != "someone-else" {
+		t.Errorf("the new holder's key became %q", got)
+	}
+}
+
+func TestSignalsAreForwardedAndTheLockReleasedAfter(t *testing.T) {
+	k := key(t)
+	cmd := dlockCmd("run", "--key", k, "--", "sh", "-c", `trap 'exit 3' TERM; echo ready; while :; do sleep 0.05; done`)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if line, _ := bufio.NewReader(out).ReadString('\n'); line != "ready\n" {
+		t.Fatalf("child said %q", line)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 3 {
+		t.Fatalf("dlock run ended with %v, want the child's exit 3 after its TERM trap", err)
+	}
+	if rdb(t).Exists(context.Background(), k).Val() != 0 {
+		t.Fatal("the lock was not released after the child exited")
+	}
+}
+
+func TestLockToolsForShellScripts(t *testing.T) {
+	k := key(t)
+	code, out, stderr := run(t, "lock", "--key", k, "--ttl", "1m")
+	if code != 0 {
+		t.Fatalf("lock: exit %d: %s", code, stderr)
+	}
+	vars := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		name, value, _ := strings.Cut(line, "=")
+		vars[name] = value
+	}
+	token := vars["DLOCK_TOKEN"]
+	if token == "" || vars["DLOCK_FENCE"] == "" || vars["DLOCK_KEY"] != "'"+k+"'" {
+		t.Fatalf("lock printed %q", out)
+	}
+	if code, _, _ := run(t, "lock", "--key", k); code != exitConflict {
+		t.Fatalf("second lock: exit %d, want %d", code, exitConflict)
+	}
+	code, out, _ = run(t, "status", "--json", k)
+	var st statusResult
+	if err := json.Unmarshal([]byte(out), &st); code != 0 || err != nil || !st.Held || st.Fence == 0 || strings.Contains(out, token) {
+		t.Fatalf("status: exit %d, %q (%v)", code, out, err)
+	}
+	if code, _, stderr := run(t, "extend", "--key", k, "--token", token, "--ttl", "2m"); code != 0 {
+		t.Fatalf("extend: exit %d: %s", code, stderr)
+	}
+	if pttl := rdb(t).PTTL(context.Background(), k).Val(); pttl <= time.Minute {
+		t.Fatalf("PTTL after extend %v", pttl)
+	}
+	if code, _, _ := run(t, "extend", "--key", k, "--token", "wrong", "--ttl", "2m"); code != exitLost {
+		t.Fatalf("extend with a wrong token: exit %d, want %d", code, exitLost)
+	}
+	code, out, _ = run(t, "unlock", "--key", k, "--token", token, "--json")
+	var res lockResult
+	if err := json.Unmarshal([]byte(out), &res); code != 0 || err != nil || res.Result != "released" {
+		t.Fatalf("unlock: exit %d, %q", code, out)
+	}
+	if code, _, _ := run(t, "unlock", "--key", k, "--token", token); code != exitLost {
+		t.Fatalf("second unlock: exit %d, want %d", code, exitLost)
+	}
+	if code, out, _ := run(t, "status", k); code != exitFree || !strings.Contains(out, "free") {
+		t.Fatalf("status after unlock: exit %d, %q", code, out)
+	}
+}
+
+func TestPasswordsAreNeverEchoed(t *testing.T) {
+	for _, u := range []string{"redis://user:s3cret@127.0.0.1:1/0", "redis://:s3cret@127.0.0.1:1/notadb"} {
+		code, out, stderr := run(t, "status", "--redis", u, "k")
+		if code == 0 || strings.Contains(out+stderr, "s3cret") {
+			t.Errorf("status with %s: exit %d, output %q", u, code, out+stderr)
+		}
+	}
+}
+
+func TestBadInputIsAUsageError(t *testing.T) {
+	for _, args := range [][]string{
+		{"run", "--", "true"},
+		{"run", "--key", "k"},
+		{"run", "--key", "k", "--ttl", "1ms", "--", "true"},
+		{"run", "--key", "k", "--wait", "-1s", "--", "true"},
+		{"run", "--key", "k", "--ttl", "soon", "--", "true"},
+		{"lock"},
+		{"lock", "--key", ""},
+		{"unlock", "--key", "k"},
+		{"extend", "--key", "k", "--token", "t"},
+		{"status"},
+		{"nonsense"},
+	} {
+		cmd := dlockCmd(args...)
+		cmd.Env = append(cmd.Env, "DLOCK_KEY=", "DLOCK_TOKEN=")
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != exitUsage {
+			t.Errorf("dlock %q: %v, want exit %d", args, err, exitUsage)
+		}
+	}
+}
+
+func TestEverySubcommandHasHelpWithExamples(t *testing.T) {
+	for _, c := range commands {
+		code, out, _ := run(t, c.name, "--help")
+		if code != 0 || !strings.Contains(out, "Examples") || !strings.Contains(out, "Usage: dlock "+c.name) {
+			t.Errorf("dlock %s --help: exit %d, %q", c.name, code, out)
+		}
+	}
+	if code, out, _ := run(t, "help"); code != 0 || !strings.Contains(out, "Exit codes") {
+		t.Errorf("dlock help: exit %d, %q", code, out)
+	}
+}
+
+func TestDemoPassesWithNoRedisConfigured(t *testing.T) {
+	cmd := exec.Command(bin, "demo")
+	cmd.Env = append(os.Environ(), "DLOCK_REDIS=")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "all experiments passed") || strings.Contains(string(out), "FAIL") {
+		t.Fatalf("dlock demo: %v\n%s", err, out)
+	}
+}
+
+func TestDemoAgainstARealServer(t *testing.T) {
+	code, out, stderr := run(t, "demo", "--redis", serverURL(), "--spawn=false")
+	if code != 0 || strings.Contains(out, "FAIL") {
+		t.Fatalf("dlock demo --redis: exit %d\n%s%s", code, out, stderr)
+	}
+}

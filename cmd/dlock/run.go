@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/dlock-go/dlock"
+)
+
+const runHelp = `
+Run CMD while holding the lock on NAME: obtain it (waiting as --wait says),
+renew it in the background while CMD runs, release it when CMD exits, and
+exit with CMD's exit status. At most one 'dlock run --key NAME' on any host
+runs its command at a time: a distributed flock(1).
+
+CMD gets DLOCK_KEY, DLOCK_FENCE and DLOCK_TOKEN in its environment; pass
+DLOCK_FENCE to what CMD writes, so that the resource can refuse a stale
+holder.
+
+If the lock is lost while CMD runs (a renewal finds it taken, or Redis stops
+answering for longer than the lease, or --max-hold is reached), dlock says so
+on stderr, sends SIGTERM to CMD's process group, SIGKILL after --kill-after,
+and exits 76. SIGINT, SIGTERM and SIGHUP sent to dlock are passed on to CMD;
+the lock is released after CMD exits.
+
+Exit codes: CMD's status (128+N if killed by signal N); 75 not obtained (see
+--conflict-exit-code); 76 lock lost while CMD ran; 69 Redis unavailable;
+64 usage; 126/127 CMD not runnable/found.
+
+Examples:
+  dlock run --key nightly-report -- ./report.sh --date today
+  dlock run --key deploy --wait 0 -- make deploy        # give up at once if held
+  dlock run --key sync --wait 5m --max-hold 1h -- rsync -a src/ dst/
+  dlock run --key job --redis redis://r1:6379 --redis redis://r2:6379 --redis redis://r3:6379 -- ./job
+`
+
+func runMain(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("run", "--key NAME [flags] -- CMD [ARGS...]", runHelp, stderr)
+	var (
+		rf         redisFlags
+		wait       waitFlag
+		key        = fs.String("key", "", "lock `NAME` (required)")
+		ttl        = fs.Duration("ttl", dlock.DefaultTTL, "lease; renewed every TTL/3 while CMD runs")
+		maxHold    = fs.Duration("max-hold", 0, "ceiling on the total hold time (0: none); CMD is stopped when it is reached")
+		killAfter  = fs.Duration("kill-after", 10*time.Second, "after a lost lock, SIGKILL CMD this long after SIGTERM")
+		conflict   = fs.Int("conflict-exit-code", exitConflict, "exit code when the lock is held by someone else")
+		nodeTimout = fs.Duration("node-timeout", 0, "per-node timeout for Redlock (0: the library default)")
+	)
+	rf.register(fs)
+	fs.Var(&wait, "wait", "how long to wait for the lock (0: one try; default: until obtained)")
+	if stop, code := parse(fs, args); stop {
+		return code
+	}
+	cmdArgs := fs.Args()
+	switch {
+	case *key == "":
+		return usageError(stderr, "run: --key is required")
+	case len(cmdArgs) == 0:
+		return usageError(stderr, "run: no command given (dlock run --key NAME -- CMD ARGS...)")
+	case *killAfter <= 0:
+		return usageError(stderr, "run: --kill-after must be positive")
+	}
+	opts := []dlock.Option{dlock.WithTTL(*ttl), dlock.WithAutoRenew()}
+	if *maxHold != 0 {
+		opts = append(opts, dlock.WithMaxHold(*maxHold))
+	}
+	if *nodeTimout != 0 {
+		opts = append(opts, dlock.WithNodeTimeout(*nodeTimout))
+	}
+	c, _, closeAll, err := rf.connect()
+	if err != nil {
+		return usageError(stderr, "%v", err)
+	}
+	defer closeAll()
+
+	// Signals: while waiting they stop the wait; while CMD runs they are
+	// passed on to it.
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	waitCtx, cancelWait := context.WithCancel(context.Background())
+	waiting := make(chan struct{})
+	go func() {
+		select {
+		case <-sigs:
+			cancelWait()
+		case <-waiting:
+		}
+	}()
+	lock, err := acquire(waitCtx, c, *key, wait, opts...)
+	close(waiting)
+	cancelWait()
+	if err != nil {
+		return acquireFailed(stderr, *key, err, *conflict)
+	}
+
+	cmd := exec.Command(cmdArgs[0], cmdArgs[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
+	cmd.Env = append(os.Environ(),
+		"DLOCK_KEY="+*key,
+		"DLOCK_FENCE="+strconv.FormatInt(lock.Fence(), 10),
+		"DLOCK_TOKEN="+lock.Token(),
+	)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // its own group, so we can signal all of it
+	if err := cmd.Start(); err != nil {
+		release(lock, stderr)
+		fmt.Fprintf(stderr, "dlock: cannot run %s: %v\n", cmdArgs[0], err)
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+			return exitNoExec
+		}
+		return 126
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+
+	var (
+		lost    bool
+		killer  <-chan time.Time
+		lockEnd = lock.Context().Done()
+		pgid    = cmd.Process.Pid
+	)
+	for done := false; !done; {
+		select {
+		case sig := <-sigs:
+			_ = syscall.Kill(-pgid, sig.(syscall.Signal))
+		case <-lockEnd:
+			lockEnd = nil
+			cause := context.Cause(lock.Context())
+			if errors.Is(cause, dlock.ErrReleased) {
+				continue
+			}
+			lost = true
+			fmt.Fprintf(stderr, "dlock: lock %q lost while %s ran (%v); stopping it\n", *key, cmdArgs[0], cause)
+			_ = syscall.Kill(-pgid, syscall.SIGTERM)
+			t := time.NewTimer(*killAfter)
+			defer t.Stop()
+			killer = t.C
+		case <-killer:
+			fmt.Fprintf(stderr, "dlock: %s still running %v after SIGTERM; killing it\n", cmdArgs[0], *killAfter)
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		case err = <-exited:
+			done = true
+		}
+	}
+	release(lock, stderr)
+	if lost {
+		return exitLost
+	}
+	return exitStatus(err)
+}
+
+// release unlocks after CMD is done; a failure is reported, not fatal: the
+// lock then runs out by its TTL.
+func release(lock *dlock.Lock, stderr io.Writer) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := lock.Unlock(ctx)
+	if err != nil && !errors.Is(err, dlock.ErrNotHeld) {
+		fmt.Fprintf(stderr, "dlock: releasing %q: %v (it expires by its TTL)\n", lock.Key(), err)
+	}
+}
+
+// exitStatus turns cmd.Wait's error into an exit code like a shell's.
+func exitStatus(err error) int {
+	if err == nil {
+		return exitOK
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		return ee.ExitCode()
+	}
+	return exitSoftware
+}
