@@ -1,11 +1,11 @@
 package dlock
 
 import (
-		"context"
+	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
-		"sync"
+	"sync"
 	"time"
 )
 
