@@ -3,6 +3,10 @@ GO ?= go
 
 .PHONY: test deps check bench demo
 
+# demo reproduces the Redis guidance's experiments (embedded Redis; no setup).
+demo:
+	$(GO) run ./cmd/dlock demo
+
 # test installs what the tests need, checks formatting and vet, and runs every
 # test with the race detector.
 test: deps check
