@@ -3,10 +3,6 @@ GO ?= go
 
 .PHONY: test deps check bench demo
 
-# demo reproduces the Redis guidance's experiments (embedded Redis; no setup).
-demo:
-	$(GO) run ./cmd/dlock demo
-
 # test installs what the tests need, checks formatting and vet, and runs every
 # test with the race detector.
 test: deps check
@@ -33,3 +29,7 @@ check:
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchtime 2s -count 1 .
 	cd bench && $(GO) test -run '^$$' -bench . -benchtime 5000x -count 3 .
+
+# demo reproduces the Redis guidance's experiments (embedded Redis; no setup).
+demo:
+	$(GO) run ./cmd/dlock demo
