@@ -60,6 +60,9 @@ func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (*Lock, e
 	if err == nil || !contended(ctx, err) {
 		return l, err
 	}
+	if len(c.nodes) == 1 {
+		return c.lockQueued(ctx, key, o)
+	}
 
 	wait := minRetryWait
 	// Subscribe before the next attempt, so that a release between that

@@ -120,7 +120,7 @@ func BenchmarkHandoff(b *testing.B) {
 	waiter, _ := newClient(b, shared)
 	ctx := context.Background()
 	k := key(b)
-	wake := "dlock:wake:{" + k + "}" // the waiter's channel (keys.go)
+	queue := "dlock:queue:{" + k + "}" // the wait queue (keys.go)
 	var handoffs []time.Duration
 	for i := 0; i < b.N; i++ {
 		l, err := holder.TryLock(ctx, k, dlock.WithTTL(time.Minute))
@@ -136,7 +136,7 @@ func BenchmarkHandoff(b *testing.B) {
 			}
 		}()
 		// Let the waiter subscribe and block.
-		for rdb.PubSubNumSub(ctx, wake).Val()[wake] == 0 {
+		for rdb.ZCard(ctx, queue).Val() == 0 {
 			time.Sleep(100 * time.Microsecond)
 		}
 		time.Sleep(time.Millisecond)

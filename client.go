@@ -21,7 +21,9 @@ type Client struct {
 	err   error // why this Client cannot be used (returned by every call), or nil
 
 	closed    atomic.Bool
-	done      chan struct{} // closed by Close
+	ctx       context.Context // ended by Close
+	close     context.CancelFunc
+	done      <-chan struct{} // ctx.Done()
 	closeOnce sync.Once
 
 	bgMu       sync.Mutex     // guards background.Add against Close's Wait
@@ -52,7 +54,9 @@ func New(nodes ...redis.UniversalClient) *Client {
 	if len(nodes) == 0 {
 		panic("dlock: New needs at least one Redis client")
 	}
-	c := &Client{done: make(chan struct{})}
+	c := &Client{}
+	c.ctx, c.close = context.WithCancel(context.Background())
+	c.done = c.ctx.Done()
 	seen := map[any]int{}
 	for i, rdb := range nodes {
 		if rdb == nil {
@@ -84,7 +88,7 @@ func (c *Client) Close() error {
 		c.bgMu.Lock()
 		c.closed.Store(true)
 		c.bgMu.Unlock()
-		close(c.done)
+		c.close()
 		for _, n := range c.nodes {
 			n.sub.close()
 		}

@@ -25,8 +25,11 @@ import (
 
 // Derived key prefixes. They contain no braces, so they never affect slots.
 const (
-	fencePrefix = "dlock:fence:" // fencing counter: the last fence issued for the key
-	wakePrefix  = "dlock:wake:"  // pub/sub channel: published when the key is released
+	fencePrefix   = "dlock:fence:"   // fencing counter: the last fence issued for the key
+	wakePrefix    = "dlock:wake:"    // pub/sub channel: published when the key is freed
+	queuePrefix   = "dlock:queue:"   // wait queue: waiter ids by the server time they queued
+	waitersPrefix = "dlock:waiters:" // waiter id -> "token ttl alive_until seq"
+	grantPrefix   = "dlock:grant:"   // + ":" + waiter id: a waiter's grant list (BLPOP)
 )
 
 // fenceKey returns the key of the lock key's fencing counter.
@@ -34,6 +37,14 @@ func fenceKey(key string) string { return derive(fencePrefix, key) }
 
 // wakeChannel returns the pub/sub channel that announces the lock key's release.
 func wakeChannel(key string) string { return derive(wakePrefix, key) }
+
+// queueKeys returns the keys of the lock key's wait queue: the queue, the
+// waiters' data, and the prefix of the waiters' grant lists (the prefix is
+// followed by a waiter id after the hash tag, so every grant list shares the
+// lock key's slot).
+func queueKeys(key string) (queue, waiters, grants string) {
+	return derive(queuePrefix, key), derive(waitersPrefix, key), derive(grantPrefix, key) + ":"
+}
 
 func derive(prefix, key string) string {
 	if tag, ok := hashTag(key); ok {

@@ -34,7 +34,8 @@ func TestDerivedKeysShareTheLockKeysSlot(t *testing.T) {
 		if got := Slot(k); got != want {
 			t.Errorf("Slot(%q) = %d, CLUSTER KEYSLOT says %d", k, got, want)
 		}
-		for _, d := range []string{fenceKey(k), wakeChannel(k)} {
+		queue, waiters, grants := queueKeys(k)
+		for _, d := range []string{fenceKey(k), wakeChannel(k), queue, waiters, grants + "0123abcd"} {
 			if got := keyslot(d); got != want {
 				t.Errorf("derived %q of %q is in slot %d, the key in %d", d, k, got, want)
 			}
@@ -46,7 +47,7 @@ func TestDerivedKeysAreDistinctForDistinctKeys(t *testing.T) {
 	keys := append([]string{"a", "{a}", "{a}:{a}", "b}", "{0}:b}"}, trickyKeys...)
 	seen := map[string]string{}
 	for _, k := range keys {
-		d := fenceKey(k)
+		_, _, d := queueKeys(k)
 		if other, dup := seen[d]; dup {
 			t.Errorf("%q and %q share the derived key %q", k, other, d)
 		}
@@ -137,5 +138,37 @@ func TestReleaseNotifiesWatchers(t *testing.T) {
 				n.sub.unwatch(w)
 			}
 		})
+	}
+}
+
+// A waiter that gives up after a hand-off granted it the lock passes the lock
+// on to the next waiter instead of keeping it.
+func TestLeavingAfterAGrantPassesTheLockOn(t *testing.T) {
+	s := redistest.Start(t)
+	rdb := s.Client(t)
+	n := newNode(rdb)
+	ctx := context.Background()
+	const k = "lock:leave"
+	l, err := n.acquire(ctx, k, "holder", time.Minute)
+	if err != nil || !l.ok {
+		t.Fatal(l, err)
+	}
+	for i, id := range []string{"first", "second"} {
+		if st, err := n.wait(ctx, k, "tok-"+id, id, time.Minute, 1); err != nil || st.granted {
+			t.Fatalf("waiter %d: %+v %v", i, st, err)
+		}
+	}
+	if ok, err := n.release(ctx, k, "holder", 0, time.Minute); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	if got := rdb.Get(ctx, k).Val(); got != "tok-first" {
+		t.Fatalf("after release the key holds %q, want the first waiter's token", got)
+	}
+	had, err := n.leave(ctx, k, "tok-first", "first")
+	if err != nil || !had {
+		t.Fatalf("leave = %v, %v; want it to report the grant", had, err)
+	}
+	if got := rdb.Get(ctx, k).Val(); got != "tok-second" {
+		t.Fatalf("after the first waiter left, the key holds %q, want the second's token", got)
 	}
 }

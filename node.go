@@ -3,6 +3,7 @@ package dlock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -34,20 +35,31 @@ type node struct {
 	cluster bool   // Redis Cluster: sharded pub/sub
 	native  atomic.Int32
 	sub     *subscriber
+
+	// blockLimit is the longest a blocking command may wait on the server:
+	// half the client's read timeout, so that go-redis does not time out
+	// first.
+	blockLimit time.Duration
 }
 
 func newNode(rdb redis.UniversalClient) *node {
-	n := &node{rdb: rdb}
+	n := &node{rdb: rdb, blockLimit: waitStep}
+	readTimeout := time.Duration(0)
 	switch c := rdb.(type) {
 	case *redis.Client:
 		n.name = c.Options().Addr
+		readTimeout = c.Options().ReadTimeout
 	case *redis.ClusterClient:
 		n.name = strings.Join(c.Options().Addrs, ",")
 		n.cluster = true
+		readTimeout = c.Options().ReadTimeout
 	case *redis.Ring:
 		n.name = "ring"
 	default:
 		n.name = "node"
+	}
+	if readTimeout > 0 {
+		n.blockLimit = max(readTimeout/2, 10*time.Millisecond)
 	}
 	n.sub = newSubscriber(n)
 	return n
@@ -65,8 +77,9 @@ type grant struct {
 }
 
 func (n *node) acquire(ctx context.Context, key, token string, ttl time.Duration) (grant, error) {
-	keys := []string{key, fenceKey(key)}
-	res, err := acquireScript.Run(ctx, n.rdb, keys, token, ttl.Milliseconds(), fenceRetention(ttl).Milliseconds()).Slice()
+	queue, waiters, grants := queueKeys(key)
+	keys := []string{key, fenceKey(key), queue, waiters}
+	res, err := acquireScript.Run(ctx, n.rdb, keys, token, ttl.Milliseconds(), grants, claimTime.Milliseconds()).Slice()
 	if err != nil {
 		return grant{}, n.fail("acquire", err)
 	}
@@ -75,53 +88,121 @@ func (n *node) acquire(ctx context.Context, key, token string, ttl time.Duration
 	}
 	switch ok, _ := res[0].(int64); ok {
 	case 1:
-		s, _ := res[1].(string)
-		fence, err := strconv.ParseInt(s, 10, 64)
+		fence, err := parseFence(res[1])
 		if err != nil {
-			return grant{}, n.fail("acquire", errors.New("unexpected fence from the acquire script"))
+			return grant{}, n.fail("acquire", err)
 		}
 		return grant{ok: true, fence: fence}, nil
 	default:
-		pttl, _ := res[1].(int64)
-		d := time.Duration(-1)
-		if pttl > 0 {
-			d = time.Duration(pttl) * time.Millisecond
-		}
-		return grant{pttl: d}, nil
+		return grant{pttl: holderTTL(res[1])}, nil
 	}
 }
 
+// parseFence reads a fence that a script returned as a decimal string.
+func parseFence(v any) (int64, error) {
+	s, _ := v.(string)
+	fence, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || fence <= 0 {
+		return 0, fmt.Errorf("unexpected fence %q from a script", s)
+	}
+	return fence, nil
+}
+
+// holderTTL reads a PTTL reply: the holder's remaining TTL, or -1 when
+// unknown (no expiry, or the key is gone).
+func holderTTL(v any) time.Duration {
+	if ms, _ := v.(int64); ms > 0 {
+		return time.Duration(ms) * time.Millisecond
+	}
+	return -1
+}
+
 // release deletes key if it holds token, raises key's fencing counter to at
-// least fence (when fence > 0; ttl sets the counter's retention), and wakes
-// waiters. It reports whether the key held the token.
+// least fence (when fence > 0; ttl sets the counter's retention), and hands
+// the lock to the first live waiter, or else announces it free. It reports
+// whether the key held the token.
+//
+// It is always a script, even where DELEX exists: the delete and the
+// hand-off to the next waiter must be one atomic step, or a newcomer could
+// take the lock in between and the queue would lose its order.
 func (n *node) release(ctx context.Context, key, token string, fence int64, ttl time.Duration) (bool, error) {
-	if fence == 0 && n.hasNative(ctx) {
-		var del *redis.IntCmd
-		_, err := n.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			del = redis.NewIntCmd(ctx, "DELEX", key, "IFEQ", token)
-			_ = p.Process(ctx, del)
-			// Unconditional: a wake-up for a release that did not happen
-			// only costs a waiter one more attempt.
-			if n.cluster {
-				p.SPublish(ctx, wakeChannel(key), "released")
-			} else {
-				p.Publish(ctx, wakeChannel(key), "released")
-			}
-			return nil
-		})
-		if err != nil {
-			return false, n.fail("release", err)
-		}
-		return del.Val() == 1, nil
-	}
-	pub := "PUBLISH"
-	if n.cluster {
-		pub = "SPUBLISH"
-	}
-	keys := []string{key, fenceKey(key)}
-	v, err := releaseScript.Run(ctx, n.rdb, keys, token, pub, wakeChannel(key), fence, fenceRetention(ttl).Milliseconds()).Int64()
+	queue, waiters, grants := queueKeys(key)
+	keys := []string{key, fenceKey(key), queue, waiters}
+	v, err := releaseScript.Run(ctx, n.rdb, keys, token, n.publish(), wakeChannel(key), fence, ttl.Milliseconds(), grants, claimTime.Milliseconds()).Int64()
 	if err != nil {
 		return false, n.fail("release", err)
+	}
+	return v == 1, nil
+}
+
+// publish returns the command that announces a free lock: sharded pub/sub on
+// a cluster, where plain PUBLISH would be broadcast to every node.
+func (n *node) publish() string {
+	if n.cluster {
+		return "SPUBLISH"
+	}
+	return "PUBLISH"
+}
+
+// waitReply is a queued waiter's answer from the wait script.
+type waitReply struct {
+	granted bool
+	fence   int64
+	seq     int64         // when granted: a step the server ran before the grant
+	px      time.Duration // when granted: the expiry the key was given
+	pttl    time.Duration // when queued: the holder's remaining TTL, or -1
+}
+
+// wait runs one step of a queued waiter (see scripts/wait.lua).
+func (n *node) wait(ctx context.Context, key, token, id string, ttl time.Duration, seq int64) (waitReply, error) {
+	queue, waiters, grants := queueKeys(key)
+	keys := []string{key, fenceKey(key), queue, waiters, grants + id}
+	res, err := waitScript.Run(ctx, n.rdb, keys, token, ttl.Milliseconds(), id, aliveWindow.Milliseconds(), seq, grants, claimTime.Milliseconds()).Slice()
+	if err != nil {
+		return waitReply{}, n.fail("wait", err)
+	}
+	if ok, _ := res[0].(int64); ok != 1 || len(res) != 4 {
+		return waitReply{pttl: holderTTL(res[1])}, nil
+	}
+	fence, err := parseFence(res[1])
+	if err != nil {
+		return waitReply{}, n.fail("wait", err)
+	}
+	s, _ := res[2].(int64)
+	px, _ := res[3].(int64)
+	return waitReply{granted: true, fence: fence, seq: s, px: time.Duration(px) * time.Millisecond}, nil
+}
+
+// awaitGrant blocks on the waiter's grant list for up to timeout and returns
+// the grant pushed there by a hand-off, if any.
+func (n *node) awaitGrant(ctx context.Context, key, id string, timeout time.Duration) (step waitReply, ok bool, err error) {
+	_, _, grants := queueKeys(key)
+	// BLPOP takes seconds; fractions work since Redis 6.
+	secs := strconv.FormatFloat(timeout.Seconds(), 'f', 3, 64)
+	res, err := n.rdb.Do(ctx, "BLPOP", grants+id, secs).StringSlice()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return waitReply{}, false, nil
+	case err != nil:
+		return waitReply{}, false, n.fail("wait", err)
+	case len(res) != 2:
+		return waitReply{}, false, n.fail("wait", errors.New("unexpected BLPOP reply"))
+	}
+	var fence, seq, px int64
+	if _, err := fmt.Sscanf(res[1], "%d %d %d", &fence, &seq, &px); err != nil || fence <= 0 {
+		return waitReply{}, false, n.fail("wait", fmt.Errorf("unexpected grant %q", res[1]))
+	}
+	return waitReply{granted: true, fence: fence, seq: seq, px: time.Duration(px) * time.Millisecond}, true, nil
+}
+
+// leave takes a waiter out of the queue; if it had been granted the lock
+// meanwhile, the lock goes on to the next waiter. It reports whether it had.
+func (n *node) leave(ctx context.Context, key, token, id string) (bool, error) {
+	queue, waiters, grants := queueKeys(key)
+	keys := []string{key, fenceKey(key), queue, waiters, grants + id}
+	v, err := leaveScript.Run(ctx, n.rdb, keys, token, id, n.publish(), wakeChannel(key), grants, claimTime.Milliseconds()).Int64()
+	if err != nil {
+		return false, n.fail("leave", err)
 	}
 	return v == 1, nil
 }

@@ -7,17 +7,29 @@ import (
 )
 
 // One script per server-side operation, each a file in scripts/ whose header
-// names its KEYS and ARGV. Script.Run sends EVALSHA and falls back to EVAL
-// when the server answers NOSCRIPT, so a script is loaded once per server,
-// not per call.
+// names its KEYS and ARGV. The scripts that grant locks share the functions
+// of prelude.lua, prepended here. Script.Run sends EVALSHA and falls back to
+// EVAL when the server answers NOSCRIPT, so a script is loaded once per
+// server, not per call.
 var (
+	//go:embed scripts/prelude.lua
+	preludeSrc string
+
 	//go:embed scripts/acquire.lua
 	acquireSrc    string
-	acquireScript = redis.NewScript(acquireSrc)
+	acquireScript = redis.NewScript(preludeSrc + acquireSrc)
 
 	//go:embed scripts/release.lua
 	releaseSrc    string
-	releaseScript = redis.NewScript(releaseSrc)
+	releaseScript = redis.NewScript(preludeSrc + releaseSrc)
+
+	//go:embed scripts/wait.lua
+	waitSrc    string
+	waitScript = redis.NewScript(preludeSrc + waitSrc)
+
+	//go:embed scripts/leave.lua
+	leaveSrc    string
+	leaveScript = redis.NewScript(preludeSrc + leaveSrc)
 
 	//go:embed scripts/extend.lua
 	extendSrc    string

@@ -1,0 +1,246 @@
+package dlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dlock-go/dlock"
+)
+
+// queueLen returns how many waiters are queued for key (keys.go names the
+// queue).
+func queueLen(t *testing.T, rdb *redis.Client, key string) int64 {
+	t.Helper()
+	return rdb.ZCard(context.Background(), "dlock:queue:{"+key+"}").Val()
+}
+
+// startWaiter starts Lock on its own Client and returns a channel that gets
+// the lock (or nil) when Lock returns. It returns once the waiter is queued.
+func startWaiter(t *testing.T, rdb *redis.Client, k string, queued int64, opts ...dlock.Option) <-chan *dlock.Lock {
+	t.Helper()
+	c, _ := newClient(t, shared)
+	got := make(chan *dlock.Lock, 1)
+	go func() {
+		l, err := c.Lock(ctxT(t), k, opts...)
+		if err != nil {
+			t.Errorf("waiter: %v", err)
+		}
+		got <- l
+	}()
+	eventually(t, "the waiter is queued", func() bool { return queueLen(t, rdb, k) >= queued })
+	return got
+}
+
+func TestWaitersAreServedInArrivalOrder(t *testing.T) {
+	c, rdb := newClient(t, shared)
+	k := key(t)
+	holder := mustLock(t, c, k, dlock.WithTTL(time.Minute))
+	var waiters []<-chan *dlock.Lock
+	for i := 1; i <= 5; i++ {
+		waiters = append(waiters, startWaiter(t, rdb, k, int64(i), dlock.WithTTL(time.Minute)))
+	}
+	if err := holder.Unlock(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	last := holder.Fence()
+	for i, w := range waiters {
+		select {
+		case l := <-w:
+			if l == nil {
+				t.Fatalf("waiter %d failed", i+1)
+			}
+			if l.Fence() <= last {
+				t.Fatalf("waiter %d: fence %d after %d", i+1, l.Fence(), last)
+			}
+			last = l.Fence()
+			// Nobody after it has the lock yet: the order is the queue's.
+			for j, later := range waiters[i+1:] {
+				select {
+				case <-later:
+					t.Fatalf("waiter %d got the lock before waiter %d released it", i+j+2, i+1)
+				default:
+				}
+			}
+			if err := l.Unlock(ctxT(t)); err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("waiter %d never got the lock", i+1)
+		}
+	}
+}
+
+// The hand-off reaches the waiter through its own grant list: no wake-up is
+// lost even when releases come back to back, and no waiter waits for a TTL.
+func TestEveryReleaseReachesTheNextWaiter(t *testing.T) {
+	a, rdb := newClient(t, shared)
+	b, _ := newClient(t, shared)
+	k := key(t)
+	l := mustLock(t, a, k, dlock.WithTTL(time.Minute))
+	for i := 0; i < 50; i++ {
+		next := b
+		if i%2 == 1 {
+			next = a
+		}
+		got := make(chan *dlock.Lock, 1)
+		go func() {
+			nl, err := next.Lock(ctxT(t), k, dlock.WithTTL(time.Minute))
+			if err != nil {
+				t.Error(err)
+			}
+			got <- nl
+		}()
+		eventually(t, "queued", func() bool { return queueLen(t, rdb, k) == 1 })
+		if err := l.Unlock(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case l = <-got:
+			if l == nil {
+				t.Fatal("waiter failed")
+			}
+		case <-time.After(20 * time.Second): // far below the minute-long TTL
+			t.Fatalf("round %d: the release did not reach the waiter", i)
+		}
+	}
+	_ = l.Unlock(ctxT(t))
+}
+
+func TestADeadWaiterIsSkipped(t *testing.T) {
+	c, rdb := newClient(t, shared)
+	ctx := ctxT(t)
+	k := key(t)
+	holder := mustLock(t, c, k, dlock.WithTTL(time.Minute))
+	// Two waiters that died: one long gone, one whose last sign of life
+	// is recent, so it is granted the lock and never takes it up.
+	now, err := rdb.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := now.UnixMilli()
+	queue, waiters := "dlock:queue:{"+k+"}", "dlock:waiters:{"+k+"}"
+	rdb.ZAdd(ctx, queue, redis.Z{Score: 1, Member: "gone"}, redis.Z{Score: 2, Member: "recent"})
+	rdb.HSet(ctx, waiters, "gone", fmt.Sprintf("tok-gone 60000 %d 1", ms-1000), "recent", fmt.Sprintf("tok-recent 60000 %d 1", ms+5000))
+	live := startWaiter(t, rdb, k, 3, dlock.WithTTL(time.Minute))
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The dead "recent" waiter got only a short claim, not its minute.
+	if got := rdb.Get(ctx, k).Val(); got == "tok-recent" {
+		if pttl := rdb.PTTL(ctx, k).Val(); pttl > 2*time.Second {
+			t.Fatalf("the dead waiter's claim lasts %v", pttl)
+		}
+	}
+	select {
+	case l := <-live:
+		if l == nil {
+			t.Fatal("the live waiter failed")
+		}
+		_ = l.Unlock(ctx)
+	case <-time.After(20 * time.Second): // far below the minute-long TTLs
+		t.Fatal("the live waiter was stalled behind dead ones")
+	}
+}
+
+func TestAWaiterThatGivesUpLeavesTheQueue(t *testing.T) {
+	c, rdb := newClient(t, shared)
+	k := key(t)
+	holder := mustLock(t, c, k, dlock.WithTTL(time.Minute))
+	quitter, _ := newClient(t, shared)
+	ctx, cancel := context.WithCancel(context.Background())
+	quit := make(chan error, 1)
+	go func() { _, err := quitter.Lock(ctx, k); quit <- err }()
+	eventually(t, "the quitter is queued", func() bool { return queueLen(t, rdb, k) == 1 })
+	stayer := startWaiter(t, rdb, k, 2, dlock.WithTTL(time.Minute))
+	cancel()
+	if err := <-quit; !errors.Is(err, dlock.ErrNotObtained) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("the quitter's Lock: %v", err)
+	}
+	eventually(t, "the quitter left the queue", func() bool { return queueLen(t, rdb, k) == 1 })
+	if err := holder.Unlock(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case l := <-stayer:
+		if l == nil {
+			t.Fatal("the remaining waiter failed")
+		}
+		_ = l.Unlock(ctxT(t))
+	case <-time.After(20 * time.Second):
+		t.Fatal("the remaining waiter never got the lock")
+	}
+}
+
+func TestANewcomerCannotJumpTheQueue(t *testing.T) {
+	c, rdb := newClient(t, shared)
+	newcomer, _ := newClient(t, shared)
+	k := key(t)
+	mustLock(t, c, k, dlock.WithTTL(time.Minute))
+	waiter := startWaiter(t, rdb, k, 1, dlock.WithTTL(time.Minute))
+	rdb.Del(ctxT(t), k) // freed without a hand-off, as a plain DEL would
+	if _, err := newcomer.TryLock(ctxT(t), k); !errors.Is(err, dlock.ErrNotObtained) {
+		t.Fatalf("a newcomer's TryLock on a free key with a queue: %v, want ErrNotObtained", err)
+	}
+	select {
+	case l := <-waiter:
+		if l == nil {
+			t.Fatal("waiter failed")
+		}
+		_ = l.Unlock(ctxT(t))
+	case <-time.After(20 * time.Second):
+		t.Fatal("the queued waiter never got the lock")
+	}
+}
+
+func TestAGrantedLockIsExtendedFromItsClaimToItsTTL(t *testing.T) {
+	c, rdb := newClient(t, shared)
+	k := key(t)
+	holder := mustLock(t, c, k, dlock.WithTTL(time.Minute))
+	w := startWaiter(t, rdb, k, 1, dlock.WithTTL(time.Minute))
+	released := time.Now()
+	if err := holder.Unlock(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	l := <-w
+	if l == nil {
+		t.Fatal("waiter failed")
+	}
+	// Right after the hand-off the lease may be only the short claim, and
+	// never more than the TTL from the release.
+	if dl, _ := l.Context().Deadline(); dl.After(released.Add(time.Minute)) {
+		t.Fatalf("lease ends %v after the release, more than the TTL", dl.Sub(released))
+	}
+	eventually(t, "the lock is extended to its TTL", func() bool {
+		dl, _ := l.Context().Deadline()
+		return time.Until(dl) > 30*time.Second && rdb.PTTL(ctxT(t), k).Val() > 30*time.Second
+	})
+	if err := l.Context().Err(); err != nil {
+		t.Fatalf("lease ended: %v", context.Cause(l.Context()))
+	}
+	_ = l.Unlock(ctxT(t))
+}
+
+func TestQueuedWaitersGetAKeySetByHandWhenItIsDeleted(t *testing.T) {
+	_, rdb := newClient(t, shared)
+	k := key(t)
+	rdb.Set(ctxT(t), k, "by-hand", time.Minute)
+	w := startWaiter(t, rdb, k, 1)
+	if got := rdb.Get(ctxT(t), k).Val(); got != "by-hand" {
+		t.Fatalf("the key became %q while held by hand", got)
+	}
+	rdb.Del(ctxT(t), k)
+	select {
+	case l := <-w:
+		if l == nil {
+			t.Fatal("waiter failed")
+		}
+		_ = l.Unlock(ctxT(t))
+	case <-time.After(20 * time.Second):
+		t.Fatal("the waiter never got the freed key")
+	}
+}

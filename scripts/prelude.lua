@@ -1,0 +1,57 @@
+-- prelude: functions shared by the scripts that grant locks. It is
+-- prepended to acquire, release, wait and leave (scripts.go); it declares
+-- functions only and runs nothing.
+--
+-- The wait queue of a lock key lives in two keys of its hash slot: a sorted
+-- set of waiter ids ordered by the server time (microseconds) at which they
+-- queued, and a hash from waiter id to "token ttl_ms alive_until_ms seq".
+-- A waiter keeps alive_until in the future while it waits; a waiter whose
+-- alive_until has passed is dead, and is dropped when reached.
+
+-- now returns the server time in milliseconds and in microseconds.
+local function now()
+  local t = redis.call('TIME')
+  local s, us = tonumber(t[1]), tonumber(t[2])
+  return s * 1000 + math.floor(us / 1000), s * 1000000 + us
+end
+
+-- issue_fence issues the next fencing token of a lock: max(counter + 1,
+-- server time in microseconds), kept for a day, or twice the TTL if longer
+-- (fence.go has the argument). Returns it as a decimal string.
+local function issue_fence(fence_key, ttl_ms, now_us)
+  local last = tonumber(redis.call('GET', fence_key)) or 0
+  local fence = string.format('%.0f', math.max(last + 1, now_us))
+  redis.call('SET', fence_key, fence, 'PX', math.max(86400000, 2 * tonumber(ttl_ms)))
+  return fence
+end
+
+-- handoff gives a free lock to the first live waiter of its queue: sets the
+-- lock to the waiter's token for at most claim_ms (the waiter extends it to
+-- its TTL once it knows), issues its fence, and pushes "fence seq" onto the
+-- waiter's grant list, which the waiter is blocked on (BLPOP). Dead waiters
+-- met on the way are dropped. Returns the waiter id, or false when nobody
+-- live is waiting.
+local function handoff(lock_key, fence_key, queue_key, waiters_key, grant_prefix, claim_ms)
+  local now_ms, now_us = now()
+  while true do
+    local head = redis.call('ZRANGE', queue_key, 0, 0)[1]
+    if not head then
+      return false
+    end
+    local data = redis.call('HGET', waiters_key, head)
+    redis.call('ZREM', queue_key, head)
+    redis.call('HDEL', waiters_key, head)
+    if data then
+      local token, ttl, alive, seq = string.match(data, '^(%S+) (%d+) (%d+) (%d+)$')
+      if token and tonumber(alive) >= now_ms then
+        local px = math.min(tonumber(ttl), tonumber(claim_ms))
+        redis.call('SET', lock_key, token, 'PX', px)
+        local fence = issue_fence(fence_key, ttl, now_us)
+        local grant = grant_prefix .. head
+        redis.call('RPUSH', grant, fence .. ' ' .. seq .. ' ' .. px)
+        redis.call('PEXPIRE', grant, px)
+        return head
+      end
+    end
+  end
+end
