@@ -56,12 +56,14 @@ func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (*Lock, e
 	if err != nil {
 		return nil, err
 	}
+	if len(c.nodes) == 1 {
+		// The wait script takes a free lock at once, like TryLock, and
+		// queues otherwise: no separate first attempt.
+		return c.lockQueued(ctx, key, o)
+	}
 	l, pttl, err := c.try(ctx, key, o)
 	if err == nil || !contended(ctx, err) {
 		return l, err
-	}
-	if len(c.nodes) == 1 {
-		return c.lockQueued(ctx, key, o)
 	}
 
 	wait := minRetryWait

@@ -203,7 +203,14 @@ func (l *Lock) renew(ctx context.Context, ttl time.Duration) (time.Time, error) 
 		l.lease.renewed(sent, ttl, cut)
 		return sent, nil
 	case notHeld > len(l.c.nodes)-l.c.quorum():
-		l.lease.end(ErrLost)
+		select {
+		case <-l.stop:
+			// Unlock has begun and may have deleted the key before this
+			// renewal arrived: it, not the renewal, says how the lease
+			// ended.
+		default:
+			l.lease.end(ErrLost)
+		}
 		return sent, l.notHeld()
 	}
 	return sent, l.c.undecided(ctx, extended, failures)

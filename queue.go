@@ -109,8 +109,8 @@ func (c *Client) lockQueued(ctx context.Context, key string, o options) (*Lock, 
 
 // granted turns a grant into a Lock. Its lease counts from the send time of
 // the wait step the grant names, for the expiry the key was given. A
-// hand-off gives only a short claim; the lock is then extended to its TTL in
-// the background, and the lease follows once that succeeds.
+// hand-off gives only a short claim; a lock still held a third of the way
+// into it is extended to its TTL in the background, and the lease follows.
 func (c *Client) granted(key, token string, o options, st waitReply, sent map[int64]time.Time) (*Lock, error) {
 	from, ok := sent[st.seq]
 	if !ok {
@@ -124,7 +124,21 @@ func (c *Client) granted(key, token string, o options, st waitReply, sent map[in
 	}
 	l := newLock(c, key, token, st.fence, o, from, st.px)
 	if st.px < o.ttl {
+		// Most holds are short: extend only if the lock is still held a
+		// third of the way into the claim, which leaves two thirds of it
+		// for the extension to land.
 		c.spawn(func() {
+			t := time.NewTimer(time.Until(from.Add(st.px / 3)))
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-l.stop:
+				return
+			case <-l.lease.ctx.Done():
+				return
+			case <-c.done:
+				return
+			}
 			ctx, cancel := context.WithDeadline(context.Background(), l.lease.validUntil())
 			defer cancel()
 			_, _ = l.renew(ctx, o.ttl)

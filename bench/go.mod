@@ -5,8 +5,10 @@ go 1.26.0
 replace github.com/dlock-go/dlock => ../
 
 require (
+	github.com/bsm/redislock v0.9.4
 	github.com/dlock-go/dlock v0.0.0-00010101000000-000000000000
 	github.com/redis/go-redis/v9 v9.23.0
+	github.com/redis/rueidis v1.0.79
 )
 
 require (

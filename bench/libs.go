@@ -1,0 +1,158 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/bsm/redislock"
+	"github.com/go-redsync/redsync/v4"
+	redsyncredis "github.com/go-redsync/redsync/v4/redis"
+	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
+	"github.com/redis/rueidis/rueidislock"
+
+	"github.com/dlock-go/dlock"
+)
+
+// ttl is every library's lock TTL in the benchmarks.
+const ttl = 8 * time.Second
+
+// locker is one library, set up against some nodes: lock waits until the
+// lock is held (or ctx ends) and returns the function that releases it.
+type locker struct {
+	name  string
+	lock  func(ctx context.Context, key string) (unlock func() error, err error)
+	close func()
+}
+
+func newRedis(addr string) *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: addr, PoolSize: 128})
+}
+
+func dlockLocker(addrs []string) locker {
+	var ucs []redis.UniversalClient
+	var rdbs []*redis.Client
+	for _, a := range addrs {
+		r := newRedis(a)
+		rdbs = append(rdbs, r)
+		ucs = append(ucs, r)
+	}
+	c := dlock.New(ucs...)
+	return locker{
+		name: "dlock",
+		lock: func(ctx context.Context, key string) (func() error, error) {
+			l, err := c.Lock(ctx, key, dlock.WithTTL(ttl))
+			if err != nil {
+				return nil, err
+			}
+			return func() error { return l.Unlock(context.Background()) }, nil
+		},
+		close: func() {
+			c.Close()
+			for _, r := range rdbs {
+				r.Close()
+			}
+		},
+	}
+}
+
+// redislockLocker is bsm/redislock, retrying every millisecond while the
+// lock is taken (it has no other way to wait).
+func redislockLocker(addr string) locker {
+	r := newRedis(addr)
+	c := redislock.New(r)
+	opts := &redislock.Options{RetryStrategy: redislock.LinearBackoff(time.Millisecond)}
+	return locker{
+		name: "bsm/redislock",
+		lock: func(ctx context.Context, key string) (func() error, error) {
+			l, err := c.Obtain(ctx, key, ttl, opts)
+			if err != nil {
+				return nil, err
+			}
+			return func() error { return l.Release(context.Background()) }, nil
+		},
+		close: func() { r.Close() },
+	}
+}
+
+// redsyncLocker is go-redsync/redsync over the nodes, retrying every
+// millisecond (its default is a random 50-250 ms) and never giving up.
+func redsyncLocker(addrs []string) locker {
+	var pools []redsyncredis.Pool
+	var rdbs []*redis.Client
+	for _, a := range addrs {
+		r := newRedis(a)
+		rdbs = append(rdbs, r)
+		pools = append(pools, goredis.NewPool(r))
+	}
+	rs := redsync.New(pools...)
+	return locker{
+		name: "redsync",
+		lock: func(ctx context.Context, key string) (func() error, error) {
+			m := rs.NewMutex(key, redsync.WithExpiry(ttl), redsync.WithTries(math.MaxInt32), redsync.WithRetryDelay(time.Millisecond))
+			if err := m.LockContext(ctx); err != nil {
+				return nil, err
+			}
+			return func() error {
+				ok, err := m.UnlockContext(context.Background())
+				if err == nil && !ok {
+					err = fmt.Errorf("redsync: unlock failed")
+				}
+				return err
+			}, nil
+		},
+		close: func() {
+			for _, r := range rdbs {
+				r.Close()
+			}
+		},
+	}
+}
+
+// rueidislockLocker is rueidis/rueidislock on one key per lock (KeyMajority
+// 1), waiting through client-side caching invalidations.
+func rueidislockLocker(addr string) (locker, error) {
+	l, err := rueidislock.NewLocker(rueidislock.LockerOption{
+		ClientOption:   rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: false},
+		KeyMajority:    1,
+		KeyValidity:    ttl,
+		NoLoopTracking: true,
+	})
+	if err != nil {
+		return locker{}, err
+	}
+	return locker{
+		name: "rueidislock",
+		lock: func(ctx context.Context, key string) (func() error, error) {
+			_, cancel, err := l.WithContext(ctx, key)
+			if err != nil {
+				return nil, err
+			}
+			return func() error { cancel(); return nil }, nil
+		},
+		close: l.Close,
+	}, nil
+}
+
+// rawRelease is the token-checked delete of the raw floor.
+var rawRelease = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
+
+// rawFloor is the two round trips any correct lock needs, with nothing
+// around them: SET NX PX, then a token-checked DEL script. It cannot wait;
+// it is measured uncontended only.
+func rawFloor(addr string) locker {
+	r := newRedis(addr)
+	return locker{
+		name: "raw floor",
+		lock: func(ctx context.Context, key string) (func() error, error) {
+			if !r.SetNX(ctx, key, "token", ttl).Val() {
+				return nil, fmt.Errorf("raw floor: key taken")
+			}
+			return func() error { return rawRelease.Run(context.Background(), r, []string{key}, "token").Err() }, nil
+		},
+		close: func() { r.Close() },
+	}
+}
