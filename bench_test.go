@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/redistest"
 )
 
 // The floor dlock is measured against: the two round trips any correct
@@ -167,4 +168,27 @@ func reportWaits(b *testing.B, waits []time.Duration) {
 	b.ReportMetric(float64(waits[len(waits)/2].Microseconds()), "wait-p50-µs")
 	b.ReportMetric(float64(waits[len(waits)*99/100].Microseconds()), "wait-p99-µs")
 	b.ReportMetric(float64(waits[len(waits)-1].Microseconds()), "wait-max-µs")
+}
+
+// BenchmarkRedlockTryLockUnlock is one uncontended cycle over five nodes:
+// with parallel fan-out it should cost about one node's round trips.
+func BenchmarkRedlockTryLockUnlock(b *testing.B) {
+	var ucs []redis.UniversalClient
+	for i := 0; i < 5; i++ {
+		ucs = append(ucs, redistest.Start(b).Client(b))
+	}
+	c := dlock.New(ucs...)
+	defer c.Close()
+	ctx := context.Background()
+	k := key(b)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		l, err := c.TryLock(ctx, k)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := l.Unlock(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"time"
 )
 
@@ -57,16 +56,6 @@ func (c *Client) lockQueued(ctx context.Context, key string, o options) (*Lock, 
 	id := hex.EncodeToString(idBytes[:])
 	step := min(waitStep, n.blockLimit)
 
-	// Closing the Client ends the wait too.
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	defer context.AfterFunc(c.ctx, func() { cancel(ErrClosed) })()
-	gaveUp := func() error {
-		if cause := context.Cause(ctx); errors.Is(cause, ErrClosed) {
-			return notObtained(ErrClosed)
-		}
-		return notObtained(ctx.Err())
-	}
 	leave := func() {
 		c.cleanup(func(ctx context.Context) { _, _ = n.leave(ctx, key, token, id) })
 	}
@@ -98,10 +87,14 @@ func (c *Client) lockQueued(ctx context.Context, key string, o options) (*Lock, 
 			if !a.abandoned {
 				leave()
 			}
-			return nil, gaveUp()
+			return nil, notObtained(ctx.Err())
 		case a.err != nil:
 			leave()
 			return nil, a.err
+		case c.closed.Load():
+			// Noticed within a wait step of Close.
+			leave()
+			return nil, notObtained(ErrClosed)
 		}
 		delete(sent, seq-1) // a grant names the latest step the server ran: seq or seq+1
 	}

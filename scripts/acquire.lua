@@ -15,11 +15,10 @@
 -- expiry, as a key set by hand without PX may have).
 --
 -- Waiters queued for a free lock (the holder expired instead of releasing)
--- come first: the lock goes to the first live one, and the caller queues
--- like everyone else. The fence counter is read before anything is written,
--- so a failure to read it (WRONGTYPE) leaves nothing behind.
-redis.call('GET', KEYS[2])
-if redis.call('EXISTS', KEYS[1]) == 0 and redis.call('EXISTS', KEYS[3]) == 1 then
+-- come first: the lock goes to the first live one, and the caller must
+-- queue like everyone else. (If anything fails after the SET, the caller
+-- releases the key: acquire.go.)
+if redis.call('EXISTS', KEYS[3]) == 1 and redis.call('EXISTS', KEYS[1]) == 0 then
   handoff(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[3], ARGV[4])
 end
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then

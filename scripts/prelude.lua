@@ -32,11 +32,14 @@ end
 -- met on the way are dropped. Returns the waiter id, or false when nobody
 -- live is waiting.
 local function handoff(lock_key, fence_key, queue_key, waiters_key, grant_prefix, claim_ms)
-  local now_ms, now_us = now()
+  local now_ms, now_us
   while true do
     local head = redis.call('ZRANGE', queue_key, 0, 0)[1]
     if not head then
       return false
+    end
+    if not now_ms then
+      now_ms, now_us = now()
     end
     local data = redis.call('HGET', waiters_key, head)
     redis.call('ZREM', queue_key, head)
