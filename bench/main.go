@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,6 +27,8 @@ var (
 	cycles   = flag.Int("cycles", 5000, "lock+unlock cycles in each uncontended scenario")
 	out      = flag.String("out", "BENCHMARKS.md", "where to write the report")
 	chart    = flag.String("chart", "benchmarks.svg", "where to write the chart (next to the report)")
+	only     = flag.String("only", "", "run only the scenarios whose name contains this (no report is written)")
+	rounds   = flag.Int("rounds", 3, "interleaved rounds per scenario (each library runs once per round)")
 )
 
 // result is one library in one scenario.
@@ -33,9 +36,18 @@ type result struct {
 	scenario, lib  string
 	ops            int
 	elapsed        time.Duration
-	p50, p99, maxW time.Duration // lock waits; zero when not measured
+	waits          []time.Duration // each lock call's wait (contended scenarios)
+	p50, p99, maxW time.Duration   // of waits
 	errors         int
 	note           string
+}
+
+func (r *result) setWaits(waits []time.Duration) {
+	if len(waits) == 0 {
+		return
+	}
+	sort.Slice(waits, func(i, j int) bool { return waits[i] < waits[j] })
+	r.p50, r.p99, r.maxW = waits[len(waits)/2], waits[len(waits)*99/100], waits[len(waits)-1]
 }
 
 func (r result) perSec() float64 { return float64(r.ops) / r.elapsed.Seconds() }
@@ -69,40 +81,65 @@ func main() {
 	}
 
 	var results []result
-	report := func(r result) {
-		results = append(results, r)
-		fmt.Fprintf(os.Stderr, "%-34s %-14s %10.0f/s  p50 %-9v p99 %-9v max %-9v errors %d\n",
-			r.scenario, r.lib, r.perSec(), r.p50, r.p99, r.maxW, r.errors)
-	}
-
-	// Uncontended: one goroutine, one key, lock+unlock cycles.
-	for _, l := range append([]locker{rawFloor(addr)}, single()...) {
-		report(uncontended("uncontended, 1 node", l, *cycles))
-		l.close()
-	}
-	// One hot key.
-	for _, g := range []int{16, 64} {
-		for _, cs := range []time.Duration{0, time.Millisecond} {
-			name := fmt.Sprintf("hot key, %d goroutines, %v CS", g, cs)
-			for _, l := range single() {
-				report(contended(name, l, g, cs, *duration, false))
+	skip := func(scenario string) bool { return *only != "" && !strings.Contains(scenario, *only) }
+	// run measures each library in a scenario in interleaved rounds, so that
+	// the machine's changing load falls on all of them alike, and reports
+	// the totals.
+	run := func(scenario string, libs []locker, measure func(locker, int) result) {
+		defer func() {
+			for _, l := range libs {
 				l.close()
 			}
+		}()
+		if skip(scenario) {
+			return
+		}
+		total := make([]result, len(libs))
+		var waits = make([][]time.Duration, len(libs))
+		for round := 0; round < *rounds; round++ {
+			for i, l := range libs {
+				r := measure(l, round)
+				total[i].scenario, total[i].lib = scenario, l.name
+				total[i].ops += r.ops
+				total[i].elapsed += r.elapsed
+				total[i].errors += r.errors
+				if r.note != "" {
+					total[i].note = r.note
+				}
+				waits[i] = append(waits[i], r.waits...)
+			}
+		}
+		for i, r := range total {
+			r.setWaits(waits[i])
+			results = append(results, r)
+			fmt.Fprintf(os.Stderr, "%-40s %-14s %10.0f/s  p50 %-9v p99 %-9v max %-9v errors %d %s\n",
+				r.scenario, r.lib, r.perSec(), r.p50, r.p99, r.maxW, r.errors, r.note)
 		}
 	}
-	// Many independent keys.
-	for _, l := range single() {
-		report(contended("64 keys, 64 goroutines", l, 64, 0, *duration, true))
-		l.close()
+	per := *duration / time.Duration(*rounds)
+	n := max(*cycles / *rounds, 1)
+
+	run("uncontended, 1 node", append([]locker{rawFloor(addr)}, single()...), func(l locker, _ int) result {
+		return uncontended(l, n)
+	})
+	for _, g := range []int{16, 64} {
+		for _, cs := range []time.Duration{0, time.Millisecond} {
+			run(fmt.Sprintf("hot key, %d goroutines, %v CS", g, cs), single(), func(l locker, _ int) result {
+				return contended(l, g, cs, per, false)
+			})
+		}
 	}
-	// Redlock over five nodes.
-	for _, l := range []locker{dlockLocker(all), redsyncLocker(all)} {
-		report(uncontended("Redlock 5 nodes, uncontended", l, *cycles))
-		l.close()
-	}
-	for _, l := range []locker{dlockLocker(all), redsyncLocker(all)} {
-		report(contended("Redlock 5 nodes, hot key, 16 g, 1ms CS", l, 16, time.Millisecond, *duration, false))
-		l.close()
+	run("64 keys, 64 goroutines", single(), func(l locker, _ int) result {
+		return contended(l, 64, 0, per, true)
+	})
+	run("Redlock 5 nodes, uncontended", []locker{dlockLocker(all), redsyncLocker(all)}, func(l locker, _ int) result {
+		return uncontended(l, n)
+	})
+	run("Redlock 5 nodes, hot key, 16 g, 1ms CS", []locker{dlockLocker(all), redsyncLocker(all)}, func(l locker, _ int) result {
+		return contended(l, 16, time.Millisecond, per, false)
+	})
+	if *only != "" {
+		return
 	}
 
 	if err := writeReport(*out, *chart, results); err != nil {
@@ -111,10 +148,10 @@ func main() {
 	}
 }
 
-func uncontended(scenario string, l locker, n int) result {
+func uncontended(l locker, n int) result {
 	ctx := context.Background()
 	key := fmt.Sprintf("bench:%s:%d", l.name, time.Now().UnixNano())
-	r := result{scenario: scenario, lib: l.name}
+	var r result
 	// Warm up: connections, scripts.
 	for i := 0; i < 100; i++ {
 		if unlock, err := l.lock(ctx, key); err == nil {
@@ -139,7 +176,7 @@ func uncontended(scenario string, l locker, n int) result {
 
 // contended runs g goroutines for d, each locking (one shared key, or a key
 // of its own with manyKeys), holding the lock for cs, and unlocking.
-func contended(scenario string, l locker, g int, cs, d time.Duration, manyKeys bool) result {
+func contended(l locker, g int, cs, d time.Duration, manyKeys bool) result {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	base := fmt.Sprintf("bench:%s:%d", l.name, time.Now().UnixNano())
@@ -189,13 +226,9 @@ func contended(scenario string, l locker, g int, cs, d time.Duration, manyKeys b
 		}()
 	}
 	wg.Wait()
-	r := result{scenario: scenario, lib: l.name, ops: len(waits), elapsed: time.Since(start), errors: int(errs.Load())}
+	r := result{ops: len(waits), elapsed: time.Since(start), errors: int(errs.Load()), waits: waits}
 	if broken.Load() {
 		r.note = "MUTUAL EXCLUSION VIOLATED"
-	}
-	if len(waits) > 0 {
-		sort.Slice(waits, func(i, j int) bool { return waits[i] < waits[j] })
-		r.p50, r.p99, r.maxW = waits[len(waits)/2], waits[len(waits)*99/100], waits[len(waits)-1]
 	}
 	return r
 }

@@ -20,7 +20,6 @@
 -- waiter counts its lease from that step's send time), and the PX the key
 -- was given. Returns {0, pttl} when the waiter is queued.
 local value = redis.call('GET', KEYS[1])
-local now_ms, now_us = now()
 if not value then
   -- Free: the first live waiter gets it, which may be this one.
   local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
@@ -29,9 +28,12 @@ if not value then
     value = redis.call('GET', KEYS[1])
   end
   if not value then
-    redis.call('ZREM', KEYS[3], ARGV[3])
-    redis.call('HDEL', KEYS[4], ARGV[3])
+    if head then
+      redis.call('ZREM', KEYS[3], ARGV[3])
+      redis.call('HDEL', KEYS[4], ARGV[3])
+    end
     redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+    local _, now_us = now()
     return {1, issue_fence(KEYS[2], ARGV[2], now_us), tonumber(ARGV[5]), tonumber(ARGV[2])}
   end
 end
@@ -50,6 +52,7 @@ if value == ARGV[1] then
 end
 -- Taken: join the queue (keeping our place if already in it) and stay
 -- alive. The queue keys outlive the last live waiter only briefly.
+local now_ms, now_us = now()
 redis.call('ZADD', KEYS[3], 'NX', now_us, ARGV[3])
 redis.call('HSET', KEYS[4], ARGV[3], ARGV[1] .. ' ' .. ARGV[2] .. ' ' .. (now_ms + tonumber(ARGV[4])) .. ' ' .. ARGV[5])
 redis.call('PEXPIRE', KEYS[3], 2 * tonumber(ARGV[4]))
