@@ -1,7 +1,7 @@
 # dlock's build and test entry points. `make test` is what CI runs.
 GO ?= go
 
-.PHONY: test deps check bench demo
+.PHONY: test deps check bench gobench demo
 
 # test installs what the tests need, checks formatting and vet, and runs every
 # test with the race detector.
@@ -24,11 +24,14 @@ check:
 	$(GO) vet ./...
 	cd bench && $(GO) vet ./...
 
-# bench runs the benchmarks: dlock's own, then the comparison with its peers
-# (the separate bench/ module), each against redis-servers they start.
+# bench compares dlock with its peers (the separate bench/ module, which
+# starts its own redis-servers) and rewrites BENCHMARKS.md and its chart.
+# gobench runs dlock's own Go benchmarks (against the raw floor).
 bench: deps
+	cd bench && $(GO) run . -out ../BENCHMARKS.md
+
+gobench: deps
 	$(GO) test -run '^$$' -bench . -benchtime 2s -count 1 .
-	cd bench && $(GO) test -run '^$$' -bench . -benchtime 5000x -count 3 .
 
 # demo reproduces the Redis guidance's experiments (embedded Redis; no setup).
 demo:

@@ -14,11 +14,11 @@ import (
 // overwrite another lock's bookkeeping.
 const reservedPrefix = "dlock:"
 
-// Waiting for a lock (Lock) is driven by release notifications; these bound
-// the jittered timer that backs them up (for locks that expire instead of
-// being released, and for lost notifications). The timer starts at
+// With Redlock, waiting (Lock) is driven by release notifications; these
+// bound the jittered timer that backs them up (for locks that expire instead
+// of being released, and for lost notifications). The timer starts at
 // minRetryWait and doubles up to maxRetryWait, and fires just after the
-// holder's TTL runs out when that comes sooner.
+// holder's TTL runs out when that comes sooner. (One node: queue.go.)
 const (
 	minRetryWait = 16 * time.Millisecond
 	maxRetryWait = time.Second
@@ -48,9 +48,13 @@ func (c *Client) TryLock(ctx context.Context, key string, opts ...Option) (*Lock
 // ctx.Err(); when the Client is closed, both ErrNotObtained and ErrClosed. A
 // Redis failure ends the wait at once with a *NodeError.
 //
-// Waiting costs no polling: a waiter subscribes to the key's release
-// notifications and tries again when one arrives, or, as a fallback, when
-// the holder's TTL has run out or a jittered timer fires.
+// Waiting costs no polling. On one node the waiter joins a FIFO queue kept
+// in Redis, and the holder's release hands it the lock directly, in arrival
+// order (queue.go); a waiter that dies or gives up is skipped within about a
+// second. With Redlock, a waiter subscribes to the key's release
+// notifications and tries again when one arrives (after a random pause), or,
+// as a fallback, when the holder's TTL has run out or a jittered timer
+// fires; there, fairness is best-effort.
 func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (*Lock, error) {
 	o, err := c.prepare(key, opts)
 	if err != nil {

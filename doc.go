@@ -33,8 +33,10 @@
 //     below). A resource that refuses writes with a lower fence than it has
 //     seen is safe even when the lock is not.
 //
-// Every operation is one round trip. Waiting in Lock is driven by release
-// notifications (pub/sub, sharded on a cluster), not by polling.
+// Every operation is one round trip. Waiting in Lock costs no polling: on
+// one node, waiters queue in Redis in arrival order (by server time) and the
+// release hands the lock straight to the next live one (queue.go); with
+// Redlock, release notifications wake waiters.
 //
 // # Redlock
 //

@@ -7,9 +7,11 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// A waiter learns that a lock was released through pub/sub: the release
-// script publishes on the key's wake channel, and the subscriber passes the
-// message to every waiter of this Client that watches that key.
+// A Redlock waiter learns that a lock was released through pub/sub: the
+// release script publishes on the key's wake channel when it leaves the lock
+// free, and the subscriber passes the message to every waiter of this
+// Client that watches that key. (On one node, waiters queue instead:
+// queue.go.)
 //
 // Notifications only make waiting prompt; they are never needed for
 // progress. A waiter also retries on a jittered timer (see acquire.go), which
