@@ -60,7 +60,7 @@ func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (*Lock, e
 	if err != nil {
 		return nil, err
 	}
-	if len(c.nodes) == 1 {
+	if len(c.nodes) == 1 && o.replicas == 0 {
 		// The wait script takes a free lock at once, like TryLock, and
 		// queues otherwise: no separate first attempt.
 		return c.lockQueued(ctx, key, o)
@@ -235,7 +235,7 @@ func (c *Client) try(ctx context.Context, key string, o options) (*Lock, time.Du
 	}
 	sent := time.Now() // the lease counts from here (renew.go)
 	answers := fanout(c, ctx, c.nodes, o.nodeTimeoutFor(len(c.nodes)), "acquire",
-		func(ctx context.Context, n *node) (grant, error) { return n.acquire(ctx, key, token, o.ttl) },
+		func(ctx context.Context, n *node) (grant, error) { return n.acquire(ctx, key, token, o) },
 		func(n *node, g grant, err error) {
 			// The node answered after we stopped waiting for it.
 			if g.ok || err != nil {

@@ -30,6 +30,10 @@ var (
 	// returned for contention (ErrNotObtained) or loss (ErrNotHeld).
 	ErrNoQuorum = errors.New("dlock: no quorum")
 
+	// ErrNoReplicaAck means a grant was not acknowledged by as many replicas
+	// as WithReplicaAck asked for in time; it was given back.
+	ErrNoReplicaAck = errors.New("dlock: grant not acknowledged by enough replicas")
+
 	// ErrClosed means the Client was closed.
 	ErrClosed = errors.New("dlock: client closed")
 

@@ -246,3 +246,32 @@ func TestUnsupportedDeploymentsAreRefused(t *testing.T) {
 		c.Close()
 	}
 }
+
+func TestReplicaAckRefusesAGrantTheReplicaDidNotGet(t *testing.T) {
+	master := redistest.Start(t)
+	replica := redistest.StartReplica(t, master)
+	c, rdb := newClient(t, master)
+	ack := dlock.WithReplicaAck(1, 200*time.Millisecond)
+	l, err := c.TryLock(ctxT(t), key(t), ack)
+	if err != nil {
+		t.Fatalf("TryLock with a healthy replica: %v", err)
+	}
+	_ = l.Unlock(ctxT(t))
+
+	// Cut replication: the replica follows a master that is not there.
+	if err := replica.Client(t).Do(ctxT(t), "REPLICAOF", "127.0.0.1", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	k := key(t)
+	_, err = c.TryLock(ctxT(t), k, ack)
+	if !errors.Is(err, dlock.ErrNoReplicaAck) || errors.Is(err, dlock.ErrNotObtained) {
+		t.Fatalf("TryLock without a replica to ack: %v, want ErrNoReplicaAck", err)
+	}
+	eventually(t, "the unacknowledged grant is given back", func() bool { return rdb.Exists(ctxT(t), k).Val() == 0 })
+	if _, err := c.Lock(ctxT(t), k, ack); !errors.Is(err, dlock.ErrNoReplicaAck) {
+		t.Fatalf("Lock without a replica to ack: %v, want ErrNoReplicaAck at once", err)
+	}
+	if _, err := c.TryLock(ctxT(t), k, dlock.WithReplicaAck(1, 0)); !errors.Is(err, dlock.ErrInvalidArgument) {
+		t.Fatalf("a zero ack timeout: %v, want ErrInvalidArgument", err)
+	}
+}

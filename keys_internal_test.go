@@ -149,7 +149,7 @@ func TestLeavingAfterAGrantPassesTheLockOn(t *testing.T) {
 	n := newNode(rdb)
 	ctx := context.Background()
 	const k = "lock:leave"
-	l, err := n.acquire(ctx, k, "holder", time.Minute)
+	l, err := n.acquire(ctx, k, "holder", options{ttl: time.Minute})
 	if err != nil || !l.ok {
 		t.Fatal(l, err)
 	}

@@ -76,12 +76,27 @@ type grant struct {
 	pttl  time.Duration // when not ok: the holder's remaining TTL, or <0 if unknown
 }
 
-func (n *node) acquire(ctx context.Context, key, token string, ttl time.Duration) (grant, error) {
+func (n *node) acquire(ctx context.Context, key, token string, o options) (grant, error) {
 	queue, waiters, grants := queueKeys(key)
 	keys := []string{key, fenceKey(key), queue, waiters}
-	res, err := acquireScript.Run(ctx, n.rdb, keys, token, ttl.Milliseconds(), grants, claimTime.Milliseconds()).Slice()
+	args := []any{token, o.ttl.Milliseconds(), grants, claimTime.Milliseconds()}
+	var (
+		res   []any
+		err   error
+		acked = -1
+	)
+	if o.replicas > 0 {
+		res, acked, err = n.acquireAcked(ctx, keys, args, o)
+	} else {
+		res, err = acquireScript.Run(ctx, n.rdb, keys, args...).Slice()
+	}
 	if err != nil {
 		return grant{}, n.fail("acquire", err)
+	}
+	if acked >= 0 && acked < o.replicas {
+		if ok, _ := res[0].(int64); ok == 1 {
+			return grant{}, n.fail("acquire", fmt.Errorf("%w: %d of %d within %v", ErrNoReplicaAck, acked, o.replicas, o.replicaTimeout))
+		}
 	}
 	if len(res) != 2 {
 		return grant{}, n.fail("acquire", errors.New("unexpected reply from the acquire script"))
@@ -95,6 +110,38 @@ func (n *node) acquire(ctx context.Context, key, token string, ttl time.Duration
 		return grant{ok: true, fence: fence}, nil
 	default:
 		return grant{pttl: holderTTL(res[1])}, nil
+	}
+}
+
+// acquireAcked runs the acquire script and WAIT in one round trip, and
+// returns the script's reply and how many replicas acknowledged.
+func (n *node) acquireAcked(ctx context.Context, keys []string, args []any, o options) ([]any, int, error) {
+	for attempt := 0; ; attempt++ {
+		var script *redis.Cmd
+		var wait *redis.Cmd
+		_, err := n.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			script = acquireScript.EvalSha(ctx, p, keys, args...)
+			wait = p.Do(ctx, "WAIT", o.replicas, o.replicaTimeout.Milliseconds())
+			return nil
+		})
+		if err != nil && redis.HasErrorPrefix(script.Err(), "NOSCRIPT") && attempt == 0 {
+			if err := acquireScript.Load(ctx, n.rdb).Err(); err != nil {
+				return nil, 0, err
+			}
+			continue
+		}
+		if err := script.Err(); err != nil {
+			return nil, 0, err
+		}
+		res, err := script.Slice()
+		if err != nil {
+			return nil, 0, err
+		}
+		acked, err := wait.Int64()
+		if err != nil {
+			return nil, 0, err
+		}
+		return res, int(acked), nil
 	}
 }
 

@@ -46,6 +46,12 @@ type options struct {
 	// with one node. Positive and below the TTL.
 	nodeTimeout    time.Duration
 	hasNodeTimeout bool
+
+	// replicas, when positive, is how many replicas must acknowledge a
+	// grant (WAIT) within replicaTimeout, or the grant is given back.
+	// Default 0: no acknowledgement asked for.
+	replicas       int
+	replicaTimeout time.Duration
 }
 
 // nodeTimeoutFor returns the per-node timeout for a Client of n nodes
@@ -95,6 +101,20 @@ func WithNodeTimeout(d time.Duration) Option {
 	return func(o *options) { o.nodeTimeout, o.hasNodeTimeout = d, true }
 }
 
+// WithReplicaAck makes an acquisition wait until at least replicas replicas
+// of the node have the grant, for at most timeout (Redis WAIT, sent in the
+// same round trip as the acquire). Without enough acknowledgements the grant
+// is given back and the call fails with an error matching ErrNoReplicaAck.
+// It narrows the failover window of asynchronous replication (a master that
+// dies after the acknowledgement has passed the lock on) but does not close
+// it: WAIT does not make Redis strongly consistent, and a replica that
+// acknowledged can still lose the write (fences remain the answer). With
+// it, waiting is by notification and retry, not in the FIFO queue: a
+// hand-off is written by the releaser, whose WAIT would not cover it.
+func WithReplicaAck(replicas int, timeout time.Duration) Option {
+	return func(o *options) { o.replicas, o.replicaTimeout = replicas, timeout }
+}
+
 func newOptions(opts []Option) (options, error) {
 	o := options{ttl: DefaultTTL}
 	for _, opt := range opts {
@@ -114,6 +134,9 @@ func newOptions(opts []Option) (options, error) {
 		return o, err
 	}
 	o.ttl = o.ttl.Truncate(time.Millisecond)
+	if o.replicas < 0 || (o.replicas > 0 && (o.replicaTimeout <= 0 || o.replicaTimeout >= o.ttl)) {
+		return o, invalid("replica acknowledgement of %d within %v: want replicas >= 0 and a timeout that is positive and below the TTL %v", o.replicas, o.replicaTimeout, o.ttl)
+	}
 	if o.hasNodeTimeout && (o.nodeTimeout <= 0 || o.nodeTimeout >= o.ttl) {
 		return o, invalid("node timeout %v must be positive and below the TTL %v", o.nodeTimeout, o.ttl)
 	}

@@ -17,7 +17,7 @@ func BenchmarkScriptsAlone(b *testing.B) {
 	n := newNode(rdb)
 	ctx := context.Background()
 	for i := 0; i < b.N; i++ {
-		g, err := n.acquire(ctx, "bench", "token", 30*time.Second)
+		g, err := n.acquire(ctx, "bench", "token", options{ttl: 30 * time.Second})
 		if err != nil || !g.ok {
 			b.Fatal(g, err)
 		}

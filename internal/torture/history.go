@@ -1,0 +1,37 @@
+package torture
+
+import (
+	"encoding/json"
+	"io"
+	"sync"
+	"time"
+)
+
+// Event is one thing a client process did, as it reports it (one JSON
+// object a line on its standard output). Times are wall-clock nanoseconds:
+// every process runs on this machine, so they share the clock.
+type Event struct {
+	Kind   string `json:"k"` // attempt, grant, release, lost, error
+	Client int    `json:"c"`
+	Fence  int64  `json:"f,omitempty"`
+	Sent   int64  `json:"s,omitempty"` // grant: when the acquire request was sent
+	At     int64  `json:"t"`
+	Detail string `json:"d,omitempty"` // error kind, loss cause, release result
+}
+
+// recorder writes events as JSON lines, safe for concurrent use.
+type recorder struct {
+	mu  sync.Mutex
+	enc *json.Encoder
+}
+
+func newRecorder(w io.Writer) *recorder { return &recorder{enc: json.NewEncoder(w)} }
+
+func (r *recorder) emit(e Event) {
+	if e.At == 0 {
+		e.At = time.Now().UnixNano()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_ = r.enc.Encode(e)
+}

@@ -1,0 +1,120 @@
+package torture
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dlock-go/dlock"
+)
+
+// WorkerConfig is what a client process is told to do.
+type WorkerConfig struct {
+	ID         int
+	Redis      []string // node addresses (the proxies)
+	Resource   string
+	Key        string
+	TTL        time.Duration
+	Hold       time.Duration
+	Duration   time.Duration
+	ReplicaAck int // replicas that must acknowledge a grant (0: none)
+}
+
+// RunWorker loops until cfg.Duration has passed: obtain the lock, write to
+// the fenced resource under it a few times while holding it, release it.
+// It reports every step to out. It writes without checking the lock between
+// a pause and the write that follows it, as real code does, so that a paused
+// holder's stale writes reach the resource: the fence must stop them.
+func RunWorker(cfg WorkerConfig, out io.Writer) error {
+	rec := newRecorder(out)
+	var ucs []redis.UniversalClient
+	for _, a := range cfg.Redis {
+		rdb := redis.NewClient(&redis.Options{Addr: a, DialTimeout: 200 * time.Millisecond,
+			ReadTimeout: cfg.TTL, WriteTimeout: cfg.TTL, MaxRetries: -1, DisableIdentity: true})
+		defer rdb.Close()
+		ucs = append(ucs, rdb)
+	}
+	locks := dlock.New(ucs...)
+	defer locks.Close()
+	conn, err := net.Dial("tcp", cfg.Resource)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	res := bufio.NewReader(conn)
+	write := func(fence, grant int64) {
+		fmt.Fprintf(conn, "W %d %d %d\n", cfg.ID, fence, grant)
+		_, _ = res.ReadString('\n')
+	}
+	opts := []dlock.Option{dlock.WithTTL(cfg.TTL)}
+	if len(cfg.Redis) > 1 {
+		opts = append(opts, dlock.WithNodeTimeout(cfg.TTL/10))
+	}
+	if cfg.ReplicaAck > 0 {
+		opts = append(opts, dlock.WithReplicaAck(cfg.ReplicaAck, cfg.TTL/10))
+	}
+
+	end := time.Now().Add(cfg.Duration)
+	for time.Now().Before(end) {
+		rec.emit(Event{Kind: "attempt", Client: cfg.ID})
+		ctx, cancel := context.WithTimeout(context.Background(), 2*cfg.TTL)
+		sent := time.Now().UnixNano()
+		l, err := locks.Lock(ctx, cfg.Key, opts...)
+		cancel()
+		if err != nil {
+			rec.emit(Event{Kind: "error", Client: cfg.ID, Detail: errorKind(err)})
+			time.Sleep(cfg.TTL / 20)
+			continue
+		}
+		granted := time.Now().UnixNano()
+		rec.emit(Event{Kind: "grant", Client: cfg.ID, Fence: l.Fence(), Sent: sent, At: granted})
+		stop := context.AfterFunc(l.Context(), func() {
+			if cause := context.Cause(l.Context()); errors.Is(cause, dlock.ErrLost) {
+				rec.emit(Event{Kind: "lost", Client: cfg.ID, Fence: l.Fence(), Detail: cause.Error()})
+			}
+		})
+		for i := 0; i < 3 && l.Context().Err() == nil; i++ {
+			time.Sleep(cfg.Hold / 3) // a pause here outlives the lease...
+			write(l.Fence(), granted) // ...and this write goes out regardless
+		}
+		uctx, ucancel := context.WithTimeout(context.Background(), cfg.TTL)
+		err = l.Unlock(uctx)
+		ucancel()
+		stop()
+		detail := "ok"
+		if err != nil {
+			detail = errorKind(err)
+		}
+		rec.emit(Event{Kind: "release", Client: cfg.ID, Fence: l.Fence(), Detail: detail})
+	}
+	return nil
+}
+
+// errorKind names an error for the tallies.
+func errorKind(err error) string {
+	switch {
+	case errors.Is(err, dlock.ErrNoReplicaAck):
+		return "replica_ack"
+	case errors.Is(err, dlock.ErrNotHeld):
+		return "not_held"
+	case errors.Is(err, dlock.ErrNoQuorum):
+		return "no_quorum"
+	case errors.Is(err, dlock.ErrLeaseExpired):
+		return "lease_expired"
+	case errors.Is(err, dlock.ErrNotObtained):
+		return "not_obtained"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	}
+	var ne *dlock.NodeError
+	if errors.As(err, &ne) {
+		return "node"
+	}
+	return "other"
+}
