@@ -80,7 +80,7 @@ func RunWorker(cfg WorkerConfig, out io.Writer) error {
 			}
 		})
 		for i := 0; i < 3 && l.Context().Err() == nil; i++ {
-			time.Sleep(cfg.Hold / 3) // a pause here outlives the lease...
+			time.Sleep(cfg.Hold / 3)  // a pause here outlives the lease...
 			write(l.Fence(), granted) // ...and this write goes out regardless
 		}
 		uctx, ucancel := context.WithTimeout(context.Background(), cfg.TTL)
