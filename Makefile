@@ -3,10 +3,12 @@ GO ?= go
 
 .PHONY: test deps check bench gobench demo
 
-# test installs what the tests need, checks formatting and vet, and runs every
-# test with the race detector.
+# test installs what the tests need, checks formatting and vet, runs every
+# test with the race detector, then the short fault-injection run, which
+# fails if any stale write is accepted or a fence regresses.
 test: deps check
 	$(GO) test -race -count=1 -timeout 8m ./...
+	$(GO) build -o .dlock-torture ./cmd/dlock && ./.dlock-torture torture --quick; status=$$?; rm -f .dlock-torture; exit $$status
 
 # deps installs redis-server (Debian package) when it is not on PATH.
 deps:

@@ -52,6 +52,7 @@ func init() {
 		{"extend", "extend a lock obtained with `dlock lock`", extendMain},
 		{"status", "show whether a lock is held, its TTL and fence", statusMain},
 		{"demo", "reproduce the Redis guidance's lock experiments", demoMain},
+		{"torture", "inject faults into real processes and check what holds", tortureMain},
 	}
 }
 
@@ -83,6 +84,9 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 		if c.name == args[0] {
 			return c.run(args[1:], stdout, stderr)
 		}
+	}
+	if args[0] == "torture-worker" { // torture's client processes
+		return workerMain(args[1:], stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "dlock: unknown command %q\n\n", args[0])
 	usage(stderr)

@@ -11,7 +11,7 @@ import (
 )
 
 // Resource is the fenced resource the clients write to: it accepts a write
-// only if its fence is above every fence it has accepted, and keeps the log
+// only if its fence is at least every fence it has accepted, and keeps the log
 // of every write in the order it decided them.
 type Resource struct {
 	ln net.Listener
@@ -95,7 +95,7 @@ func (r *Resource) serve(c net.Conn) {
 		fence, _ := strconv.ParseInt(f[2], 10, 64)
 		grant, _ := strconv.ParseInt(f[3], 10, 64)
 		r.mu.Lock()
-		ok := fence > r.highest
+		ok := fence >= r.highest // the same holder may write again
 		if ok {
 			r.highest = fence
 		}

@@ -83,6 +83,9 @@ func RunWorker(cfg WorkerConfig, out io.Writer) error {
 			time.Sleep(cfg.Hold / 3)  // a pause here outlives the lease...
 			write(l.Fence(), granted) // ...and this write goes out regardless
 		}
+		// The holding interval ends when the holder starts to let go: it
+		// does nothing under the lock after this.
+		releasing := time.Now().UnixNano()
 		uctx, ucancel := context.WithTimeout(context.Background(), cfg.TTL)
 		err = l.Unlock(uctx)
 		ucancel()
@@ -91,7 +94,7 @@ func RunWorker(cfg WorkerConfig, out io.Writer) error {
 		if err != nil {
 			detail = errorKind(err)
 		}
-		rec.emit(Event{Kind: "release", Client: cfg.ID, Fence: l.Fence(), Detail: detail})
+		rec.emit(Event{Kind: "release", Client: cfg.ID, Fence: l.Fence(), Detail: detail, At: releasing})
 	}
 	return nil
 }

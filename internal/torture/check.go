@@ -1,0 +1,116 @@
+package torture
+
+import (
+	"sort"
+	"time"
+)
+
+// Result is one scenario's figures.
+type Result struct {
+	Scenario string  `json:"scenario"`
+	Mode     string  `json:"mode"`
+	Clients  int     `json:"clients"`
+	Seconds  float64 `json:"seconds"`
+
+	Attempts int            `json:"attempts"`
+	Grants   int            `json:"grants"`
+	Errors   map[string]int `json:"errors"`
+
+	// Overlaps counts pairs of grants to different clients whose holding
+	// intervals (grant to release or loss notice) overlap in real time.
+	Overlaps int `json:"overlaps"`
+	// Fenced writes as the resource decided them.
+	Accepted      int `json:"accepted"`
+	StaleRejected int `json:"stale_rejected"`
+	// StaleAccepted counts accepted writes made under a grant older than
+	// the grant of a write the resource had already accepted: the one
+	// thing fencing must prevent. Must be 0.
+	StaleAccepted int `json:"stale_accepted"`
+	// FenceRegressions counts grants whose fence is not above every fence
+	// granted before them. Must be 0.
+	FenceRegressions int `json:"fence_regressions"`
+	// LossNotices counts holders told their lock was lost; LossOnTime, those
+	// told before the lease could have expired on the server.
+	LossNotices int `json:"loss_notices"`
+	LossOnTime  int `json:"loss_on_time"`
+
+	Note string `json:"note,omitempty"`
+}
+
+// OK reports whether the hard assertions hold.
+func (r Result) OK() bool { return r.StaleAccepted == 0 && r.FenceRegressions == 0 }
+
+// check computes a Result from the clients' events and the resource's log.
+func check(events []Event, writes []Write, ttl time.Duration, end int64) Result {
+	r := Result{Errors: map[string]int{}}
+	type hold struct {
+		client      int
+		fence       int64
+		sent, start int64
+		end         int64
+	}
+	var holds []*hold
+	open := map[int]*hold{}
+	sort.SliceStable(events, func(i, j int) bool { return events[i].At < events[j].At })
+	for _, e := range events {
+		switch e.Kind {
+		case "attempt":
+			r.Attempts++
+		case "error":
+			r.Errors[e.Detail]++
+		case "grant":
+			r.Grants++
+			h := &hold{client: e.Client, fence: e.Fence, sent: e.Sent, start: e.At, end: end}
+			holds = append(holds, h)
+			open[e.Client] = h
+		case "lost":
+			r.LossNotices++
+			if h := open[e.Client]; h != nil && h.fence == e.Fence {
+				if e.At <= h.sent+int64(ttl) {
+					r.LossOnTime++
+				}
+				h.end = min(h.end, e.At)
+			}
+		case "release":
+			if h := open[e.Client]; h != nil && h.fence == e.Fence {
+				h.end = min(h.end, e.At)
+				delete(open, e.Client)
+			}
+		}
+	}
+	// Overlaps: holds sorted by start; each overlaps the later ones that
+	// start before it ends.
+	sort.Slice(holds, func(i, j int) bool { return holds[i].start < holds[j].start })
+	for i, a := range holds {
+		for _, b := range holds[i+1:] {
+			if b.start >= a.end {
+				break
+			}
+			if b.client != a.client {
+				r.Overlaps++
+			}
+		}
+	}
+	// Fences must grow with the real-time order of grants.
+	var maxFence int64
+	for _, h := range holds {
+		if h.fence <= maxFence {
+			r.FenceRegressions++
+		}
+		maxFence = max(maxFence, h.fence)
+	}
+	// Writes, in the order the resource decided them.
+	var newestGrant int64
+	for _, w := range writes {
+		if !w.Accepted {
+			r.StaleRejected++
+			continue
+		}
+		r.Accepted++
+		if w.Grant < newestGrant {
+			r.StaleAccepted++
+		}
+		newestGrant = max(newestGrant, w.Grant)
+	}
+	return r
+}

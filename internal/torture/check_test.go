@@ -1,0 +1,93 @@
+package torture
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+)
+
+func TestCheckCountsWhatFencingMustPrevent(t *testing.T) {
+	const ttl = time.Second
+	ms := func(n int64) int64 { return n * int64(time.Millisecond) }
+	events := []Event{
+		{Kind: "attempt", Client: 1, At: ms(0)},
+		{Kind: "grant", Client: 1, Fence: 10, Sent: ms(0), At: ms(1)},
+		{Kind: "attempt", Client: 2, At: ms(5)},
+		// Client 1 is paused past its lease; client 2 is granted meanwhile.
+		{Kind: "grant", Client: 2, Fence: 11, Sent: ms(1100), At: ms(1101)},
+		{Kind: "release", Client: 2, Fence: 11, At: ms(1200)},
+		{Kind: "lost", Client: 1, Fence: 10, At: ms(1500)},
+		// A regression: a later grant with a lower fence.
+		{Kind: "grant", Client: 3, Fence: 9, Sent: ms(2000), At: ms(2001)},
+		{Kind: "release", Client: 3, Fence: 9, At: ms(2100)},
+	}
+	writes := []Write{
+		{Client: 2, Fence: 11, Grant: ms(1101), Accepted: true},
+		{Client: 1, Fence: 10, Grant: ms(1), Accepted: false},   // the stale holder, refused
+		{Client: 3, Fence: 9, Grant: ms(2001), Accepted: false}, // the regressed one, refused
+		{Client: 2, Fence: 11, Grant: ms(1101), Accepted: true}, // the holder writes again
+	}
+	r := check(events, writes, ttl, ms(3000))
+	if r.Grants != 3 || r.Attempts != 2 {
+		t.Errorf("grants %d attempts %d", r.Grants, r.Attempts)
+	}
+	if r.Overlaps != 1 {
+		t.Errorf("overlaps = %d, want 1 (client 1 paused over client 2's grant)", r.Overlaps)
+	}
+	if r.FenceRegressions != 1 {
+		t.Errorf("fence regressions = %d, want 1", r.FenceRegressions)
+	}
+	if r.StaleRejected != 2 || r.Accepted != 2 {
+		t.Errorf("accepted %d, stale rejected %d", r.Accepted, r.StaleRejected)
+	}
+	if r.StaleAccepted != 0 {
+		t.Errorf("stale accepted = %d, want 0", r.StaleAccepted)
+	}
+	if r.LossNotices != 1 || r.LossOnTime != 0 {
+		t.Errorf("loss notices %d, in time %d; want 1, 0 (it came after sent + TTL)", r.LossNotices, r.LossOnTime)
+	}
+	if r.OK() {
+		t.Error("a run with a fence regression passed")
+	}
+
+	// An older grant's write accepted after a newer grant's write: stale.
+	stale := []Write{
+		{Client: 2, Fence: 11, Grant: ms(1101), Accepted: true},
+		{Client: 1, Fence: 12, Grant: ms(1), Accepted: true},
+	}
+	if r := check(nil, stale, ttl, ms(3000)); r.StaleAccepted != 1 || r.OK() {
+		t.Errorf("stale accepted = %d, want 1", r.StaleAccepted)
+	}
+}
+
+func TestProxyForwardsAndRedirects(t *testing.T) {
+	r1, _ := NewResource()
+	defer r1.Close()
+	r2, _ := NewResource()
+	defer r2.Close()
+	p, err := NewProxy(r1.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	write := func() string {
+		c, err := net.Dial("tcp", p.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		fmt.Fprintln(c, "W 1 5 0")
+		line, _ := bufio.NewReader(c).ReadString('\n')
+		return line
+	}
+	if got := write(); got != "OK\n" || len(r1.Log()) != 1 {
+		t.Fatalf("through the proxy: %q, log %v", got, r1.Log())
+	}
+	p.SetTarget(r2.Addr())
+	if got := write(); got != "OK\n" || len(r2.Log()) != 1 {
+		t.Fatalf("after redirect: %q, log %v", got, r2.Log())
+	}
+}

@@ -1,0 +1,330 @@
+package torture
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dlock-go/dlock/internal/redistest"
+)
+
+// Config sizes a run.
+type Config struct {
+	Exe      string        // the dlock binary, re-executed as the clients
+	Clients  int           // client processes per scenario
+	Duration time.Duration // per scenario
+	TTL      time.Duration
+	Hold     time.Duration
+}
+
+// Quick is the small, bounded configuration CI runs.
+func Quick(exe string) Config {
+	return Config{Exe: exe, Clients: 3, Duration: 4 * time.Second, TTL: 500 * time.Millisecond, Hold: 120 * time.Millisecond}
+}
+
+// Full is the default configuration.
+func Full(exe string) Config {
+	return Config{Exe: exe, Clients: 5, Duration: 20 * time.Second, TTL: time.Second, Hold: 250 * time.Millisecond}
+}
+
+// Scenario is a fault pattern, run in one or both modes.
+type Scenario struct {
+	Name  string
+	Modes []string // "single" (one master, maybe with a replica), "redlock" (five masters)
+	What  string   // what it does, for the report
+	// Setup adjusts the servers' options; Nemesis injects faults while the
+	// clients run, and must undo them before the run ends.
+	ServerArgs []string
+	Replica    bool // single mode: a replica behind its own proxy
+	ReplicaAck int  // clients ask for this many replica acknowledgements
+	Nemesis    func(ctx context.Context, e *Env)
+}
+
+// Env is a running scenario: servers, the proxies in front of them, the
+// client processes.
+type Env struct {
+	Cfg          Config
+	Mode         string
+	Servers      []*redistest.Server
+	Proxies      []*Proxy // one per server; clients connect to these
+	Replica      *redistest.Server
+	ReplicaProxy *Proxy // the replica's link to the master
+	workers      []*exec.Cmd
+
+	mu     sync.Mutex
+	events []Event
+}
+
+// holders returns the clients that hold the lock, as far as the events tell.
+func (e *Env) holders() []int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	open := map[int]bool{}
+	for _, ev := range e.events {
+		switch ev.Kind {
+		case "grant":
+			open[ev.Client] = true
+		case "release", "lost":
+			delete(open, ev.Client)
+		}
+	}
+	var out []int
+	for c := range open {
+		out = append(out, c)
+	}
+	return out
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// Scenarios is every fault pattern `dlock torture` knows.
+func Scenarios() []Scenario {
+	return []Scenario{
+		{Name: "baseline", Modes: []string{"single", "redlock"}, What: "no faults"},
+		{Name: "client-pause", Modes: []string{"single", "redlock"}, What: "SIGSTOP a holder for 3 TTLs, then SIGCONT",
+			Nemesis: func(ctx context.Context, e *Env) {
+				for i := 0; i < 2 && ctx.Err() == nil; i++ {
+					sleep(ctx, e.Cfg.Duration/5)
+					if hs := e.holders(); len(hs) > 0 {
+						w := e.workers[hs[0]]
+						_ = w.Process.Signal(syscall.SIGSTOP)
+						sleep(ctx, 3*e.Cfg.TTL)
+						_ = w.Process.Signal(syscall.SIGCONT)
+					}
+				}
+			}},
+		{Name: "kill-restart", Modes: []string{"single", "redlock"}, What: "kill a Redis node and restart it at once, without persistence",
+			Nemesis: killRestart},
+		{Name: "kill-restart-aof", Modes: []string{"single", "redlock"}, What: "the same, with appendfsync always",
+			ServerArgs: []string{"--appendonly", "yes", "--appendfsync", "always"}, Nemesis: killRestart},
+		{Name: "redis-pause", Modes: []string{"single", "redlock"}, What: "SIGSTOP a Redis node for 3 TTLs",
+			Nemesis: func(ctx context.Context, e *Env) {
+				sleep(ctx, e.Cfg.Duration/4)
+				e.Servers[0].Pause()
+				sleep(ctx, 3*e.Cfg.TTL)
+				e.Servers[0].Resume()
+			}},
+		{Name: "failover", Modes: []string{"single"}, Replica: true, What: "cut replication, kill the master, promote the replica",
+			Nemesis: failover},
+		{Name: "failover+replica-ack", Modes: []string{"single"}, Replica: true, ReplicaAck: 1, What: "the same, clients using WithReplicaAck(1)",
+			Nemesis: failover},
+		{Name: "partition-minority", Modes: []string{"redlock"}, What: "black-hole 2 of 5 nodes for 3 TTLs",
+			Nemesis: func(ctx context.Context, e *Env) { partition(ctx, e, 2) }},
+		{Name: "partition-majority", Modes: []string{"redlock"}, What: "black-hole 3 of 5 nodes for 3 TTLs",
+			Nemesis: func(ctx context.Context, e *Env) { partition(ctx, e, 3) }},
+		{Name: "latency", Modes: []string{"single", "redlock"}, What: "add 0.4 TTL each way (a round trip near the TTL) for 3 TTLs",
+			Nemesis: func(ctx context.Context, e *Env) {
+				sleep(ctx, e.Cfg.Duration/4)
+				for _, p := range e.Proxies {
+					p.SetDelay(e.Cfg.TTL * 4 / 10)
+				}
+				sleep(ctx, 3*e.Cfg.TTL)
+				for _, p := range e.Proxies {
+					p.SetDelay(0)
+				}
+			}},
+	}
+}
+
+func killRestart(ctx context.Context, e *Env) {
+	sleep(ctx, e.Cfg.Duration/4)
+	e.Servers[0].Kill()
+	_ = e.Servers[0].Restart()
+}
+
+func partition(ctx context.Context, e *Env, n int) {
+	sleep(ctx, e.Cfg.Duration/4)
+	for _, p := range e.Proxies[:n] {
+		p.SetDrop(true)
+	}
+	sleep(ctx, 3*e.Cfg.TTL)
+	for _, p := range e.Proxies[:n] {
+		p.SetDrop(false)
+		p.Cut() // connections that lost traffic are broken
+	}
+}
+
+// failover cuts the replica's link to the master, lets the clients run on
+// the master alone, kills the master and sends the clients to the promoted
+// replica: grants the replica never saw are lost.
+func failover(ctx context.Context, e *Env) {
+	sleep(ctx, e.Cfg.Duration/4)
+	e.ReplicaProxy.SetDrop(true)
+	sleep(ctx, e.Cfg.Duration/8)
+	// Kill the master just after a grant, as a crash at the worst moment:
+	// the holder keeps working while the promoted replica lets the next in.
+	for ctx.Err() == nil && len(e.holders()) == 0 {
+		sleep(ctx, time.Millisecond)
+	}
+	e.Servers[0].Kill()
+	rdb := redis.NewClient(e.Replica.Options())
+	defer rdb.Close()
+	_ = rdb.Do(context.Background(), "REPLICAOF", "NO", "ONE").Err()
+	e.Proxies[0].SetTarget(e.Replica.Addr())
+}
+
+// Run runs one scenario in one mode and checks its history.
+func Run(cfg Config, sc Scenario, mode string) (Result, error) {
+	e := &Env{Cfg: cfg, Mode: mode}
+	defer e.close()
+	nodes := 1
+	if mode == "redlock" {
+		nodes = 5
+	}
+	for i := 0; i < nodes; i++ {
+		s, err := redistest.Spawn(sc.ServerArgs...)
+		if err != nil {
+			return Result{}, err
+		}
+		e.Servers = append(e.Servers, s)
+		p, err := NewProxy(s.Addr())
+		if err != nil {
+			return Result{}, err
+		}
+		e.Proxies = append(e.Proxies, p)
+	}
+	if sc.Replica {
+		rp, err := NewProxy(e.Servers[0].Addr())
+		if err != nil {
+			return Result{}, err
+		}
+		e.ReplicaProxy = rp
+		_, port, _ := splitAddr(rp.Addr())
+		r, err := redistest.Spawn(append([]string{"--replicaof", "127.0.0.1", port}, sc.ServerArgs...)...)
+		if err != nil {
+			return Result{}, err
+		}
+		e.Replica = r
+		if err := waitSynced(r); err != nil {
+			return Result{}, err
+		}
+	}
+	res, err := NewResource()
+	if err != nil {
+		return Result{}, err
+	}
+	defer res.Close()
+
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i := 0; i < cfg.Clients; i++ {
+		args := []string{"torture-worker", "--id", strconv.Itoa(i), "--resource", res.Addr(),
+			"--ttl", cfg.TTL.String(), "--hold", cfg.Hold.String(), "--duration", cfg.Duration.String(),
+			"--key", "torture:" + sc.Name, "--replica-ack", strconv.Itoa(sc.ReplicaAck)}
+		for _, p := range e.Proxies {
+			args = append(args, "--node", p.Addr())
+		}
+		cmd := exec.Command(cfg.Exe, args...)
+		cmd.Stderr = os.Stderr
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			return Result{}, err
+		}
+		if err := cmd.Start(); err != nil {
+			return Result{}, err
+		}
+		e.workers = append(e.workers, cmd)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sc := bufio.NewScanner(out)
+			for sc.Scan() {
+				var ev Event
+				if json.Unmarshal(sc.Bytes(), &ev) == nil {
+					e.mu.Lock()
+					e.events = append(e.events, ev)
+					e.mu.Unlock()
+				}
+			}
+		}()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.Duration)
+	defer cancel()
+	if sc.Nemesis != nil {
+		sc.Nemesis(ctx, e)
+	}
+	// Clients stop on their own after the duration; a paused one is
+	// continued, and one that hangs is killed.
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		for _, w := range e.workers {
+			_ = w.Wait()
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(cfg.Duration + 10*cfg.TTL + 10*time.Second):
+		for _, w := range e.workers {
+			_ = w.Process.Kill()
+		}
+		<-done
+	}
+	end := time.Now().UnixNano()
+	e.mu.Lock()
+	r := check(e.events, res.Log(), cfg.TTL, end)
+	e.mu.Unlock()
+	r.Scenario, r.Mode, r.Clients, r.Seconds = sc.Name, mode, cfg.Clients, time.Since(start).Seconds()
+	return r, nil
+}
+
+func (e *Env) close() {
+	for _, w := range e.workers {
+		if w.ProcessState == nil {
+			_ = w.Process.Signal(syscall.SIGCONT)
+			_ = w.Process.Kill()
+		}
+	}
+	for _, p := range e.Proxies {
+		p.Close()
+	}
+	if e.ReplicaProxy != nil {
+		e.ReplicaProxy.Close()
+	}
+	for _, s := range e.Servers {
+		s.Close()
+	}
+	if e.Replica != nil {
+		e.Replica.Close()
+	}
+}
+
+func splitAddr(addr string) (host, port string, err error) {
+	for i := len(addr) - 1; i >= 0; i-- {
+		if addr[i] == ':' {
+			return addr[:i], addr[i+1:], nil
+		}
+	}
+	return "", "", fmt.Errorf("bad address %q", addr)
+}
+
+func waitSynced(r *redistest.Server) error {
+	rdb := redis.NewClient(r.Options())
+	defer rdb.Close()
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		info, _ := rdb.Info(context.Background(), "replication").Result()
+		if strings.Contains(info, "master_link_status:up") {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("torture: replica never synchronised")
+}
