@@ -1,9 +1,6 @@
 package torture
 
-import (
-	"sort"
-	"time"
-)
+import "sort"
 
 // Result is one scenario's figures.
 type Result struct {
@@ -41,13 +38,13 @@ type Result struct {
 func (r Result) OK() bool { return r.StaleAccepted == 0 && r.FenceRegressions == 0 }
 
 // check computes a Result from the clients' events and the resource's log.
-func check(events []Event, writes []Write, ttl time.Duration, end int64) Result {
+func check(events []Event, writes []Write, end int64) Result {
 	r := Result{Errors: map[string]int{}}
 	type hold struct {
-		client      int
-		fence       int64
-		sent, start int64
-		end         int64
+		client        int
+		fence         int64
+		expiry, start int64
+		end           int64
 	}
 	var holds []*hold
 	open := map[int]*hold{}
@@ -60,13 +57,13 @@ func check(events []Event, writes []Write, ttl time.Duration, end int64) Result 
 			r.Errors[e.Detail]++
 		case "grant":
 			r.Grants++
-			h := &hold{client: e.Client, fence: e.Fence, sent: e.Sent, start: e.At, end: end}
+			h := &hold{client: e.Client, fence: e.Fence, expiry: e.Expiry, start: e.At, end: end}
 			holds = append(holds, h)
 			open[e.Client] = h
 		case "lost":
 			r.LossNotices++
 			if h := open[e.Client]; h != nil && h.fence == e.Fence {
-				if e.At <= h.sent+int64(ttl) {
+				if e.At <= h.expiry {
 					r.LossOnTime++
 				}
 				h.end = min(h.end, e.At)

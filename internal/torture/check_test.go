@@ -9,11 +9,10 @@ import (
 )
 
 func TestCheckCountsWhatFencingMustPrevent(t *testing.T) {
-	const ttl = time.Second
 	ms := func(n int64) int64 { return n * int64(time.Millisecond) }
 	events := []Event{
 		{Kind: "attempt", Client: 1, At: ms(0)},
-		{Kind: "grant", Client: 1, Fence: 10, Sent: ms(0), At: ms(1)},
+		{Kind: "grant", Client: 1, Fence: 10, Sent: ms(0), Expiry: ms(1000), At: ms(1)},
 		{Kind: "attempt", Client: 2, At: ms(5)},
 		// Client 1 is paused past its lease; client 2 is granted meanwhile.
 		{Kind: "grant", Client: 2, Fence: 11, Sent: ms(1100), At: ms(1101)},
@@ -29,7 +28,7 @@ func TestCheckCountsWhatFencingMustPrevent(t *testing.T) {
 		{Client: 3, Fence: 9, Grant: ms(2001), Accepted: false}, // the regressed one, refused
 		{Client: 2, Fence: 11, Grant: ms(1101), Accepted: true}, // the holder writes again
 	}
-	r := check(events, writes, ttl, ms(3000))
+	r := check(events, writes, ms(3000))
 	if r.Grants != 3 || r.Attempts != 2 {
 		t.Errorf("grants %d attempts %d", r.Grants, r.Attempts)
 	}
@@ -46,7 +45,7 @@ func TestCheckCountsWhatFencingMustPrevent(t *testing.T) {
 		t.Errorf("stale accepted = %d, want 0", r.StaleAccepted)
 	}
 	if r.LossNotices != 1 || r.LossOnTime != 0 {
-		t.Errorf("loss notices %d, in time %d; want 1, 0 (it came after sent + TTL)", r.LossNotices, r.LossOnTime)
+		t.Errorf("loss notices %d, in time %d; want 1, 0 (it came after the expiry)", r.LossNotices, r.LossOnTime)
 	}
 	if r.OK() {
 		t.Error("a run with a fence regression passed")
@@ -57,7 +56,7 @@ func TestCheckCountsWhatFencingMustPrevent(t *testing.T) {
 		{Client: 2, Fence: 11, Grant: ms(1101), Accepted: true},
 		{Client: 1, Fence: 12, Grant: ms(1), Accepted: true},
 	}
-	if r := check(nil, stale, ttl, ms(3000)); r.StaleAccepted != 1 || r.OK() {
+	if r := check(nil, stale, ms(3000)); r.StaleAccepted != 1 || r.OK() {
 		t.Errorf("stale accepted = %d, want 1", r.StaleAccepted)
 	}
 }

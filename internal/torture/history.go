@@ -15,6 +15,10 @@ type Event struct {
 	Client int    `json:"c"`
 	Fence  int64  `json:"f,omitempty"`
 	Sent   int64  `json:"s,omitempty"` // grant: when the acquire request was sent
+	// Expiry is, for a grant, the earliest moment the server can let the
+	// key expire: the end of the holder's lease estimate plus its drift
+	// margin. A loss notice by then is in time.
+	Expiry int64  `json:"e,omitempty"`
 	At     int64  `json:"t"`
 	Detail string `json:"d,omitempty"` // error kind, loss cause, release result
 }

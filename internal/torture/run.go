@@ -279,7 +279,7 @@ func Run(cfg Config, sc Scenario, mode string) (Result, error) {
 	}
 	end := time.Now().UnixNano()
 	e.mu.Lock()
-	r := check(e.events, res.Log(), cfg.TTL, end)
+	r := check(e.events, res.Log(), end)
 	e.mu.Unlock()
 	r.Scenario, r.Mode, r.Clients, r.Seconds = sc.Name, mode, cfg.Clients, time.Since(start).Seconds()
 	return r, nil

@@ -72,8 +72,11 @@ func RunWorker(cfg WorkerConfig, out io.Writer) error {
 			time.Sleep(cfg.TTL / 20)
 			continue
 		}
-		granted := time.Now().UnixNano()
-		rec.emit(Event{Kind: "grant", Client: cfg.ID, Fence: l.Fence(), Sent: sent, At: granted})
+		now := time.Now()
+		granted := now.UnixNano()
+		dl, _ := l.Context().Deadline()
+		expiry := now.Add(time.Until(dl) + cfg.TTL/100 + 2*time.Millisecond).UnixNano()
+		rec.emit(Event{Kind: "grant", Client: cfg.ID, Fence: l.Fence(), Sent: sent, Expiry: expiry, At: granted})
 		stop := context.AfterFunc(l.Context(), func() {
 			if cause := context.Cause(l.Context()); errors.Is(cause, dlock.ErrLost) {
 				rec.emit(Event{Kind: "lost", Client: cfg.ID, Fence: l.Fence(), Detail: cause.Error()})
