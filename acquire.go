@@ -35,11 +35,13 @@ const (
 // answer and the server grants the lock anyway, the lock is released in the
 // background.
 func (c *Client) TryLock(ctx context.Context, key string, opts ...Option) (*Lock, error) {
+	start := time.Now()
 	o, err := c.prepare(key, opts)
 	if err != nil {
 		return nil, err
 	}
 	l, _, err := c.try(ctx, key, o)
+	c.observeAcquire(key, start, l, false, err)
 	return l, err
 }
 
@@ -55,7 +57,10 @@ func (c *Client) TryLock(ctx context.Context, key string, opts ...Option) (*Lock
 // notifications and tries again when one arrives (after a random pause), or,
 // as a fallback, when the holder's TTL has run out or a jittered timer
 // fires; there, fairness is best-effort.
-func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (*Lock, error) {
+func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (l *Lock, err error) {
+	start := time.Now()
+	contended := false
+	defer func() { c.observeAcquire(key, start, l, contended, err) }()
 	o, err := c.prepare(key, opts)
 	if err != nil {
 		return nil, err
@@ -63,12 +68,13 @@ func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (*Lock, e
 	if len(c.nodes) == 1 && o.replicas == 0 {
 		// The wait script takes a free lock at once, like TryLock, and
 		// queues otherwise: no separate first attempt.
-		return c.lockQueued(ctx, key, o)
+		return c.lockQueued(ctx, key, o, &contended)
 	}
 	l, pttl, err := c.try(ctx, key, o)
-	if err == nil || !contended(ctx, err) {
+	if err == nil || !isContended(ctx, err) {
 		return l, err
 	}
+	contended = true
 
 	wait := minRetryWait
 	// Subscribe before the next attempt, so that a release between that
@@ -100,7 +106,7 @@ confirmed:
 	}
 	for {
 		l, pttl, err = c.try(ctx, key, o)
-		if err == nil || !contended(ctx, err) {
+		if err == nil || !isContended(ctx, err) {
 			return l, err
 		}
 		timer.Reset(retryDelay(wait, pttl)) // go1.23 timers: no stale tick survives Reset
@@ -192,9 +198,9 @@ func (c doContext) Deadline() (time.Time, bool) {
 	return lease, true
 }
 
-// contended reports whether err means "someone else holds it" (and waiting
-// may help), as opposed to an ended context or a failure.
-func contended(ctx context.Context, err error) bool {
+// isContended reports whether err means "someone else holds it" (and
+// waiting may help), as opposed to an ended context or a failure.
+func isContended(ctx context.Context, err error) bool {
 	return errors.Is(err, ErrNotObtained) && ctx.Err() == nil
 }
 

@@ -26,6 +26,8 @@ type Client struct {
 	done      <-chan struct{} // ctx.Done()
 	closeOnce sync.Once
 
+	observer observerSlot // see observe.go
+
 	bgMu       sync.Mutex     // guards background.Add against Close's Wait
 	background sync.WaitGroup // goroutines started by spawn while not closed
 }

@@ -47,6 +47,7 @@ func newLock(c *Client, key, token string, fence int64, o options, sent time.Tim
 		renewing: make(chan struct{}, 1),
 		stop:     make(chan struct{}),
 	}
+	c.watchLoss(l)
 	if o.autoRenew {
 		l.stopped = make(chan struct{})
 		c.spawn(func() {
@@ -108,9 +109,12 @@ func redact(token string) string {
 //
 // If ctx ends first, Unlock returns ctx's error; the release still completes
 // in the background.
-func (l *Lock) Unlock(ctx context.Context) error {
+func (l *Lock) Unlock(ctx context.Context) (err error) {
 	if l.isReleased() {
 		return l.notHeld()
+	}
+	if l.c.observing() {
+		defer func() { l.c.observe(Event{Kind: EventRelease, Key: l.key, Fence: l.fence, Held: time.Since(l.acquired), Err: err}) }()
 	}
 	l.stopOnce.Do(func() { close(l.stop) })
 	// On one node the counter already holds the fence; on several, the
@@ -178,14 +182,17 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 
 // renew extends the lease by ttl (cut at the hold ceiling), one renewal at
 // a time, and returns when the successful request was sent.
-func (l *Lock) renew(ctx context.Context, ttl time.Duration) (time.Time, error) {
+func (l *Lock) renew(ctx context.Context, ttl time.Duration) (sent time.Time, err error) {
+	if l.c.observing() {
+		defer func() { l.c.observe(Event{Kind: EventRenew, Key: l.key, Fence: l.fence, Err: err}) }()
+	}
 	select {
 	case l.renewing <- struct{}{}:
 		defer func() { <-l.renewing }()
 	case <-ctx.Done():
 		return time.Time{}, ctx.Err()
 	}
-	sent := time.Now()
+	sent = time.Now()
 	ttl, cut, room := l.lease.renewalTTL(sent, ttl)
 	if !room {
 		return sent, errNoRoom

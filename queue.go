@@ -45,7 +45,7 @@ const (
 
 // lockQueued waits in the key's queue until the lock is granted or ctx
 // ends. It is Lock's path on a single node after a failed first attempt.
-func (c *Client) lockQueued(ctx context.Context, key string, o options) (*Lock, error) {
+func (c *Client) lockQueued(ctx context.Context, key string, o options, contended *bool) (*Lock, error) {
 	n := c.nodes[0]
 	token, err := newToken()
 	if err != nil {
@@ -74,6 +74,7 @@ func (c *Client) lockQueued(ctx context.Context, key string, o options) (*Lock, 
 			return c.granted(key, token, o, a.v, sent)
 		}
 		if a.err == nil {
+			*contended = true
 			a = fanout(c, ctx, one, 0, "wait", func(ctx context.Context, n *node) (waitReply, error) {
 				st, _, err := n.awaitGrant(ctx, key, id, step)
 				return st, err

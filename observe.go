@@ -1,0 +1,109 @@
+package dlock
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+)
+
+// EventKind says what an Event reports.
+type EventKind int
+
+// The kinds of Event, after the Redis guidance's list of what to record.
+const (
+	// EventAcquire: a TryLock, Lock or Do call obtained the lock or gave up.
+	// Wait is how long the call took; Contended, whether the lock was held
+	// by someone else at some point; Err is nil, or why it was not obtained.
+	EventAcquire EventKind = iota + 1
+	// EventRenew: a renewal (the watchdog, or Extend) succeeded (Err nil)
+	// or failed.
+	EventRenew
+	// EventLost: the lock's Context ended without Unlock; Err is the cause
+	// (ErrLost, ErrLeaseExpired, ErrMaxHold).
+	EventLost
+	// EventRelease: Unlock returned. Held is the time since the grant; Err
+	// is nil, an error matching ErrNotHeld (the token no longer matched:
+	// the lock had expired, and perhaps someone else held it), or a
+	// failure.
+	EventRelease
+)
+
+func (k EventKind) String() string {
+	switch k {
+	case EventAcquire:
+		return "acquire"
+	case EventRenew:
+		return "renew"
+	case EventLost:
+		return "lost"
+	case EventRelease:
+		return "release"
+	}
+	return "unknown"
+}
+
+// Event is one observation of a lock's life, given to the Client's Observer.
+// It never carries the token.
+type Event struct {
+	Kind      EventKind
+	Key       string
+	Fence     int64         // 0 when no lock was obtained
+	Wait      time.Duration // EventAcquire
+	Held      time.Duration // EventRelease
+	Contended bool          // EventAcquire
+	Err       error
+}
+
+// An Observer receives Events. It is called synchronously from the
+// goroutine that did the work, so it must be quick and must not call back
+// into the Lock; it may be called from several goroutines at once.
+type Observer func(Event)
+
+// SetObserver makes the Client report to o (nil: to nobody). Without an
+// observer, reporting costs one atomic load per operation.
+func (c *Client) SetObserver(o Observer) {
+	if o == nil {
+		c.observer.Store(nil)
+		return
+	}
+	c.observer.Store(&o)
+}
+
+// observe reports e if an observer is set.
+func (c *Client) observe(e Event) {
+	if o := c.observer.Load(); o != nil {
+		(*o)(e)
+	}
+}
+
+// observing reports whether an observer is set.
+func (c *Client) observing() bool { return c.observer.Load() != nil }
+
+// observeAcquire reports the end of an acquisition call.
+func (c *Client) observeAcquire(key string, start time.Time, l *Lock, contended bool, err error) {
+	if !c.observing() {
+		return
+	}
+	e := Event{Kind: EventAcquire, Key: key, Wait: time.Since(start), Contended: contended || errors.Is(err, ErrNotObtained), Err: err}
+	if l != nil {
+		e.Fence = l.fence
+	}
+	c.observe(e)
+}
+
+// watchLoss reports EventLost when l's lease ends for any reason but Unlock.
+// It registers nothing unless an observer is set.
+func (c *Client) watchLoss(l *Lock) {
+	if !c.observing() {
+		return
+	}
+	context.AfterFunc(l.lease.ctx, func() {
+		if cause := context.Cause(l.lease.ctx); errors.Is(cause, ErrLost) {
+			c.observe(Event{Kind: EventLost, Key: l.key, Fence: l.fence, Err: cause})
+		}
+	})
+}
+
+// observerSlot is the Client's observer, read without locks.
+type observerSlot = atomic.Pointer[Observer]

@@ -1,0 +1,100 @@
+package dlock_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dlock-go/dlock"
+)
+
+// events collects what an Observer receives.
+type events struct {
+	mu  sync.Mutex
+	got []dlock.Event
+}
+
+func (e *events) observe(ev dlock.Event) {
+	e.mu.Lock()
+	e.got = append(e.got, ev)
+	e.mu.Unlock()
+}
+
+func (e *events) of(kind dlock.EventKind) []dlock.Event {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []dlock.Event
+	for _, ev := range e.got {
+		if ev.Kind == kind {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+func TestObserverSeesTheLockLifecycle(t *testing.T) {
+	c, rdb := newClient(t, shared)
+	var evs events
+	c.SetObserver(evs.observe)
+	k := key(t)
+
+	l := mustLock(t, c, k, dlock.WithTTL(300*time.Millisecond), dlock.WithAutoRenew())
+	if _, err := c.TryLock(ctxT(t), k); !errors.Is(err, dlock.ErrNotObtained) {
+		t.Fatal(err)
+	}
+	eventually(t, "a renewal", func() bool { return len(evs.of(dlock.EventRenew)) > 0 })
+	if err := l.Unlock(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	lost := mustLock(t, c, k, dlock.WithTTL(time.Minute))
+	rdb.Set(ctxT(t), k, "someone-else", time.Minute)
+	if err := lost.Unlock(ctxT(t)); !errors.Is(err, dlock.ErrNotHeld) {
+		t.Fatal(err)
+	}
+
+	acq := evs.of(dlock.EventAcquire)
+	if len(acq) != 3 || acq[0].Err != nil || acq[0].Fence != l.Fence() || !errors.Is(acq[1].Err, dlock.ErrNotObtained) || !acq[1].Contended {
+		t.Fatalf("acquire events: %+v", acq)
+	}
+	if r := evs.of(dlock.EventRenew); r[0].Err != nil || r[0].Key != k {
+		t.Fatalf("renew events: %+v", r)
+	}
+	rel := evs.of(dlock.EventRelease)
+	if len(rel) != 2 || rel[0].Err != nil || rel[0].Held <= 0 || !errors.Is(rel[1].Err, dlock.ErrNotHeld) {
+		t.Fatalf("release events: %+v", rel)
+	}
+	eventually(t, "the loss is reported", func() bool {
+		ls := evs.of(dlock.EventLost)
+		return len(ls) == 1 && errors.Is(ls[0].Err, dlock.ErrLost) && ls[0].Fence == lost.Fence()
+	})
+	for _, ev := range evs.got {
+		if strings.Contains(ev.Key+errText(ev.Err), l.Token()) || strings.Contains(errText(ev.Err), lost.Token()) {
+			t.Fatalf("an event carries a token: %+v", ev)
+		}
+	}
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+func TestAWaitThatEndsIsObservedAsContended(t *testing.T) {
+	c, _ := newClient(t, shared)
+	var evs events
+	c.SetObserver(evs.observe)
+	k := key(t)
+	mustLock(t, c, k, dlock.WithTTL(time.Minute))
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_, _ = c.Lock(ctx, k)
+	acq := evs.of(dlock.EventAcquire)
+	if last := acq[len(acq)-1]; !last.Contended || !errors.Is(last.Err, context.DeadlineExceeded) || last.Wait < 50*time.Millisecond {
+		t.Fatalf("the ended wait was reported as %+v", last)
+	}
+}
