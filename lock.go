@@ -114,7 +114,9 @@ func (l *Lock) Unlock(ctx context.Context) (err error) {
 		return l.notHeld()
 	}
 	if l.c.observing() {
-		defer func() { l.c.observe(Event{Kind: EventRelease, Key: l.key, Fence: l.fence, Held: time.Since(l.acquired), Err: err}) }()
+		defer func() {
+			l.c.observe(Event{Kind: EventRelease, Key: l.key, Fence: l.fence, Held: time.Since(l.acquired), Err: err})
+		}()
 	}
 	l.stopOnce.Do(func() { close(l.stop) })
 	// On one node the counter already holds the fence; on several, the
