@@ -1,0 +1,71 @@
+package prometheus_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/dlock-go/dlock"
+	dlockprom "github.com/dlock-go/dlock/prometheus"
+	"github.com/dlock-go/dlock/internal/redistest"
+)
+
+func TestMetricsCountTheLockLifecycle(t *testing.T) {
+	s := redistest.Start(t)
+	c := dlock.New(s.Client(t))
+	defer c.Close()
+	m := dlockprom.New(dlockprom.Options{Classify: func(key string) string {
+		if strings.HasPrefix(key, "order:") {
+			return "order"
+		}
+		return "other"
+	}})
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(m)
+	c.SetObserver(m.Observe)
+	ctx := context.Background()
+
+	l, err := c.TryLock(ctx, "order:1", dlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.TryLock(ctx, "order:1"); !errors.Is(err, dlock.ErrNotObtained) {
+		t.Fatal(err)
+	}
+	if err := l.Extend(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Unlock(ctx); !errors.Is(err, dlock.ErrNotHeld) {
+		t.Fatal(err) // not reported: nothing was sent
+	}
+
+	want := `
+# HELP dlock_acquires_total Lock acquisitions by result: obtained, contended (held by someone else, or the wait ended), error.
+# TYPE dlock_acquires_total counter
+dlock_acquires_total{lock="order",result="contended"} 1
+dlock_acquires_total{lock="order",result="obtained"} 1
+# HELP dlock_releases_total Unlocks by result: ok, token_mismatch (the lock had expired; perhaps someone else held it), error.
+# TYPE dlock_releases_total counter
+dlock_releases_total{lock="order",result="ok"} 1
+# HELP dlock_renewals_total Lease renewals (watchdog or Extend) by result: ok, not_held, error.
+# TYPE dlock_renewals_total counter
+dlock_renewals_total{lock="order",result="ok"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "dlock_acquires_total", "dlock_releases_total", "dlock_renewals_total"); err != nil {
+		t.Fatal(err)
+	}
+	if n := testutil.CollectAndCount(m, "dlock_hold_seconds"); n != 1 {
+		t.Fatalf("hold histogram series: %d", n)
+	}
+	if problems, err := testutil.CollectAndLint(m); err != nil || len(problems) > 0 {
+		t.Fatal(problems, err)
+	}
+}
