@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"strings"
 	"time"
@@ -237,7 +238,12 @@ func (c *Client) try(ctx context.Context, key string, o options) (*Lock, time.Du
 		return nil, 0, err
 	}
 	giveBack := func(n *node) func(context.Context) {
-		return func(ctx context.Context) { _, _ = n.release(ctx, key, token, 0, o.ttl) }
+		return func(ctx context.Context) {
+			if _, err := n.release(ctx, key, token, 0, o.ttl); err != nil {
+				c.warn("dlock: could not give back a grant nobody waited for; it expires by its TTL",
+					slog.String("key", key), slog.String("node", n.name), slog.Any("err", err))
+			}
+		}
 	}
 	sent := time.Now() // the lease counts from here (renew.go)
 	answers := fanout(c, ctx, c.nodes, o.nodeTimeoutFor(len(c.nodes)), "acquire",

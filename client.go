@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,7 +27,8 @@ type Client struct {
 	done      <-chan struct{} // ctx.Done()
 	closeOnce sync.Once
 
-	observer observerSlot // see observe.go
+	observer observerSlot                // see observe.go
+	logger   atomic.Pointer[slog.Logger] // see observe.go
 
 	bgMu       sync.Mutex     // guards background.Add against Close's Wait
 	background sync.WaitGroup // goroutines started by spawn while not closed

@@ -3,6 +3,7 @@ package dlock
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync/atomic"
 	"time"
 )
@@ -95,15 +96,30 @@ func (c *Client) observeAcquire(key string, start time.Time, l *Lock, contended 
 // watchLoss reports EventLost when l's lease ends for any reason but Unlock.
 // It registers nothing unless an observer is set.
 func (c *Client) watchLoss(l *Lock) {
-	if !c.observing() {
+	if !c.observing() && c.logger.Load() == nil {
 		return
 	}
 	context.AfterFunc(l.lease.ctx, func() {
 		if cause := context.Cause(l.lease.ctx); errors.Is(cause, ErrLost) {
 			c.observe(Event{Kind: EventLost, Key: l.key, Fence: l.fence, Err: cause})
+			c.warn("dlock: lock lost", slog.String("key", l.key), slog.Int64("fence", l.fence), slog.String("cause", cause.Error()))
 		}
 	})
 }
 
 // observerSlot is the Client's observer, read without locks.
 type observerSlot = atomic.Pointer[Observer]
+
+// SetLogger makes the Client log, through l, the few things worth a log
+// line that no caller is there to see: a background renewal that failed, a
+// lock lost while held, a cleanup (the release of a grant nobody waited
+// for) that failed. Default: no logging. Lines carry the key and fence,
+// never the token.
+func (c *Client) SetLogger(l *slog.Logger) { c.logger.Store(l) }
+
+// warn logs at warning level, if a logger is set.
+func (c *Client) warn(msg string, attrs ...slog.Attr) {
+	if l := c.logger.Load(); l != nil {
+		l.LogAttrs(context.Background(), slog.LevelWarn, msg, attrs...)
+	}
+}

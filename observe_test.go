@@ -1,8 +1,10 @@
 package dlock_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -97,4 +99,38 @@ func TestAWaitThatEndsIsObservedAsContended(t *testing.T) {
 	if last := acq[len(acq)-1]; !last.Contended || !errors.Is(last.Err, context.DeadlineExceeded) || last.Wait < 50*time.Millisecond {
 		t.Fatalf("the ended wait was reported as %+v", last)
 	}
+}
+
+func TestTheLoggerReportsALossWithoutTheToken(t *testing.T) {
+	c, rdb := newClient(t, shared)
+	var buf syncBuffer
+	c.SetLogger(slog.New(slog.NewTextHandler(&buf, nil)))
+	k := key(t)
+	l := mustLock(t, c, k, dlock.WithTTL(time.Minute))
+	rdb.Set(ctxT(t), k, "someone-else", time.Minute)
+	if _, err := l.TTL(ctxT(t)); !errors.Is(err, dlock.ErrNotHeld) {
+		t.Fatal(err)
+	}
+	eventually(t, "the loss is logged", func() bool { return strings.Contains(buf.String(), "lock lost") })
+	if out := buf.String(); !strings.Contains(out, k) || strings.Contains(out, l.Token()) {
+		t.Fatalf("log: %s", out)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the logger's goroutine.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

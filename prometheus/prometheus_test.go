@@ -11,8 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/dlock-go/dlock"
-	dlockprom "github.com/dlock-go/dlock/prometheus"
 	"github.com/dlock-go/dlock/internal/redistest"
+	dlockprom "github.com/dlock-go/dlock/prometheus"
 )
 
 func TestMetricsCountTheLockLifecycle(t *testing.T) {

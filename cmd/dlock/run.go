@@ -55,6 +55,8 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 		nodeTimout = fs.Duration("node-timeout", 0, "per-node timeout for Redlock (0: the library default)")
 	)
 	rf.register(fs)
+	var mf metricsFlag
+	mf.register(fs)
 	fs.Var(&wait, "wait", "how long to wait for the lock (0: one try; default: until obtained)")
 	if stop, code := parse(fs, args); stop {
 		return code
@@ -80,6 +82,14 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 		return usageError(stderr, "%v", err)
 	}
 	defer closeAll()
+	metrics, stopMetrics, err := mf.serve(stderr)
+	if err != nil {
+		return usageError(stderr, "run: %v", err)
+	}
+	defer stopMetrics()
+	if metrics != nil {
+		c.SetObserver(metrics.Observe)
+	}
 
 	// Signals: while waiting they stop the wait; while CMD runs they are
 	// passed on to it.

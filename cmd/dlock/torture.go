@@ -49,10 +49,17 @@ func tortureMain(args []string, stdout, stderr io.Writer) int {
 		clients  = fs.Int("clients", 0, "client processes (default 5; --quick: 3)")
 		quick    = fs.Bool("quick", false, "every scenario, small and bounded (CI)")
 		asJSON   = fs.Bool("json", false, "one JSON object per scenario")
+		mf       metricsFlag
 	)
+	mf.register(fs)
 	if stop, code := parse(fs, args); stop {
 		return code
 	}
+	metrics, stopMetrics, err := mf.serve(stderr)
+	if err != nil {
+		return usageError(stderr, "torture: %v", err)
+	}
+	defer stopMetrics()
 	exe, err := os.Executable()
 	if err != nil {
 		fmt.Fprintf(stderr, "dlock: torture: %v\n", err)
@@ -67,6 +74,13 @@ func tortureMain(args []string, stdout, stderr io.Writer) int {
 	}
 	if *clients > 0 {
 		cfg.Clients = *clients
+	}
+	if metrics != nil {
+		cfg.OnEvent = func(e torture.Event) {
+			if ev, ok := e.DlockEvent(); ok {
+				metrics.Observe(ev)
+			}
+		}
 	}
 	var runs []torture.Scenario
 	for _, sc := range torture.Scenarios() {

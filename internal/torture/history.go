@@ -2,9 +2,12 @@ package torture
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"sync"
 	"time"
+
+	"github.com/dlock-go/dlock"
 )
 
 // Event is one thing a client process did, as it reports it (one JSON
@@ -21,6 +24,34 @@ type Event struct {
 	Expiry int64  `json:"e,omitempty"`
 	At     int64  `json:"t"`
 	Detail string `json:"d,omitempty"` // error kind, loss cause, release result
+}
+
+// DlockEvent turns a client event into the dlock.Event a client's Observer
+// would have seen, for metrics. Attempts have no counterpart.
+func (e Event) DlockEvent() (dlock.Event, bool) {
+	switch e.Kind {
+	case "grant":
+		return dlock.Event{Kind: dlock.EventAcquire, Key: "torture", Fence: e.Fence, Wait: time.Duration(e.At - e.Sent)}, true
+	case "error":
+		err := errors.New(e.Detail)
+		if e.Detail == "not_obtained" {
+			err = dlock.ErrNotObtained
+		}
+		return dlock.Event{Kind: dlock.EventAcquire, Key: "torture", Err: err}, true
+	case "lost":
+		return dlock.Event{Kind: dlock.EventLost, Key: "torture", Fence: e.Fence, Err: dlock.ErrLost}, true
+	case "release":
+		var err error
+		switch e.Detail {
+		case "ok":
+		case "not_held":
+			err = dlock.ErrNotHeld
+		default:
+			err = errors.New(e.Detail)
+		}
+		return dlock.Event{Kind: dlock.EventRelease, Key: "torture", Fence: e.Fence, Err: err}, true
+	}
+	return dlock.Event{}, false
 }
 
 // recorder writes events as JSON lines, safe for concurrent use.

@@ -25,6 +25,9 @@ type Config struct {
 	Duration time.Duration // per scenario
 	TTL      time.Duration
 	Hold     time.Duration
+	// OnEvent, if set, receives every client event as it arrives (for
+	// metrics).
+	OnEvent func(Event)
 }
 
 // Quick is the small, bounded configuration CI runs.
@@ -250,6 +253,9 @@ func Run(cfg Config, sc Scenario, mode string) (Result, error) {
 					e.mu.Lock()
 					e.events = append(e.events, ev)
 					e.mu.Unlock()
+					if cfg.OnEvent != nil {
+						cfg.OnEvent(ev)
+					}
 				}
 			}
 		}()
