@@ -24,6 +24,9 @@ type Status struct {
 	// Holder is the first characters of the holder's token (its value),
 	// enough to tell holders apart, not enough to release the lock.
 	Holder string
+	// Waiters is how many Lock calls are queued for the key (the most any
+	// node has; Redlock does not queue).
+	Waiters int
 }
 
 // Inspect reports the state of the lock on key, as the nodes see it now,
@@ -44,6 +47,7 @@ func (c *Client) Inspect(ctx context.Context, key string) (Status, error) {
 			continue
 		}
 		st.Fence = max(st.Fence, a.v.fence)
+		st.Waiters = max(st.Waiters, int(a.v.queued))
 		if a.v.exists {
 			votes[a.v.value]++
 		}

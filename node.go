@@ -280,15 +280,17 @@ type keyState struct {
 	exists bool
 	pttl   time.Duration // remaining TTL; negative when absent (-2) or without expiry (-1)
 	fence  int64         // last fence issued; 0 when none is remembered
+	queued int64         // waiters in the queue
 }
 
 // inspect reads key's value, TTL and fencing counter atomically.
 func (n *node) inspect(ctx context.Context, key string) (keyState, error) {
-	res, err := inspectScript.Run(ctx, n.rdb, []string{key, fenceKey(key)}).Slice()
+	queue, _, _ := queueKeys(key)
+	res, err := inspectScript.Run(ctx, n.rdb, []string{key, fenceKey(key), queue}).Slice()
 	if err != nil {
 		return keyState{}, n.fail("inspect", err)
 	}
-	if len(res) != 3 {
+	if len(res) != 4 {
 		return keyState{}, n.fail("inspect", errors.New("unexpected reply from the inspect script"))
 	}
 	var st keyState
@@ -301,6 +303,7 @@ func (n *node) inspect(ctx context.Context, key string) (keyState, error) {
 	if s, ok := res[2].(string); ok {
 		st.fence, _ = strconv.ParseInt(s, 10, 64)
 	}
+	st.queued, _ = res[3].(int64)
 	return st, nil
 }
 

@@ -2,8 +2,10 @@
 --
 -- KEYS[1]  lock key
 -- KEYS[2]  fencing counter of the lock key (same hash slot)
+-- KEYS[3]  wait queue of the lock key (same hash slot)
 --
--- Returns {value, pttl, fence}: the key's value (false when absent), its
--- remaining TTL in milliseconds (-2 absent, -1 no expiry), and the last
--- fence issued for the key (false when none is remembered).
-return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[2])}
+-- Returns {value, pttl, fence, waiters}: the key's value (false when
+-- absent), its remaining TTL in milliseconds (-2 absent, -1 no expiry), the
+-- last fence issued for the key (false when none is remembered), and how
+-- many waiters are queued (dead ones included until they are dropped).
+return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[2]), redis.call('ZCARD', KEYS[3])}

@@ -50,7 +50,8 @@ func init() {
 		{"lock", "obtain a lock and print its token and fence (for shell scripts)", lockMain},
 		{"unlock", "release a lock obtained with `dlock lock`", unlockMain},
 		{"extend", "extend a lock obtained with `dlock lock`", extendMain},
-		{"status", "show whether a lock is held, its TTL and fence", statusMain},
+		{"status", "show whether a lock is held, its TTL, fence and waiters", statusMain},
+		{"ls", "list the locks matching a pattern (SCAN, never KEYS)", lsMain},
 		{"demo", "reproduce the Redis guidance's lock experiments", demoMain},
 		{"torture", "inject faults into real processes and check what holds", tortureMain},
 	}

@@ -7,7 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -318,5 +321,74 @@ func TestDemoAgainstARealServer(t *testing.T) {
 	code, out, stderr := run(t, "demo", "--redis", serverURL(), "--spawn=false")
 	if code != 0 || strings.Contains(out, "FAIL") {
 		t.Fatalf("dlock demo --redis: exit %d\n%s%s", code, out, stderr)
+	}
+}
+
+func TestLsListsMatchingLocksWithWaiters(t *testing.T) {
+	prefix := fmt.Sprintf("ls%d:", rand.Uint32())
+	c := dlock.New(rdb(t))
+	defer c.Close()
+	ctx := context.Background()
+	held, err := c.TryLock(ctx, prefix+"a", dlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Unlock(ctx)
+	waiter := dlock.New(rdb(t))
+	defer waiter.Close()
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go waiter.Lock(wctx, prefix+"a")
+	rdb(t).HSet(ctx, prefix+"hash", "f", "v") // matches, but is no lock
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		code, out, stderr := run(t, "ls", "--json", prefix+"*")
+		if code != 0 {
+			t.Fatalf("ls: exit %d: %s", code, stderr)
+		}
+		var st statusResult
+		if err := json.Unmarshal([]byte(strings.TrimSpace(out)), &st); err == nil && st.Key == prefix+"a" && st.Held && st.Waiters == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ls never showed the held lock with its waiter: %q", out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if code, out, _ := run(t, "status", prefix+"a"); code != 0 || !strings.Contains(out, "1 waiting") {
+		t.Fatalf("status: %d %q", code, out)
+	}
+}
+
+func TestRunServesMetrics(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	k := key(t)
+	cmd := dlockCmd("run", "--key", k, "--metrics-addr", addr, "--", "sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if strings.Contains(string(body), `dlock_acquires_total{lock="",result="obtained"} 1`) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no acquire metric at %s (last error %v)", addr, err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -4,13 +4,19 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"time"
+
+	"github.com/dlock-go/dlock"
 )
 
 const statusHelp = `
 Show whether the lock on KEY is held, for how much longer, and the last
 fence issued for it. The holder's token is shown only by its first
 characters.
+
+The output names the holder by the first characters of its token only, and
+says how many Lock calls are queued for it.
 
 Exit codes: 0 held; 1 not held; 69 Redis unavailable; 64 usage.
 
@@ -20,13 +26,34 @@ Examples:
   if dlock status deploy >/dev/null; then echo "a deploy is running"; fi
 `
 
-// statusResult is what status prints with --json.
+// statusResult is what status and ls print with --json.
 type statusResult struct {
-	Key    string `json:"key"`
-	Held   bool   `json:"held"`
-	TTLms  int64  `json:"ttl_ms,omitempty"`
-	Fence  int64  `json:"fence"`
-	Holder string `json:"holder,omitempty"`
+	Key     string `json:"key"`
+	Held    bool   `json:"held"`
+	TTLms   int64  `json:"ttl_ms,omitempty"`
+	Fence   int64  `json:"fence"`
+	Holder  string `json:"holder,omitempty"`
+	Waiters int    `json:"waiters"`
+}
+
+func toResult(st dlock.Status) statusResult {
+	return statusResult{Key: st.Key, Held: st.Held, TTLms: st.TTL.Milliseconds(), Fence: st.Fence, Holder: st.Holder, Waiters: st.Waiters}
+}
+
+// describe is the human line for a lock's status.
+func describe(st dlock.Status) string {
+	waiting := ""
+	if st.Waiters > 0 {
+		waiting = fmt.Sprintf(", %d waiting", st.Waiters)
+	}
+	if !st.Held {
+		return fmt.Sprintf("%s: free, last fence %d%s", st.Key, st.Fence, waiting)
+	}
+	ttl := st.TTL.Round(time.Millisecond).String()
+	if st.TTL < 0 {
+		ttl = "none (set without expiry)"
+	}
+	return fmt.Sprintf("%s: held by %s, ttl %s, fence %d%s", st.Key, st.Holder, ttl, st.Fence, waiting)
 }
 
 func statusMain(args []string, stdout, stderr io.Writer) int {
@@ -53,20 +80,88 @@ func statusMain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "dlock: status %q: %v\n", key, err)
 		return exitRedis
 	}
-	switch {
-	case *asJSON:
-		printJSON(stdout, statusResult{Key: key, Held: st.Held, TTLms: st.TTL.Milliseconds(), Fence: st.Fence, Holder: st.Holder})
-	case st.Held:
-		ttl := st.TTL.Round(time.Millisecond).String()
-		if st.TTL < 0 {
-			ttl = "none (set without expiry)"
-		}
-		fmt.Fprintf(stdout, "%s: held by %s, ttl %s, fence %d\n", key, st.Holder, ttl, st.Fence)
-	default:
-		fmt.Fprintf(stdout, "%s: free, last fence %d\n", key, st.Fence)
+	if *asJSON {
+		printJSON(stdout, toResult(st))
+	} else {
+		fmt.Fprintln(stdout, describe(st))
 	}
 	if !st.Held {
 		return exitFree
+	}
+	return exitOK
+}
+
+const lsHelp = `
+List the locks whose keys match PATTERN (a Redis glob, as in SCAN MATCH),
+with their holders, TTLs, fences and waiters. Keys are found with SCAN,
+never KEYS, so a large database is not blocked; dlock's own bookkeeping keys
+(dlock:*) are left out.
+
+Exit codes: 0 listed (even none); 69 Redis unavailable; 64 usage.
+
+Examples:
+  dlock ls 'lock:*'
+  dlock ls --json 'job:*' | jq 'select(.held)'
+`
+
+func lsMain(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("ls", "[flags] PATTERN", lsHelp, stderr)
+	var rf redisFlags
+	rf.register(fs)
+	asJSON := fs.Bool("json", false, "print one JSON object per lock")
+	limit := fs.Int("limit", 1000, "list at most this many keys")
+	if stop, code := parse(fs, args); stop {
+		return code
+	}
+	if fs.NArg() != 1 {
+		return usageError(stderr, "ls: give exactly one PATTERN")
+	}
+	if *limit <= 0 {
+		return usageError(stderr, "ls: --limit must be positive")
+	}
+	c, rdbs, closeAll, err := rf.connect()
+	if err != nil {
+		return usageError(stderr, "%v", err)
+	}
+	defer closeAll()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	// Every node may know keys the others do not (Redlock): list the union.
+	seen := map[string]bool{}
+	var keys []string
+	for _, rdb := range rdbs {
+		iter := rdb.Scan(ctx, 0, fs.Arg(0), 100).Iterator()
+		for iter.Next(ctx) && len(keys) < *limit {
+			k := iter.Val()
+			if strings.HasPrefix(k, "dlock:") || seen[k] {
+				continue
+			}
+			seen[k] = true
+			keys = append(keys, k)
+		}
+		if err := iter.Err(); err != nil {
+			fmt.Fprintf(stderr, "dlock: ls: %v\n", err)
+			return exitRedis
+		}
+	}
+	for _, k := range keys {
+		st, err := c.Inspect(ctx, k)
+		if err != nil && strings.Contains(err.Error(), "WRONGTYPE") {
+			continue // a key of another type that matches: not a lock
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "dlock: ls %q: %v\n", k, err)
+			return exitRedis
+		}
+		if *asJSON {
+			printJSON(stdout, toResult(st))
+		} else {
+			fmt.Fprintln(stdout, describe(st))
+		}
+	}
+	if len(keys) == *limit {
+		fmt.Fprintf(stderr, "dlock: ls: stopped at --limit %d keys\n", *limit)
 	}
 	return exitOK
 }
