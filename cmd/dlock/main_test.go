@@ -392,3 +392,21 @@ func TestRunServesMetrics(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+func TestRedissURLWithPasswordWorksAndIsNotEchoed(t *testing.T) {
+	s, certFile := redistest.StartTLS(t, "--requirepass", "s3cretpw")
+	u := "rediss://:s3cretpw@" + s.Addr() + "/0"
+	k := key(t)
+	cmd := exec.Command(bin, "run", "--redis", u, "--key", k, "--", "sh", "-c", "exit 0")
+	cmd.Env = append(os.Environ(), "SSL_CERT_FILE="+certFile)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("dlock run over rediss://: %v\n%s", err, out)
+	}
+	bad := exec.Command(bin, "status", "--redis", "rediss://:wrongpw0@"+s.Addr()+"/0", k)
+	bad.Env = cmd.Env
+	out, err := bad.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitRedis || strings.Contains(string(out), "wrongpw0") {
+		t.Fatalf("status with a wrong password: %v\n%s", err, out)
+	}
+}

@@ -10,6 +10,7 @@ package redistest
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -32,8 +33,9 @@ const startTimeout = 15 * time.Second
 // Server is one redis-server process.
 type Server struct {
 	Port int
-	Dir  string   // working directory: logs, RDB/AOF files, cluster config
-	args []string // extra configuration, as redis-server command-line options
+	Dir  string      // working directory: logs, RDB/AOF files, cluster config
+	args []string    // extra configuration, as redis-server command-line options
+	TLS  *tls.Config // when set, the server speaks only TLS on Port
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -55,7 +57,17 @@ func Binary() (string, error) {
 // Spawn starts a redis-server with the given extra options (e.g.
 // "--appendonly", "yes") in a new temporary directory, and waits until it
 // answers. The caller must Close it.
-func Spawn(args ...string) (*Server, error) {
+func Spawn(args ...string) (*Server, error) { return spawn(nil, args) }
+
+// SpawnTLS starts a redis-server that speaks only TLS on its port, with the
+// given certificate and key files; clientTLS is what clients (and the
+// readiness check) use to connect.
+func SpawnTLS(clientTLS *tls.Config, certFile, keyFile string, args ...string) (*Server, error) {
+	return spawn(clientTLS, append([]string{"--tls-cert-file", certFile, "--tls-key-file", keyFile,
+		"--tls-ca-cert-file", certFile, "--tls-auth-clients", "no"}, args...))
+}
+
+func spawn(clientTLS *tls.Config, args []string) (*Server, error) {
 	dir, err := os.MkdirTemp("", "redistest-")
 	if err != nil {
 		return nil, err
@@ -67,7 +79,7 @@ func Spawn(args ...string) (*Server, error) {
 			lastErr = err
 			continue
 		}
-		s := &Server{Port: port, Dir: dir, args: args}
+		s := &Server{Port: port, Dir: dir, args: args, TLS: clientTLS}
 		if lastErr = s.start(); lastErr == nil {
 			return s, nil
 		}
@@ -101,6 +113,7 @@ func (s *Server) Options() *redis.Options {
 		WriteTimeout:    2 * time.Second,
 		MaxRetries:      -1, // tests control failures; no hidden retries
 		DisableIdentity: true,
+		TLSConfig:       s.TLS,
 	}
 }
 
@@ -118,8 +131,11 @@ func (s *Server) start() error {
 	if err != nil {
 		return err
 	}
-	args := append([]string{
-		"--port", strconv.Itoa(s.Port),
+	ports := []string{"--port", strconv.Itoa(s.Port)}
+	if s.TLS != nil {
+		ports = []string{"--port", "0", "--tls-port", strconv.Itoa(s.Port)}
+	}
+	args := append(append(ports,
 		"--bind", "127.0.0.1",
 		"--dir", s.Dir,
 		"--save", "",
@@ -127,7 +143,7 @@ func (s *Server) start() error {
 		"--daemonize", "no",
 		"--logfile", "redis.log",
 		"--repl-diskless-sync-delay", "0", // replicas sync at once, not after 5 s
-	}, s.args...)
+	), s.args...)
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = s.Dir
 	cmd.SysProcAttr = sysProcAttr()
@@ -150,7 +166,7 @@ func (s *Server) start() error {
 }
 
 func (s *Server) waitReady(exited <-chan struct{}) error {
-	c := redis.NewClient(&redis.Options{Addr: s.Addr(), DialTimeout: time.Second, MaxRetries: -1, DisableIdentity: true})
+	c := redis.NewClient(&redis.Options{Addr: s.Addr(), DialTimeout: time.Second, MaxRetries: -1, DisableIdentity: true, TLSConfig: s.TLS})
 	defer c.Close()
 	deadline := time.Now().Add(startTimeout)
 	for {
@@ -163,7 +179,8 @@ func (s *Server) waitReady(exited <-chan struct{}) error {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		err := c.Ping(ctx).Err()
 		cancel()
-		if err == nil {
+		var reply redis.Error
+		if err == nil || errors.As(err, &reply) { // an answer, even NOAUTH, means it is up
 			return nil
 		}
 		if time.Now().After(deadline) {
