@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"log/slog"
 	"time"
 )
 
@@ -71,7 +72,11 @@ func (c *Client) lockQueued(ctx context.Context, key string, o options, contende
 			return n.wait(ctx, key, token, id, o.ttl, seq)
 		}, leaveLate)[0]
 		if a.err == nil && a.v.granted {
-			return c.granted(key, token, o, a.v, sent)
+			if l := c.granted(key, token, o, a.v, sent); l != nil {
+				return l, nil
+			}
+			c.passOn(ctx, n, key, token, id)
+			continue
 		}
 		if a.err == nil {
 			*contended = true
@@ -80,7 +85,11 @@ func (c *Client) lockQueued(ctx context.Context, key string, o options, contende
 				return st, err
 			}, leaveLate)[0]
 			if a.err == nil && a.v.granted {
-				return c.granted(key, token, o, a.v, sent)
+				if l := c.granted(key, token, o, a.v, sent); l != nil {
+					return l, nil
+				}
+				c.passOn(ctx, n, key, token, id)
+				continue
 			}
 		}
 		switch {
@@ -105,7 +114,11 @@ func (c *Client) lockQueued(ctx context.Context, key string, o options, contende
 // the wait step the grant names, for the expiry the key was given. A
 // hand-off gives only a short claim; a lock still held a third of the way
 // into it is extended to its TTL in the background, and the lease follows.
-func (c *Client) granted(key, token string, o options, st waitReply, sent map[int64]time.Time) (*Lock, error) {
+//
+// A grant that arrives when its lease may already be over (the hand-off or
+// its message was held up: a paused server, a slow network) is of no use:
+// granted returns nil, and the caller passes the lock on and waits again.
+func (c *Client) granted(key, token string, o options, st waitReply, sent map[int64]time.Time) *Lock {
 	from, ok := sent[st.seq]
 	if !ok {
 		// Cannot happen: the script names a step it ran, and we keep the
@@ -115,6 +128,9 @@ func (c *Client) granted(key, token string, o options, st waitReply, sent map[in
 				from = t
 			}
 		}
+	}
+	if !time.Now().Before(from.Add(st.px - drift(st.px))) {
+		return nil
 	}
 	l := newLock(c, key, token, st.fence, o, from, st.px)
 	if st.px < o.ttl {
@@ -138,5 +154,16 @@ func (c *Client) granted(key, token string, o options, st waitReply, sent map[in
 			_, _ = l.renew(ctx, o.ttl)
 		})
 	}
-	return l, nil
+	return l
+}
+
+// passOn gives back a grant that came too late to use: the lock goes to the
+// next waiter (or is freed), and this waiter queues again.
+func (c *Client) passOn(ctx context.Context, n *node, key, token, id string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	if _, err := n.leave(ctx, key, token, id); err != nil {
+		c.warn("dlock: could not pass on a grant that came too late; it expires by its claim",
+			slog.String("key", key), slog.Any("err", err))
+	}
 }
