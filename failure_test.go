@@ -251,7 +251,7 @@ func TestReplicaAckRefusesAGrantTheReplicaDidNotGet(t *testing.T) {
 	master := redistest.Start(t)
 	replica := redistest.StartReplica(t, master)
 	c, rdb := newClient(t, master)
-	ack := dlock.WithReplicaAck(1, 2*time.Second) // generous: a loaded machine is slow to ack
+	ack := dlock.WithReplicaAck(1, time.Second) // generous; within half the client's 2s read timeout
 	l, err := c.TryLock(ctxT(t), key(t), ack)
 	if err != nil {
 		t.Fatalf("TryLock with a healthy replica: %v", err)
@@ -271,7 +271,9 @@ func TestReplicaAckRefusesAGrantTheReplicaDidNotGet(t *testing.T) {
 	if _, err := c.Lock(ctxT(t), k, ack); !errors.Is(err, dlock.ErrNoReplicaAck) {
 		t.Fatalf("Lock without a replica to ack: %v, want ErrNoReplicaAck at once", err)
 	}
-	if _, err := c.TryLock(ctxT(t), k, dlock.WithReplicaAck(1, 0)); !errors.Is(err, dlock.ErrInvalidArgument) {
-		t.Fatalf("a zero ack timeout: %v, want ErrInvalidArgument", err)
+	for _, bad := range []time.Duration{0, 1500 * time.Millisecond} { // zero; beyond the read timeout's reach
+		if _, err := c.TryLock(ctxT(t), k, dlock.WithReplicaAck(1, bad)); !errors.Is(err, dlock.ErrInvalidArgument) {
+			t.Fatalf("ack timeout %v: %v, want ErrInvalidArgument", bad, err)
+		}
 	}
 }

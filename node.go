@@ -86,6 +86,9 @@ func (n *node) acquire(ctx context.Context, key, token string, o options) (grant
 		acked = -1
 	)
 	if o.replicas > 0 {
+		if o.replicaTimeout > n.blockLimit {
+			return grant{}, invalid("replica acknowledgement timeout %v: the go-redis client's read timeout allows at most %v", o.replicaTimeout, n.blockLimit)
+		}
 		res, acked, err = n.acquireAcked(ctx, keys, args, o)
 	} else {
 		res, err = acquireScript.Run(ctx, n.rdb, keys, args...).Slice()
