@@ -1,0 +1,43 @@
+package dlock
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// FuzzDerivedKeys checks, for any key, that every derived key hashes to the
+// key's slot (by the Redis rule, which TestDerivedKeysShareTheLockKeysSlot
+// checks against CLUSTER KEYSLOT), that derived keys of different keys
+// differ, and that validation never panics.
+func FuzzDerivedKeys(f *testing.F) {
+	for _, k := range trickyKeys {
+		f.Add(k, "a")
+	}
+	f.Add("{a}", "a")
+	f.Add("}", "{}")
+	f.Fuzz(func(t *testing.T, k1, k2 string) {
+		if k1 == "" {
+			return // refused before any key is derived
+		}
+		queue, waiters, grants := queueKeys(k1)
+		for _, d := range []string{fenceKey(k1), wakeChannel(k1), queue, waiters, grants + "0011aabb"} {
+			if Slot(d) != Slot(k1) {
+				t.Fatalf("derived %q of %q: slot %d, key slot %d", d, k1, Slot(d), Slot(k1))
+			}
+			if !strings.HasPrefix(d, reservedPrefix) {
+				t.Fatalf("derived %q is outside the reserved prefix", d)
+			}
+		}
+		if k1 != k2 && fenceKey(k1) == fenceKey(k2) {
+			t.Fatalf("%q and %q share %q", k1, k2, fenceKey(k1))
+		}
+		var c Client
+		c.nodes = []*node{{}}
+		if _, err := c.prepare(k1, []Option{WithTTL(time.Duration(len(k2)) * time.Millisecond)}); err == nil {
+			if k1 == "" || strings.HasPrefix(k1, reservedPrefix) || len(k2) < 10 {
+				t.Fatalf("prepare(%q, TTL %dms) accepted bad input", k1, len(k2))
+			}
+		}
+	})
+}
