@@ -191,6 +191,7 @@ type doContext struct {
 	ls *lease
 }
 
+// Deadline is the earlier of the caller's deadline and the lease's.
 func (c doContext) Deadline() (time.Time, bool) {
 	lease := c.ls.validUntil()
 	if d, ok := c.Context.Deadline(); ok && d.Before(lease) {

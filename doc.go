@@ -49,6 +49,15 @@
 // naming each failed node), never ErrNotObtained. redlock.go has the
 // algorithm and the fence argument; the README says when to use it.
 //
+// # Observability and tokens
+//
+// Client.SetObserver receives an Event for every acquisition, renewal,
+// loss and release (the prometheus subpackage turns them into metrics);
+// Client.SetLogger logs the few things no caller sees. Client.Inspect
+// reports a lock's holder, TTL, fence and waiters; Client.Attach rebuilds a
+// Lock from a token obtained elsewhere. Tokens never appear in errors,
+// events, logs or Lock.String.
+//
 // # The lease
 //
 // A lock is a lease: when its TTL runs out on the server, anyone may take it.

@@ -67,6 +67,7 @@ type NodeError struct {
 	Err  error
 }
 
+// Error names the node, the operation and the cause.
 func (e *NodeError) Error() string {
 	return fmt.Sprintf("dlock: %s on %s: %v", e.Op, e.Node, e.Err)
 }
@@ -83,6 +84,8 @@ type QuorumError struct {
 	Errs   []error // the failed nodes' errors, each naming its node
 }
 
+// Error says how many nodes agreed, how many were needed, and why the
+// others failed.
 func (e *QuorumError) Error() string {
 	msg := fmt.Sprintf("%v: %d of %d nodes agreed, %d needed", ErrNoQuorum, e.OK, e.Nodes, e.Quorum)
 	for _, err := range e.Errs {

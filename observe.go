@@ -30,6 +30,7 @@ const (
 	EventRelease
 )
 
+// String returns the kind's name: acquire, renew, lost or release.
 func (k EventKind) String() string {
 	switch k {
 	case EventAcquire:

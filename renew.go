@@ -138,6 +138,7 @@ type leaseContext struct {
 	ls *lease
 }
 
+// Deadline is the lease estimate as it stands now.
 func (c leaseContext) Deadline() (time.Time, bool) { return c.ls.validUntil(), true }
 
 // watchdog renews the lock every TTL/3 until it is stopped, the lock is
