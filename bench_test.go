@@ -33,26 +33,20 @@ func BenchmarkRawFloor(b *testing.B) {
 }
 
 func BenchmarkTryLockUnlock(b *testing.B) {
-	c, _ := newClient(b, shared)
-	ctx := context.Background()
-	k := key(b)
-	for i := 0; i < b.N; i++ {
-		l, err := c.TryLock(ctx, k)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := l.Unlock(ctx); err != nil {
-			b.Fatal(err)
-		}
-	}
+	benchCycles(b, context.Background())
 }
 
 // With a context that can end, every call runs in its own goroutine (see
 // await in call.go); this shows what that costs.
 func BenchmarkTryLockUnlockWithDeadline(b *testing.B) {
-	c, _ := newClient(b, shared)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()
+	benchCycles(b, ctx)
+}
+
+// benchCycles runs b.N uncontended TryLock+Unlock cycles with ctx.
+func benchCycles(b *testing.B, ctx context.Context) {
+	c, _ := newClient(b, shared)
 	k := key(b)
 	for i := 0; i < b.N; i++ {
 		l, err := c.TryLock(ctx, k)

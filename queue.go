@@ -71,26 +71,19 @@ func (c *Client) lockQueued(ctx context.Context, key string, o options, contende
 		a := fanout(c, ctx, one, 0, "wait", func(ctx context.Context, n *node) (waitReply, error) {
 			return n.wait(ctx, key, token, id, o.ttl, seq)
 		}, leaveLate)[0]
+		if a.err == nil && !a.v.granted { // queued: block on the grant list for a step
+			*contended = true
+			a = fanout(c, ctx, one, 0, "wait", func(ctx context.Context, n *node) (waitReply, error) {
+				st, _, err := n.awaitGrant(ctx, key, id, step)
+				return st, err
+			}, leaveLate)[0]
+		}
 		if a.err == nil && a.v.granted {
 			if l := c.granted(key, token, o, a.v, sent); l != nil {
 				return l, nil
 			}
 			c.passOn(ctx, n, key, token, id)
 			continue
-		}
-		if a.err == nil {
-			*contended = true
-			a = fanout(c, ctx, one, 0, "wait", func(ctx context.Context, n *node) (waitReply, error) {
-				st, _, err := n.awaitGrant(ctx, key, id, step)
-				return st, err
-			}, leaveLate)[0]
-			if a.err == nil && a.v.granted {
-				if l := c.granted(key, token, o, a.v, sent); l != nil {
-					return l, nil
-				}
-				c.passOn(ctx, n, key, token, id)
-				continue
-			}
 		}
 		switch {
 		case ctx.Err() != nil:

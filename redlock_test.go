@@ -3,8 +3,6 @@ package dlock_test
 import (
 	"context"
 	"errors"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -61,43 +59,12 @@ func holders(t *testing.T, rdbs []*redis.Client, key, value string) int {
 
 func TestRedlockMutualExclusionAndIncreasingFences(t *testing.T) {
 	nodes := startNodes(t, 5)
-	const workers, rounds = 6, 15
-	k := key(t)
-	var (
-		inside    atomic.Int32
-		mu        sync.Mutex
-		lastFence int64
-		wg        sync.WaitGroup
-	)
-	for w := 0; w < workers; w++ {
+	var clients []*dlock.Client
+	for w := 0; w < 6; w++ {
 		c, _ := newRedlock(t, nodes)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for r := 0; r < rounds; r++ {
-				l, err := c.Lock(ctxT(t), k, dlock.WithTTL(time.Minute))
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if n := inside.Add(1); n != 1 {
-					t.Errorf("%d holders at once", n)
-				}
-				mu.Lock()
-				if l.Fence() <= lastFence {
-					t.Errorf("fence %d after %d", l.Fence(), lastFence)
-				}
-				lastFence = l.Fence()
-				mu.Unlock()
-				inside.Add(-1)
-				if err := l.Unlock(ctxT(t)); err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		}()
+		clients = append(clients, c)
 	}
-	wg.Wait()
+	checkExclusion(t, clients, 15)
 }
 
 func TestRedlockWorksWithTwoOfFiveNodesDown(t *testing.T) {
