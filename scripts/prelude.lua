@@ -19,9 +19,16 @@ end
 -- server time in microseconds), kept for a day, or twice the TTL if longer
 -- (fence.go has the argument). Returns it as a decimal string.
 local function issue_fence(fence_key, ttl_ms, now_us)
-  local last = tonumber(redis.call('GET', fence_key)) or 0
-  local fence = string.format('%.0f', math.max(last + 1, now_us))
-  redis.call('SET', fence_key, fence, 'PX', math.max(86400000, 2 * tonumber(ttl_ms)))
+  -- Usually the clock is ahead of the counter: one SET ... GET both writes
+  -- the new fence and reads the old one. Only if the counter was at or
+  -- ahead of the clock is it written again, one above the old value.
+  local retention = math.max(86400000, 2 * tonumber(ttl_ms))
+  local fence = string.format('%.0f', now_us)
+  local last = tonumber(redis.call('SET', fence_key, fence, 'PX', retention, 'GET'))
+  if last and last >= now_us then
+    fence = string.format('%.0f', last + 1)
+    redis.call('SET', fence_key, fence, 'PX', retention)
+  end
   return fence
 end
 
