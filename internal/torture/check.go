@@ -69,9 +69,10 @@ func check(events []Event, writes []Write, end int64) Result {
 				h.end = min(h.end, e.At)
 			}
 		case "release":
+			// The hold stays on record: an Unlock that finds the lock
+			// gone reports the loss just after the release began.
 			if h := open[e.Client]; h != nil && h.fence == e.Fence {
 				h.end = min(h.end, e.At)
-				delete(open, e.Client)
 			}
 		}
 	}
