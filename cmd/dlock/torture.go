@@ -97,7 +97,7 @@ func tortureMain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "dlock torture: %d clients, %v per scenario, TTL %v\n\n", cfg.Clients, cfg.Duration, cfg.TTL)
 		fmt.Fprintln(tw, "SCENARIO\tMODE\tGRANTS\tOVERLAPS\tACCEPTED\tSTALE REJECTED\tSTALE ACCEPTED\tFENCE REGRESSIONS\tLOSS NOTICES (IN TIME)\tERRORS\tRESULT")
 	}
-	failed := 0
+	failed, passed := 0, 0
 	for _, sc := range runs {
 		for _, mode := range sc.Modes {
 			r, err := torture.Run(cfg, sc, mode)
@@ -106,7 +106,9 @@ func tortureMain(args []string, stdout, stderr io.Writer) int {
 				return exitSoftware
 			}
 			verdict := "ok"
-			if !r.OK() {
+			if r.OK() {
+				passed++
+			} else {
 				verdict = "FAIL"
 				failed++
 			}
@@ -120,6 +122,9 @@ func tortureMain(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	tw.Flush()
+	if !*asJSON {
+		fmt.Fprintf(stdout, "\ntorture: %d passed, %d failed\n", passed, failed)
+	}
 	if failed > 0 {
 		fmt.Fprintf(stderr, "dlock: torture: %d scenario(s) accepted a stale write or regressed a fence\n", failed)
 		return 1
