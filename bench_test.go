@@ -33,7 +33,8 @@ func BenchmarkRawFloor(b *testing.B) {
 }
 
 func BenchmarkTryLockUnlock(b *testing.B) {
-	benchCycles(b, context.Background())
+	c, _ := newClient(b, shared)
+	benchCycles(b, c, context.Background())
 }
 
 // With a context that can end, every call runs in its own goroutine (see
@@ -41,12 +42,12 @@ func BenchmarkTryLockUnlock(b *testing.B) {
 func BenchmarkTryLockUnlockWithDeadline(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()
-	benchCycles(b, ctx)
+	c, _ := newClient(b, shared)
+	benchCycles(b, c, ctx)
 }
 
-// benchCycles runs b.N uncontended TryLock+Unlock cycles with ctx.
-func benchCycles(b *testing.B, ctx context.Context) {
-	c, _ := newClient(b, shared)
+// benchCycles runs b.N uncontended TryLock+Unlock cycles of c with ctx.
+func benchCycles(b *testing.B, c *dlock.Client, ctx context.Context) {
 	k := key(b)
 	for i := 0; i < b.N; i++ {
 		l, err := c.TryLock(ctx, k)
@@ -173,16 +174,6 @@ func BenchmarkRedlockTryLockUnlock(b *testing.B) {
 	}
 	c := dlock.New(ucs...)
 	defer c.Close()
-	ctx := context.Background()
-	k := key(b)
 	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		l, err := c.TryLock(ctx, k)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := l.Unlock(ctx); err != nil {
-			b.Fatal(err)
-		}
-	}
+	benchCycles(b, c, context.Background())
 }
