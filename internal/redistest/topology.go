@@ -3,6 +3,7 @@ package redistest
 import (
 	"context"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,7 +15,17 @@ import (
 // SpawnReplica starts a server that replicates master, and waits until the
 // initial synchronisation is done. The caller must Close it.
 func SpawnReplica(master *Server, args ...string) (*Server, error) {
-	r, err := Spawn(append([]string{"--replicaof", "127.0.0.1", strconv.Itoa(master.Port)}, args...)...)
+	return SpawnReplicaOf(master.Addr(), args...)
+}
+
+// SpawnReplicaOf is SpawnReplica for a master known only by its address
+// (host:port), such as a proxy in front of it.
+func SpawnReplicaOf(masterAddr string, args ...string) (*Server, error) {
+	host, port, err := net.SplitHostPort(masterAddr)
+	if err != nil {
+		return nil, err
+	}
+	r, err := Spawn(append([]string{"--replicaof", host, port}, args...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -25,7 +36,7 @@ func SpawnReplica(master *Server, args ...string) (*Server, error) {
 		return strings.Contains(info, "master_link_status:up"), err
 	}); err != nil {
 		r.Close()
-		return nil, fmt.Errorf("redistest: replica of %s never synchronised: %w", master.Addr(), err)
+		return nil, fmt.Errorf("redistest: replica of %s never synchronised: %w", masterAddr, err)
 	}
 	return r, nil
 }

@@ -4,11 +4,9 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -208,15 +206,11 @@ func Run(cfg Config, sc Scenario, mode string) (Result, error) {
 			return Result{}, err
 		}
 		e.ReplicaProxy = rp
-		_, port, _ := splitAddr(rp.Addr())
-		r, err := redistest.Spawn(append([]string{"--replicaof", "127.0.0.1", port}, sc.ServerArgs...)...)
+		r, err := redistest.SpawnReplicaOf(rp.Addr(), sc.ServerArgs...)
 		if err != nil {
 			return Result{}, err
 		}
 		e.Replica = r
-		if err := waitSynced(r); err != nil {
-			return Result{}, err
-		}
 	}
 	res, err := NewResource()
 	if err != nil {
@@ -310,27 +304,4 @@ func (e *Env) close() {
 	if e.Replica != nil {
 		e.Replica.Close()
 	}
-}
-
-func splitAddr(addr string) (host, port string, err error) {
-	for i := len(addr) - 1; i >= 0; i-- {
-		if addr[i] == ':' {
-			return addr[:i], addr[i+1:], nil
-		}
-	}
-	return "", "", fmt.Errorf("bad address %q", addr)
-}
-
-func waitSynced(r *redistest.Server) error {
-	rdb := redis.NewClient(r.Options())
-	defer rdb.Close()
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) {
-		info, _ := rdb.Info(context.Background(), "replication").Result()
-		if strings.Contains(info, "master_link_status:up") {
-			return nil
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return fmt.Errorf("torture: replica never synchronised")
 }
