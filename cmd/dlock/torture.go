@@ -25,7 +25,7 @@ faults meanwhile. Then the history is checked:
   overlaps           pairs of clients holding at once (expected in some scenarios)
   stale_rejected     writes the resource refused because a newer fence had written
   stale_accepted     writes accepted from an older grant after a newer one wrote: MUST BE 0
-  fence_regressions  grants whose fence is not above every earlier one: MUST BE 0
+  fence_regressions  grants whose fence is not above every grant known to precede them: MUST BE 0
   loss notices       holders told the lock was lost, and how many in time
 
 Scenarios (single = one master; redlock = five): baseline, client-pause,

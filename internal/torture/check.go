@@ -23,8 +23,9 @@ type Result struct {
 	// the grant of a write the resource had already accepted: the one
 	// thing fencing must prevent. Must be 0.
 	StaleAccepted int `json:"stale_accepted"`
-	// FenceRegressions counts grants whose fence is not above every fence
-	// granted before them. Must be 0.
+	// FenceRegressions counts grants whose fence is not above the fence
+	// of every grant known to precede them (its reply read before their
+	// request was sent). Must be 0.
 	FenceRegressions int `json:"fence_regressions"`
 	// LossNotices counts holders told their lock was lost; LossOnTime, those
 	// told before the lease could have expired on the server.
@@ -41,10 +42,10 @@ func (r Result) OK() bool { return r.StaleAccepted == 0 && r.FenceRegressions ==
 func check(events []Event, writes []Write, end int64) Result {
 	r := Result{Errors: map[string]int{}}
 	type hold struct {
-		client        int
-		fence         int64
-		expiry, start int64
-		end           int64
+		client              int
+		fence               int64
+		sent, expiry, start int64
+		end                 int64
 	}
 	var holds []*hold
 	open := map[int]*hold{}
@@ -57,7 +58,7 @@ func check(events []Event, writes []Write, end int64) Result {
 			r.Errors[e.Detail]++
 		case "grant":
 			r.Grants++
-			h := &hold{client: e.Client, fence: e.Fence, expiry: e.Expiry, start: e.At, end: end}
+			h := &hold{client: e.Client, fence: e.Fence, sent: e.Sent, expiry: e.Expiry, start: e.At, end: end}
 			holds = append(holds, h)
 			open[e.Client] = h
 		case "lost":
@@ -89,13 +90,24 @@ func check(events []Event, writes []Write, end int64) Result {
 			}
 		}
 	}
-	// Fences must grow with the real-time order of grants.
+	// Fences must grow with the real-time order of grants. A client only
+	// knows its grant happened between sending the request and reading
+	// the reply (and a client process can stall in between), so a grant
+	// is known to follow another only if its request was sent after the
+	// other's reply came: only such pairs are compared.
+	byReply := append([]*hold(nil), holds...) // holds is sorted by start (the reply)
+	bySend := append([]*hold(nil), holds...)
+	sort.Slice(bySend, func(i, j int) bool { return bySend[i].sent < bySend[j].sent })
 	var maxFence int64
-	for _, h := range holds {
+	next := 0
+	for _, h := range bySend {
+		for next < len(byReply) && byReply[next].start < h.sent {
+			maxFence = max(maxFence, byReply[next].fence)
+			next++
+		}
 		if h.fence <= maxFence {
 			r.FenceRegressions++
 		}
-		maxFence = max(maxFence, h.fence)
 	}
 	// Writes, in the order the resource decided them.
 	var newestGrant int64

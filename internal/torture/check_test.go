@@ -51,6 +51,17 @@ func TestCheckCountsWhatFencingMustPrevent(t *testing.T) {
 		t.Error("a run with a fence regression passed")
 	}
 
+	// A client that stalls between reading its grant and reporting it
+	// reports it late; that is no regression.
+	stalled := []Event{
+		{Kind: "grant", Client: 1, Fence: 10, Sent: ms(0), At: ms(900)}, // granted at ~1 ms, reported late
+		{Kind: "grant", Client: 2, Fence: 11, Sent: ms(600), At: ms(601)},
+		{Kind: "grant", Client: 3, Fence: 12, Sent: ms(1000), At: ms(1001)},
+	}
+	if r := check(stalled, nil, ms(3000)); r.FenceRegressions != 0 {
+		t.Errorf("a late report counted as %d regressions", r.FenceRegressions)
+	}
+
 	// An older grant's write accepted after a newer grant's write: stale.
 	stale := []Write{
 		{Client: 2, Fence: 11, Grant: ms(1101), Accepted: true},
