@@ -25,6 +25,16 @@ const (
 	maxRetryWait = time.Second
 )
 
+// notifyWindow is how long a failed attempt of a waiter that listens for
+// release messages keeps the key's notify key alive. The release script
+// publishes only while that key exists, so that a release nobody listens
+// for costs no PUBLISH. A waiter attempts again at least every maxRetryWait,
+// renewing it; if it lapsed anyway, the waiter's timer still retries.
+const notifyWindow = 3 * maxRetryWait
+
+// notifyMillis is notifyWindow as the acquire script takes it (boxed once).
+var notifyMillis any = notifyWindow.Milliseconds()
+
 // TryLock makes one attempt to obtain the lock on key. It returns an error
 // matching ErrNotObtained when someone else holds the lock (or ctx ends
 // first, in which case the error also matches ctx.Err()), and a *NodeError
@@ -41,7 +51,7 @@ func (c *Client) TryLock(ctx context.Context, key string, opts ...Option) (*Lock
 	if err != nil {
 		return nil, err
 	}
-	l, _, err := c.try(ctx, key, o)
+	l, _, err := c.try(ctx, key, o, false)
 	c.observeAcquire(key, start, l, false, err)
 	return l, err
 }
@@ -71,7 +81,7 @@ func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (l *Lock,
 		// queues otherwise: no separate first attempt.
 		return c.lockQueued(ctx, key, o, &contended)
 	}
-	l, pttl, err := c.try(ctx, key, o)
+	l, pttl, err := c.try(ctx, key, o, true)
 	if err == nil || !isContended(ctx, err) {
 		return l, err
 	}
@@ -106,7 +116,7 @@ confirmed:
 		}
 	}
 	for {
-		l, pttl, err = c.try(ctx, key, o)
+		l, pttl, err = c.try(ctx, key, o, true)
 		if err == nil || !isContended(ctx, err) {
 			return l, err
 		}
@@ -232,15 +242,17 @@ func (c *Client) prepare(key string, opts []Option) (options, error) {
 
 // try makes one attempt, on every node at once. When the lock is taken it
 // returns ErrNotObtained and the holder's remaining TTL (negative if
-// unknown).
-func (c *Client) try(ctx context.Context, key string, o options) (*Lock, time.Duration, error) {
+// unknown). listens tells that the caller will wait for the key's release
+// messages if the lock is taken (see notifyWindow).
+func (c *Client) try(ctx context.Context, key string, o options, listens bool) (*Lock, time.Duration, error) {
 	token, err := newToken()
 	if err != nil {
 		return nil, 0, err
 	}
+	nm := c.names.get(key)
 	giveBack := func(n *node) func(context.Context) {
 		return func(ctx context.Context) {
-			if _, err := n.release(ctx, key, token, 0, o.ttl); err != nil {
+			if _, err := n.release(ctx, nm, token, 0); err != nil {
 				c.warn("dlock: could not give back a grant nobody waited for; it expires by its TTL",
 					slog.String("key", key), slog.String("node", n.name), slog.Any("err", err))
 			}
@@ -248,7 +260,7 @@ func (c *Client) try(ctx context.Context, key string, o options) (*Lock, time.Du
 	}
 	sent := time.Now() // the lease counts from here (renew.go)
 	answers := fanout(c, ctx, c.nodes, o.nodeTimeoutFor(len(c.nodes)), "acquire",
-		func(ctx context.Context, n *node) (grant, error) { return n.acquire(ctx, key, token, o) },
+		func(ctx context.Context, n *node) (grant, error) { return n.acquire(ctx, nm, token, o, listens) },
 		func(n *node, g grant, err error) {
 			// The node answered after we stopped waiting for it.
 			if g.ok || err != nil {
@@ -263,7 +275,7 @@ func (c *Client) try(ctx context.Context, key string, o options) (*Lock, time.Du
 				fence = max(fence, a.v.fence)
 			}
 		}
-		return newLock(c, key, token, fence, o, sent, o.ttl), 0, nil
+		return newLock(c, nm, token, fence, o, sent, o.ttl), 0, nil
 	}
 
 	// Not obtained. Give the lock back on every node that may hold our

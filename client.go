@@ -29,6 +29,7 @@ type Client struct {
 
 	observer observerSlot                // see observe.go
 	logger   atomic.Pointer[slog.Logger] // see observe.go
+	names    namesCache                  // see keys.go
 
 	bgMu       sync.Mutex     // guards background.Add against Close's Wait
 	background sync.WaitGroup // goroutines started by spawn while not closed

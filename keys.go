@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // Every key dlock derives from a lock key must live in the lock key's Redis
@@ -27,6 +28,7 @@ import (
 const (
 	fencePrefix   = "dlock:fence:"   // fencing counter: the last fence issued for the key
 	wakePrefix    = "dlock:wake:"    // pub/sub channel: published when the key is freed
+	notifyPrefix  = "dlock:notify:"  // exists while someone waits for the wake channel's message
 	queuePrefix   = "dlock:queue:"   // wait queue: waiter ids by the server time they queued
 	waitersPrefix = "dlock:waiters:" // waiter id -> "token ttl alive_until seq"
 	grantPrefix   = "dlock:grant:"   // + ":" + waiter id: a waiter's grant list (BLPOP)
@@ -38,12 +40,63 @@ func fenceKey(key string) string { return derive(fencePrefix, key) }
 // wakeChannel returns the pub/sub channel that announces the lock key's release.
 func wakeChannel(key string) string { return derive(wakePrefix, key) }
 
+// notifyKey returns the key that tells the release script someone listens
+// on the wake channel (see notifyWindow).
+func notifyKey(key string) string { return derive(notifyPrefix, key) }
+
 // queueKeys returns the keys of the lock key's wait queue: the queue, the
 // waiters' data, and the prefix of the waiters' grant lists (the prefix is
 // followed by a waiter id after the hash tag, so every grant list shares the
 // lock key's slot).
 func queueKeys(key string) (queue, waiters, grants string) {
 	return derive(queuePrefix, key), derive(waitersPrefix, key), derive(grantPrefix, key) + ":"
+}
+
+// lockNames are the names dlock derives from one lock key, built once per
+// acquisition attempt or waiter and reused by every script it runs.
+type lockNames struct {
+	key string
+	// keys are the KEYS of the acquire and release scripts: the lock key,
+	// its fencing counter, wait queue, waiters, and notify key.
+	keys   []string
+	grants string // prefix of the waiters' grant lists
+	wake   string // the release channel
+}
+
+func namesOf(key string) *lockNames {
+	queue, waiters, grants := queueKeys(key)
+	return &lockNames{key: key, keys: []string{key, fenceKey(key), queue, waiters, notifyKey(key)}, grants: grants, wake: wakeChannel(key)}
+}
+
+// namesCache remembers the names derived from recently used lock keys:
+// deriving them takes seven allocations, and most programs lock the same
+// keys over and over. It forgets everything once it has taken in
+// namesCacheSize keys, so that a program locking ever new keys does not
+// grow it without bound.
+type namesCache struct {
+	m sync.Map // lock key -> *lockNames (never modified once stored)
+	n atomic.Int64
+}
+
+const namesCacheSize = 4096
+
+func (nc *namesCache) get(key string) *lockNames {
+	if nm, ok := nc.m.Load(key); ok {
+		return nm.(*lockNames)
+	}
+	nm := namesOf(key)
+	if nc.n.Add(1) > namesCacheSize {
+		nc.m.Clear()
+		nc.n.Store(0)
+	}
+	nc.m.Store(key, nm)
+	return nm
+}
+
+// withGrantList returns the KEYS of the wait and leave scripts for waiter
+// id: the first four of keys, and the waiter's grant list.
+func (nm *lockNames) withGrantList(id string) []string {
+	return append(nm.keys[:4:4], nm.grants+id)
 }
 
 func derive(prefix, key string) string {

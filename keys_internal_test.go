@@ -2,6 +2,8 @@ package dlock
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -35,7 +37,7 @@ func TestDerivedKeysShareTheLockKeysSlot(t *testing.T) {
 			t.Errorf("Slot(%q) = %d, CLUSTER KEYSLOT says %d", k, got, want)
 		}
 		queue, waiters, grants := queueKeys(k)
-		for _, d := range []string{fenceKey(k), wakeChannel(k), queue, waiters, grants + "0123abcd"} {
+		for _, d := range []string{fenceKey(k), wakeChannel(k), notifyKey(k), queue, waiters, grants + "0123abcd"} {
 			if got := keyslot(d); got != want {
 				t.Errorf("derived %q of %q is in slot %d, the key in %d", d, k, got, want)
 			}
@@ -117,6 +119,11 @@ func TestReleaseNotifiesWatchers(t *testing.T) {
 					t.Fatal(err)
 				}
 				n := c.nodes[0]
+				// A waiter that listens fails an attempt, which marks the
+				// key as listened to.
+				if g, err := n.acquire(ctx, namesOf(k), "waiter", options{ttl: time.Minute}, true); err != nil || g.ok {
+					t.Fatal(g, err)
+				}
 				wake := make(chan struct{}, 1)
 				w, ready, err := n.sub.watch(k, wake)
 				if err != nil {
@@ -149,26 +156,50 @@ func TestLeavingAfterAGrantPassesTheLockOn(t *testing.T) {
 	n := newNode(rdb)
 	ctx := context.Background()
 	const k = "lock:leave"
-	l, err := n.acquire(ctx, k, "holder", options{ttl: time.Minute})
+	nm := namesOf(k)
+	l, err := n.acquire(ctx, nm, "holder", options{ttl: time.Minute}, false)
 	if err != nil || !l.ok {
 		t.Fatal(l, err)
 	}
 	for i, id := range []string{"first", "second"} {
-		if st, err := n.wait(ctx, k, "tok-"+id, id, time.Minute, 1); err != nil || st.granted {
+		if st, err := n.wait(ctx, nm, "tok-"+id, id, time.Minute, 1); err != nil || st.granted {
 			t.Fatalf("waiter %d: %+v %v", i, st, err)
 		}
 	}
-	if ok, err := n.release(ctx, k, "holder", 0, time.Minute); err != nil || !ok {
+	if ok, err := n.release(ctx, nm, "holder", 0); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
 	if got := rdb.Get(ctx, k).Val(); got != "tok-first" {
 		t.Fatalf("after release the key holds %q, want the first waiter's token", got)
 	}
-	had, err := n.leave(ctx, k, "tok-first", "first")
+	had, err := n.leave(ctx, nm, "tok-first", "first")
 	if err != nil || !had {
 		t.Fatalf("leave = %v, %v; want it to report the grant", had, err)
 	}
 	if got := rdb.Get(ctx, k).Val(); got != "tok-second" {
 		t.Fatalf("after the first waiter left, the key holds %q, want the second's token", got)
+	}
+}
+
+// The names cache gives the same names as deriving them, and forgets
+// everything rather than grow past its size.
+func TestNamesCache(t *testing.T) {
+	var nc namesCache
+	for _, k := range []string{"a", "{a}b", "x{}y"} {
+		got, want := nc.get(k), namesOf(k)
+		if got.key != want.key || strings.Join(got.keys, " ") != strings.Join(want.keys, " ") || got.grants != want.grants || got.wake != want.wake {
+			t.Fatalf("%q: cached %+v, derived %+v", k, got, want)
+		}
+		if nc.get(k) != got {
+			t.Fatalf("%q: derived again instead of remembered", k)
+		}
+	}
+	for i := 0; i < 3*namesCacheSize; i++ {
+		nc.get(strconv.Itoa(i))
+	}
+	n := 0
+	nc.m.Range(func(any, any) bool { n++; return true })
+	if n > namesCacheSize {
+		t.Fatalf("the cache holds %d names, more than %d", n, namesCacheSize)
 	}
 }

@@ -17,6 +17,7 @@ import (
 type Lock struct {
 	c        *Client
 	key      string
+	names    *lockNames // derived from key
 	token    string
 	fence    int64
 	ttl      time.Duration // the lease asked for at acquire, and by renewals
@@ -39,9 +40,9 @@ var errNoRoom = fmt.Errorf("%w: no room left to extend", ErrMaxHold)
 
 // newLock returns the Lock for a grant sent at sent, whose key lives for
 // valid from then (the TTL, for a fresh grant).
-func newLock(c *Client, key, token string, fence int64, o options, sent time.Time, valid time.Duration) *Lock {
+func newLock(c *Client, nm *lockNames, token string, fence int64, o options, sent time.Time, valid time.Duration) *Lock {
 	l := &Lock{
-		c: c, key: key, token: token, fence: fence, ttl: o.ttl, acquired: sent,
+		c: c, key: nm.key, names: nm, token: token, fence: fence, ttl: o.ttl, acquired: sent,
 		timeout:  o.nodeTimeoutFor(len(c.nodes)),
 		lease:    newLease(sent, valid, o),
 		renewing: make(chan struct{}, 1),
@@ -49,6 +50,7 @@ func newLock(c *Client, key, token string, fence int64, o options, sent time.Tim
 	}
 	c.watchLoss(l)
 	if o.autoRenew {
+		l.lease.watch() // the watchdog stops when the lease ends
 		l.stopped = make(chan struct{})
 		c.spawn(func() {
 			defer close(l.stopped)
@@ -84,7 +86,7 @@ func (l *Lock) Fence() int64 { return l.fence }
 //
 // Run the work the lock protects under this context (or one derived from
 // it), and stop when it ends.
-func (l *Lock) Context() context.Context { return leaseContext{l.lease.ctx, l.lease} }
+func (l *Lock) Context() context.Context { return leaseContext{l.lease.watch().ctx, l.lease} }
 
 // String describes the lock for logs without revealing its token.
 func (l *Lock) String() string {
@@ -126,7 +128,7 @@ func (l *Lock) Unlock(ctx context.Context) (err error) {
 		fence = l.fence
 	}
 	answers := fanout(l.c, ctx, l.c.nodes, l.timeout, "release",
-		func(ctx context.Context, n *node) (bool, error) { return n.release(ctx, l.key, l.token, fence, l.ttl) },
+		func(ctx context.Context, n *node) (bool, error) { return n.release(ctx, l.names, l.token, fence) },
 		func(n *node, ok bool, err error) {
 			if err == nil && len(l.c.nodes) == 1 {
 				l.gone(ok)

@@ -76,10 +76,16 @@ type grant struct {
 	pttl  time.Duration // when not ok: the holder's remaining TTL, or <0 if unknown
 }
 
-func (n *node) acquire(ctx context.Context, key, token string, o options) (grant, error) {
-	queue, waiters, grants := queueKeys(key)
-	keys := []string{key, fenceKey(key), queue, waiters}
-	args := []any{token, o.ttl.Milliseconds(), grants, claimTime.Milliseconds()}
+// acquire runs the acquire script: sets the key to token if it is free and
+// nobody is queued, and issues the fence. listens marks the caller as a
+// listener for the key's release messages if the key is taken.
+func (n *node) acquire(ctx context.Context, nm *lockNames, token string, o options, listens bool) (grant, error) {
+	keys := nm.keys
+	notify := any(0)
+	if listens {
+		notify = notifyMillis
+	}
+	args := []any{token, o.ttl.Milliseconds(), nm.grants, claimMillis, notify}
 	var (
 		res   []any
 		err   error
@@ -167,18 +173,16 @@ func holderTTL(v any) time.Duration {
 	return -1
 }
 
-// release deletes key if it holds token, raises key's fencing counter to at
-// least fence (when fence > 0; ttl sets the counter's retention), and hands
+// release deletes the key if it holds token, raises its fencing counter to at
+// least fence (when fence > 0), and hands
 // the lock to the first live waiter, or else announces it free. It reports
 // whether the key held the token.
 //
 // It is always a script, even where DELEX exists: the delete and the
 // hand-off to the next waiter must be one atomic step, or a newcomer could
 // take the lock in between and the queue would lose its order.
-func (n *node) release(ctx context.Context, key, token string, fence int64, ttl time.Duration) (bool, error) {
-	queue, waiters, grants := queueKeys(key)
-	keys := []string{key, fenceKey(key), queue, waiters}
-	v, err := releaseScript.Run(ctx, n.rdb, keys, token, n.publish(), wakeChannel(key), fence, ttl.Milliseconds(), grants, claimTime.Milliseconds()).Int64()
+func (n *node) release(ctx context.Context, nm *lockNames, token string, fence int64) (bool, error) {
+	v, err := releaseScript.Run(ctx, n.rdb, nm.keys, token, n.publish(), nm.wake, fence, nm.grants, claimMillis).Int64()
 	if err != nil {
 		return false, n.fail("release", err)
 	}
@@ -204,10 +208,8 @@ type waitReply struct {
 }
 
 // wait runs one step of a queued waiter (see scripts/wait.lua).
-func (n *node) wait(ctx context.Context, key, token, id string, ttl time.Duration, seq int64) (waitReply, error) {
-	queue, waiters, grants := queueKeys(key)
-	keys := []string{key, fenceKey(key), queue, waiters, grants + id}
-	res, err := waitScript.Run(ctx, n.rdb, keys, token, ttl.Milliseconds(), id, aliveWindow.Milliseconds(), seq, grants, claimTime.Milliseconds()).Slice()
+func (n *node) wait(ctx context.Context, nm *lockNames, token, id string, ttl time.Duration, seq int64) (waitReply, error) {
+	res, err := waitScript.Run(ctx, n.rdb, nm.withGrantList(id), token, ttl.Milliseconds(), id, aliveWindow.Milliseconds(), seq, nm.grants, claimMillis).Slice()
 	if err != nil {
 		return waitReply{}, n.fail("wait", err)
 	}
@@ -225,11 +227,10 @@ func (n *node) wait(ctx context.Context, key, token, id string, ttl time.Duratio
 
 // awaitGrant blocks on the waiter's grant list for up to timeout and returns
 // the grant pushed there by a hand-off, if any.
-func (n *node) awaitGrant(ctx context.Context, key, id string, timeout time.Duration) (step waitReply, ok bool, err error) {
-	_, _, grants := queueKeys(key)
+func (n *node) awaitGrant(ctx context.Context, nm *lockNames, id string, timeout time.Duration) (step waitReply, ok bool, err error) {
 	// BLPOP takes seconds; fractions work since Redis 6.
 	secs := strconv.FormatFloat(timeout.Seconds(), 'f', 3, 64)
-	res, err := n.rdb.Do(ctx, "BLPOP", grants+id, secs).StringSlice()
+	res, err := n.rdb.Do(ctx, "BLPOP", nm.grants+id, secs).StringSlice()
 	switch {
 	case errors.Is(err, redis.Nil):
 		return waitReply{}, false, nil
@@ -247,10 +248,8 @@ func (n *node) awaitGrant(ctx context.Context, key, id string, timeout time.Dura
 
 // leave takes a waiter out of the queue; if it had been granted the lock
 // meanwhile, the lock goes on to the next waiter. It reports whether it had.
-func (n *node) leave(ctx context.Context, key, token, id string) (bool, error) {
-	queue, waiters, grants := queueKeys(key)
-	keys := []string{key, fenceKey(key), queue, waiters, grants + id}
-	v, err := leaveScript.Run(ctx, n.rdb, keys, token, id, n.publish(), wakeChannel(key), grants, claimTime.Milliseconds()).Int64()
+func (n *node) leave(ctx context.Context, nm *lockNames, token, id string) (bool, error) {
+	v, err := leaveScript.Run(ctx, n.rdb, nm.withGrantList(id), token, id, n.publish(), nm.wake, nm.grants, claimMillis).Int64()
 	if err != nil {
 		return false, n.fail("leave", err)
 	}

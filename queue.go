@@ -44,10 +44,14 @@ const (
 	claimTime   = aliveWindow
 )
 
+// claimMillis is claimTime as the scripts take it (boxed once, not per call).
+var claimMillis any = claimTime.Milliseconds()
+
 // lockQueued waits in the key's queue until the lock is granted or ctx
 // ends. It is Lock's path on a single node after a failed first attempt.
 func (c *Client) lockQueued(ctx context.Context, key string, o options, contended *bool) (*Lock, error) {
 	n := c.nodes[0]
+	nm := c.names.get(key)
 	token, err := newToken()
 	if err != nil {
 		return nil, err
@@ -58,7 +62,7 @@ func (c *Client) lockQueued(ctx context.Context, key string, o options, contende
 	step := min(waitStep, n.blockLimit)
 
 	leave := func() {
-		c.cleanup(func(ctx context.Context) { _, _ = n.leave(ctx, key, token, id) })
+		c.cleanup(func(ctx context.Context) { _, _ = n.leave(ctx, nm, token, id) })
 	}
 	leaveLate := func(*node, waitReply, error) { leave() }
 	one := []*node{n}
@@ -69,20 +73,20 @@ func (c *Client) lockQueued(ctx context.Context, key string, o options, contende
 	for seq := int64(1); ; seq++ {
 		sent[seq] = time.Now()
 		a := fanout(c, ctx, one, 0, "wait", func(ctx context.Context, n *node) (waitReply, error) {
-			return n.wait(ctx, key, token, id, o.ttl, seq)
+			return n.wait(ctx, nm, token, id, o.ttl, seq)
 		}, leaveLate)[0]
 		if a.err == nil && !a.v.granted { // queued: block on the grant list for a step
 			*contended = true
 			a = fanout(c, ctx, one, 0, "wait", func(ctx context.Context, n *node) (waitReply, error) {
-				st, _, err := n.awaitGrant(ctx, key, id, step)
+				st, _, err := n.awaitGrant(ctx, nm, id, step)
 				return st, err
 			}, leaveLate)[0]
 		}
 		if a.err == nil && a.v.granted {
-			if l := c.granted(key, token, o, a.v, sent); l != nil {
+			if l := c.granted(nm, token, o, a.v, sent); l != nil {
 				return l, nil
 			}
-			c.passOn(ctx, n, key, token, id)
+			c.passOn(ctx, n, nm, token, id)
 			continue
 		}
 		switch {
@@ -111,7 +115,7 @@ func (c *Client) lockQueued(ctx context.Context, key string, o options, contende
 // A grant that arrives when its lease may already be over (the hand-off or
 // its message was held up: a paused server, a slow network) is of no use:
 // granted returns nil, and the caller passes the lock on and waits again.
-func (c *Client) granted(key, token string, o options, st waitReply, sent map[int64]time.Time) *Lock {
+func (c *Client) granted(nm *lockNames, token string, o options, st waitReply, sent map[int64]time.Time) *Lock {
 	from, ok := sent[st.seq]
 	if !ok {
 		// Cannot happen: the script names a step it ran, and we keep the
@@ -125,7 +129,7 @@ func (c *Client) granted(key, token string, o options, st waitReply, sent map[in
 	if !time.Now().Before(from.Add(st.px - drift(st.px))) {
 		return nil
 	}
-	l := newLock(c, key, token, st.fence, o, from, st.px)
+	l := newLock(c, nm, token, st.fence, o, from, st.px)
 	if st.px < o.ttl {
 		// Most holds are short: extend only if the lock is still held a
 		// third of the way into the claim, which leaves two thirds of it
@@ -152,11 +156,11 @@ func (c *Client) granted(key, token string, o options, st waitReply, sent map[in
 
 // passOn gives back a grant that came too late to use: the lock goes to the
 // next waiter (or is freed), and this waiter queues again.
-func (c *Client) passOn(ctx context.Context, n *node, key, token, id string) {
+func (c *Client) passOn(ctx context.Context, n *node, nm *lockNames, token, id string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	if _, err := n.leave(ctx, key, token, id); err != nil {
+	if _, err := n.leave(ctx, nm, token, id); err != nil {
 		c.warn("dlock: could not pass on a grant that came too late; it expires by its claim",
-			slog.String("key", key), slog.Any("err", err))
+			slog.String("key", nm.key), slog.Any("err", err))
 	}
 }

@@ -49,9 +49,9 @@ type lease struct {
 	holdEnd time.Time // the WithMaxHold ceiling; zero for none
 
 	mu       sync.Mutex
-	deadline time.Time // current estimate of validity
-	capped   bool      // deadline is limited by holdEnd
-	timer    *time.Timer
+	deadline time.Time   // current estimate of validity
+	capped   bool        // deadline is limited by holdEnd
+	timer    *time.Timer // ends ctx at the deadline; nil until watched
 }
 
 func newLease(sent time.Time, ttl time.Duration, o options) *lease {
@@ -61,7 +61,23 @@ func newLease(sent time.Time, ttl time.Duration, o options) *lease {
 		ls.holdEnd = sent.Add(o.maxHold)
 	}
 	ls.deadline, ls.capped = ls.until(sent, ttl, o.hasMaxHold && ttl >= o.maxHold)
-	ls.timer = time.AfterFunc(time.Until(ls.deadline), ls.expire)
+	return ls
+}
+
+// watch starts the timer that ends the lease's context at its deadline, if
+// it has not started yet, and returns ls. Only what waits on the context
+// needs the timer (Lock.Context, Do, the watchdog, an observer), so it
+// starts with the first of them: a lock that is only taken and released
+// never starts one. That matters for speed, not just tidiness: starting a
+// timer wakes the Go runtime's network poller on another thread, which
+// costs more than everything else the library does for an uncontended lock.
+// A lease whose deadline has passed by then ends at once.
+func (ls *lease) watch() *lease {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.timer == nil && ls.ctx.Err() == nil {
+		ls.timer = time.AfterFunc(time.Until(ls.deadline), ls.expire)
+	}
 	return ls
 }
 
@@ -99,7 +115,9 @@ func (ls *lease) renewed(sent time.Time, ttl time.Duration, cut bool) {
 		return
 	}
 	ls.deadline, ls.capped = ls.until(sent, ttl, cut)
-	ls.timer.Reset(time.Until(ls.deadline))
+	if ls.timer != nil {
+		ls.timer.Reset(time.Until(ls.deadline))
+	}
 }
 
 // expire runs when the timer fires: it ends the lease unless a renewal has
@@ -120,7 +138,11 @@ func (ls *lease) expire() {
 // end ends the lease with cause (the first cause sticks).
 func (ls *lease) end(cause error) {
 	ls.cancel(cause)
-	ls.timer.Stop()
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.timer != nil {
+		ls.timer.Stop()
+	}
 }
 
 func (ls *lease) validUntil() time.Time {

@@ -16,12 +16,13 @@ func BenchmarkScriptsAlone(b *testing.B) {
 	rdb := s.Client(b)
 	n := newNode(rdb)
 	ctx := context.Background()
+	nm := namesOf("bench")
 	for i := 0; i < b.N; i++ {
-		g, err := n.acquire(ctx, "bench", "token", options{ttl: 30 * time.Second})
+		g, err := n.acquire(ctx, nm, "token", options{ttl: 30 * time.Second}, false)
 		if err != nil || !g.ok {
 			b.Fatal(g, err)
 		}
-		if ok, err := n.release(ctx, "bench", "token", 0, 30*time.Second); err != nil || !ok {
+		if ok, err := n.release(ctx, nm, "token", 0); err != nil || !ok {
 			b.Fatal(ok, err)
 		}
 	}

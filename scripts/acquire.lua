@@ -5,10 +5,13 @@
 -- KEYS[2]  fencing counter of the lock key
 -- KEYS[3]  wait queue (sorted set)       all in the lock key's hash slot
 -- KEYS[4]  waiters (hash)
+-- KEYS[5]  notify key
 -- ARGV[1]  token
 -- ARGV[2]  TTL, milliseconds
 -- ARGV[3]  grant list prefix (a waiter's list is the prefix + its id)
 -- ARGV[4]  claim time for a handoff, milliseconds
+-- ARGV[5]  when the caller will wait for the release message if the key
+--          is taken: how long to keep the notify key, milliseconds; else 0
 --
 -- Returns {1, fence} when obtained (fence as a decimal string), or
 -- {0, pttl} when the key is taken (pttl is -1 when the holder's key has no
@@ -22,7 +25,9 @@ if redis.call('EXISTS', KEYS[3]) == 1 and redis.call('EXISTS', KEYS[1]) == 0 the
   handoff(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[3], ARGV[4])
 end
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  if ARGV[5] ~= '0' then
+    redis.call('SET', KEYS[5], '1', 'PX', ARGV[5])
+  end
   return {0, redis.call('PTTL', KEYS[1])}
 end
-local _, now_us = now()
-return {1, issue_fence(KEYS[2], ARGV[2], now_us)}
+return {1, issue_fence(KEYS[2])}

@@ -8,7 +8,8 @@
 -- A waiter keeps alive_until in the future while it waits; a waiter whose
 -- alive_until has passed is dead, and is dropped when reached.
 
--- now returns the server time in milliseconds and in microseconds.
+-- now returns the server time in milliseconds and in microseconds (as
+-- numbers; the wait queue is ordered by the latter).
 local function now()
   local t = redis.call('TIME')
   local s, us = tonumber(t[1]), tonumber(t[2])
@@ -16,18 +17,22 @@ local function now()
 end
 
 -- issue_fence issues the next fencing token of a lock: max(counter + 1,
--- server time in microseconds), kept for a day, or twice the TTL if longer
+-- server time in microseconds), and keeps the counter for a day after
 -- (fence.go has the argument). Returns it as a decimal string.
-local function issue_fence(fence_key, ttl_ms, now_us)
-  -- Usually the clock is ahead of the counter: one SET ... GET both writes
-  -- the new fence and reads the old one. Only if the counter was at or
-  -- ahead of the clock is it written again, one above the old value.
-  local retention = math.max(86400000, 2 * tonumber(ttl_ms))
-  local fence = string.format('%.0f', now_us)
-  local last = tonumber(redis.call('SET', fence_key, fence, 'PX', retention, 'GET'))
-  if last and last >= now_us then
+--
+-- This runs on every grant, so it is written for speed: the clock is read
+-- once and its two parts joined as text; the usual case, the clock ahead of
+-- the counter, is one SET ... GET that writes the new fence and reads the
+-- old one. Arguments to redis.call are strings, never Lua numbers, which
+-- Redis would have to format. Only if the counter was at or ahead of the
+-- clock is it written again, one above the old value.
+local function issue_fence(fence_key)
+  local t = redis.call('TIME')
+  local fence = t[1] .. string.rep('0', 6 - #t[2]) .. t[2]
+  local last = tonumber(redis.call('SET', fence_key, fence, 'PX', '86400000', 'GET'))
+  if last and last >= tonumber(fence) then
     fence = string.format('%.0f', last + 1)
-    redis.call('SET', fence_key, fence, 'PX', retention)
+    redis.call('SET', fence_key, fence, 'PX', '86400000')
   end
   return fence
 end
@@ -39,14 +44,14 @@ end
 -- met on the way are dropped. Returns the waiter id, or false when nobody
 -- live is waiting.
 local function handoff(lock_key, fence_key, queue_key, waiters_key, grant_prefix, claim_ms)
-  local now_ms, now_us
+  local now_ms
   while true do
-    local head = redis.call('ZRANGE', queue_key, 0, 0)[1]
+    local head = redis.call('ZRANGE', queue_key, '0', '0')[1]
     if not head then
       return false
     end
     if not now_ms then
-      now_ms, now_us = now()
+      now_ms = now()
     end
     local data = redis.call('HGET', waiters_key, head)
     redis.call('ZREM', queue_key, head)
@@ -54,9 +59,12 @@ local function handoff(lock_key, fence_key, queue_key, waiters_key, grant_prefix
     if data then
       local token, ttl, alive, seq = string.match(data, '^(%S+) (%d+) (%d+) (%d+)$')
       if token and tonumber(alive) >= now_ms then
-        local px = math.min(tonumber(ttl), tonumber(claim_ms))
+        local px = ttl
+        if tonumber(ttl) > tonumber(claim_ms) then
+          px = claim_ms
+        end
         redis.call('SET', lock_key, token, 'PX', px)
-        local fence = issue_fence(fence_key, ttl, now_us)
+        local fence = issue_fence(fence_key)
         local grant = grant_prefix .. head
         redis.call('RPUSH', grant, fence .. ' ' .. seq .. ' ' .. px)
         redis.call('PEXPIRE', grant, px)

@@ -1,18 +1,19 @@
 -- release: delete the lock only if it still holds this token, raise the
 -- fencing counter to the holder's fence, and hand the lock to the first
--- live waiter, or else announce that it is free. (prelude.lua is prepended.)
+-- live waiter, or else announce that it is free to those who listen.
+-- (prelude.lua is prepended.)
 --
 -- KEYS[1]  lock key
 -- KEYS[2]  fencing counter of the lock key
 -- KEYS[3]  wait queue (sorted set)       all in the lock key's hash slot
 -- KEYS[4]  waiters (hash)
+-- KEYS[5]  notify key: exists while someone listens on the wake channel
 -- ARGV[1]  token
 -- ARGV[2]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
 -- ARGV[3]  the lock key's wake channel (same hash slot)
 -- ARGV[4]  the holder's fence, or 0
--- ARGV[5]  the holder's TTL, milliseconds (for the counter's retention)
--- ARGV[6]  grant list prefix
--- ARGV[7]  claim time for a handoff, milliseconds
+-- ARGV[5]  grant list prefix
+-- ARGV[6]  claim time for a handoff, milliseconds
 --
 -- Returns 1 when released, 0 when the key does not hold the token (expired,
 -- taken by someone else, or already released): then nothing is changed.
@@ -27,9 +28,10 @@ end
 redis.call('DEL', KEYS[1])
 local fence = tonumber(ARGV[4])
 if fence > 0 and (tonumber(redis.call('GET', KEYS[2])) or 0) < fence then
-  redis.call('SET', KEYS[2], ARGV[4], 'PX', math.max(86400000, 2 * tonumber(ARGV[5])))
+  redis.call('SET', KEYS[2], ARGV[4], 'PX', '86400000') -- kept a day, as issue_fence does
 end
-if not handoff(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[6], ARGV[7]) then
+-- Usually nobody waits, and one EXISTS says so for both kinds of waiter.
+if redis.call('EXISTS', KEYS[3], KEYS[5]) > 0 and not handoff(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[5], ARGV[6]) then
   redis.call(ARGV[2], ARGV[3], 'released')
 end
 return 1

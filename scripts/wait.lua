@@ -19,6 +19,12 @@
 -- fence, the sequence number of a step the server ran before the grant (the
 -- waiter counts its lease from that step's send time), and the PX the key
 -- was given. Returns {0, pttl} when the waiter is queued.
+--
+-- The first step of an uncontended Lock takes the first branch: nobody
+-- queued and the lock free cost what TryLock's acquire costs.
+if redis.call('EXISTS', KEYS[3]) == 0 and redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return {1, issue_fence(KEYS[2]), tonumber(ARGV[5]), tonumber(ARGV[2])}
+end
 local value = redis.call('GET', KEYS[1])
 if not value then
   -- Free: the first live waiter gets it, which may be this one.
@@ -33,8 +39,7 @@ if not value then
       redis.call('HDEL', KEYS[4], ARGV[3])
     end
     redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-    local _, now_us = now()
-    return {1, issue_fence(KEYS[2], ARGV[2], now_us), tonumber(ARGV[5]), tonumber(ARGV[2])}
+    return {1, issue_fence(KEYS[2]), tonumber(ARGV[5]), tonumber(ARGV[2])}
   end
 end
 if value == ARGV[1] then
