@@ -2,6 +2,7 @@ package dlock
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -201,5 +202,31 @@ func TestNamesCache(t *testing.T) {
 	nc.m.Range(func(any, any) bool { n++; return true })
 	if n > namesCacheSize {
 		t.Fatalf("the cache holds %d names, more than %d", n, namesCacheSize)
+	}
+}
+
+// The scripts derive two names themselves, by swapping one derived key's
+// prefix for another's (prelude.lua's grant_list, release.lua's wake
+// channel), and have claimTime as a constant of their own: check that they
+// say what keys.go and queue.go say.
+func TestScriptsDeriveNamesAsKeysGoDoes(t *testing.T) {
+	for _, c := range []struct{ src, want string }{
+		{preludeSrc, fmt.Sprintf("'%s' .. string.sub(queue_key, %d) .. ':' .. id", grantPrefix, len(queuePrefix)+1)},
+		{releaseSrc, fmt.Sprintf("'%s' .. string.sub(KEYS[5], %d)", wakePrefix, len(notifyPrefix)+1)},
+		{preludeSrc, fmt.Sprintf("local claim_ms = '%d'", claimTime.Milliseconds())},
+	} {
+		if !strings.Contains(c.src, c.want) {
+			t.Errorf("a script does not say %s", c.want)
+		}
+	}
+	// And that swapping the prefixes gives keys.go's names.
+	for _, k := range trickyKeys {
+		queue, _, grants := queueKeys(k)
+		if got := grantPrefix + queue[len(queuePrefix):] + ":"; got != grants {
+			t.Errorf("%q: grant prefix %q, keys.go's %q", k, got, grants)
+		}
+		if got := wakePrefix + notifyKey(k)[len(notifyPrefix):]; got != wakeChannel(k) {
+			t.Errorf("%q: wake channel %q, keys.go's %q", k, got, wakeChannel(k))
+		}
 	}
 }

@@ -85,7 +85,7 @@ func (n *node) acquire(ctx context.Context, nm *lockNames, token string, o optio
 	if listens {
 		notify = notifyMillis
 	}
-	args := []any{token, o.ttl.Milliseconds(), nm.grants, claimMillis, notify}
+	args := []any{token, o.ttl.Milliseconds(), notify}
 	var (
 		res   []any
 		err   error
@@ -182,7 +182,7 @@ func holderTTL(v any) time.Duration {
 // hand-off to the next waiter must be one atomic step, or a newcomer could
 // take the lock in between and the queue would lose its order.
 func (n *node) release(ctx context.Context, nm *lockNames, token string, fence int64) (bool, error) {
-	v, err := releaseScript.Run(ctx, n.rdb, nm.keys, token, n.publish(), nm.wake, fence, nm.grants, claimMillis).Int64()
+	v, err := releaseScript.Run(ctx, n.rdb, nm.keys, token, fence, n.publish()).Int64()
 	if err != nil {
 		return false, n.fail("release", err)
 	}
@@ -209,7 +209,7 @@ type waitReply struct {
 
 // wait runs one step of a queued waiter (see scripts/wait.lua).
 func (n *node) wait(ctx context.Context, nm *lockNames, token, id string, ttl time.Duration, seq int64) (waitReply, error) {
-	res, err := waitScript.Run(ctx, n.rdb, nm.withGrantList(id), token, ttl.Milliseconds(), id, aliveWindow.Milliseconds(), seq, nm.grants, claimMillis).Slice()
+	res, err := waitScript.Run(ctx, n.rdb, nm.withGrantList(id), token, ttl.Milliseconds(), id, aliveMillis, seq).Slice()
 	if err != nil {
 		return waitReply{}, n.fail("wait", err)
 	}
@@ -249,7 +249,7 @@ func (n *node) awaitGrant(ctx context.Context, nm *lockNames, id string, timeout
 // leave takes a waiter out of the queue; if it had been granted the lock
 // meanwhile, the lock goes on to the next waiter. It reports whether it had.
 func (n *node) leave(ctx context.Context, nm *lockNames, token, id string) (bool, error) {
-	v, err := leaveScript.Run(ctx, n.rdb, nm.withGrantList(id), token, id, n.publish(), nm.wake, nm.grants, claimMillis).Int64()
+	v, err := leaveScript.Run(ctx, n.rdb, nm.withGrantList(id), token, id, n.publish(), nm.wake).Int64()
 	if err != nil {
 		return false, n.fail("leave", err)
 	}

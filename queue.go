@@ -44,8 +44,10 @@ const (
 	claimTime   = aliveWindow
 )
 
-// claimMillis is claimTime as the scripts take it (boxed once, not per call).
-var claimMillis any = claimTime.Milliseconds()
+// aliveMillis is aliveWindow as the wait script takes it (boxed once, not
+// per call). The scripts have claimTime as a constant of their own
+// (prelude.lua).
+var aliveMillis any = aliveWindow.Milliseconds()
 
 // lockQueued waits in the key's queue until the lock is granted or ctx
 // ends. It is Lock's path on a single node after a failed first attempt.

@@ -8,9 +8,7 @@
 -- KEYS[5]  notify key
 -- ARGV[1]  token
 -- ARGV[2]  TTL, milliseconds
--- ARGV[3]  grant list prefix (a waiter's list is the prefix + its id)
--- ARGV[4]  claim time for a handoff, milliseconds
--- ARGV[5]  when the caller will wait for the release message if the key
+-- ARGV[3]  when the caller will wait for the release message if the key
 --          is taken: how long to keep the notify key, milliseconds; else 0
 --
 -- Returns {1, fence} when obtained (fence as a decimal string), or
@@ -22,11 +20,12 @@
 -- queue like everyone else. (If anything fails after the SET, the caller
 -- releases the key: acquire.go.)
 if redis.call('EXISTS', KEYS[3]) == 1 and redis.call('EXISTS', KEYS[1]) == 0 then
-  handoff(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[3], ARGV[4])
+  local handoff = queue(issue_fence)
+  handoff(KEYS[1], KEYS[2], KEYS[3], KEYS[4])
 end
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  if ARGV[5] ~= '0' then
-    redis.call('SET', KEYS[5], '1', 'PX', ARGV[5])
+  if ARGV[3] ~= '0' then
+    redis.call('SET', KEYS[5], '1', 'PX', ARGV[3])
   end
   return {0, redis.call('PTTL', KEYS[1])}
 end

@@ -11,11 +11,10 @@
 -- ARGV[2]  waiter id
 -- ARGV[3]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
 -- ARGV[4]  the lock key's wake channel
--- ARGV[5]  grant list prefix
--- ARGV[6]  claim time for a handoff, milliseconds
 --
 -- Returns 1 when the waiter had been granted the lock (and passed it on),
 -- 0 otherwise.
+local handoff = queue(issue_fence)
 redis.call('ZREM', KEYS[3], ARGV[2])
 redis.call('HDEL', KEYS[4], ARGV[2])
 redis.call('DEL', KEYS[5])
@@ -23,7 +22,7 @@ if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return 0
 end
 redis.call('DEL', KEYS[1])
-if not handoff(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[5], ARGV[6]) then
+if not handoff(KEYS[1], KEYS[2], KEYS[3], KEYS[4]) then
   redis.call(ARGV[3], ARGV[4], 'released')
 end
 return 1

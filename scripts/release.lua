@@ -9,11 +9,11 @@
 -- KEYS[4]  waiters (hash)
 -- KEYS[5]  notify key: exists while someone listens on the wake channel
 -- ARGV[1]  token
--- ARGV[2]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
--- ARGV[3]  the lock key's wake channel (same hash slot)
--- ARGV[4]  the holder's fence, or 0
--- ARGV[5]  grant list prefix
--- ARGV[6]  claim time for a handoff, milliseconds
+-- ARGV[2]  the holder's fence, or 0
+-- ARGV[3]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
+--
+-- The release message goes to the lock key's wake channel, whose name is
+-- the notify key's with "wake" for "notify" (keys.go).
 --
 -- Returns 1 when released, 0 when the key does not hold the token (expired,
 -- taken by someone else, or already released): then nothing is changed.
@@ -26,12 +26,17 @@ if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return 0
 end
 redis.call('DEL', KEYS[1])
-local fence = tonumber(ARGV[4])
-if fence > 0 and (tonumber(redis.call('GET', KEYS[2])) or 0) < fence then
-  redis.call('SET', KEYS[2], ARGV[4], 'PX', '86400000') -- kept a day, as issue_fence does
+if ARGV[2] ~= '0' then
+  local fence = tonumber(ARGV[2])
+  if (tonumber(redis.call('GET', KEYS[2])) or 0) < fence then
+    redis.call('SET', KEYS[2], ARGV[2], 'PX', '86400000') -- kept a day, as issue_fence does
+  end
 end
 -- Usually nobody waits, and one EXISTS says so for both kinds of waiter.
-if redis.call('EXISTS', KEYS[3], KEYS[5]) > 0 and not handoff(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[5], ARGV[6]) then
-  redis.call(ARGV[2], ARGV[3], 'released')
+if redis.call('EXISTS', KEYS[3], KEYS[5]) > 0 then
+  local handoff = queue(issue_fence)
+  if not handoff(KEYS[1], KEYS[2], KEYS[3], KEYS[4]) then
+    redis.call(ARGV[3], 'dlock:wake:' .. string.sub(KEYS[5], 14), 'released')
+  end
 end
 return 1

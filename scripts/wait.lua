@@ -12,8 +12,6 @@
 -- ARGV[3]  waiter id
 -- ARGV[4]  how long the waiter counts as alive without another step, ms
 -- ARGV[5]  this step's sequence number
--- ARGV[6]  grant list prefix
--- ARGV[7]  claim time for a handoff, milliseconds
 --
 -- Returns {1, fence, seq, px} when the waiter holds the lock: the grant's
 -- fence, the sequence number of a step the server ran before the grant (the
@@ -25,12 +23,13 @@
 if redis.call('EXISTS', KEYS[3]) == 0 and redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return {1, issue_fence(KEYS[2]), tonumber(ARGV[5]), tonumber(ARGV[2])}
 end
+local handoff, now = queue(issue_fence)
 local value = redis.call('GET', KEYS[1])
 if not value then
   -- Free: the first live waiter gets it, which may be this one.
   local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
   if head and head ~= ARGV[3] then
-    handoff(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[6], ARGV[7])
+    handoff(KEYS[1], KEYS[2], KEYS[3], KEYS[4])
     value = redis.call('GET', KEYS[1])
   end
   if not value then
