@@ -51,7 +51,9 @@ func BenchmarkRawFloor(b *testing.B) {
 
 // BenchmarkVsRawFloor measures, side by side on the same go-redis client,
 // uncontended cycles of the raw floor, of the fenced floor (fencedAcquire
-// and the raw floor's release), and of dlock's TryLock+Unlock. They run
+// and the raw floor's release), of dlock's TryLock+Unlock, and of
+// Lock+Unlock (which, on one node, starts with a step of the wait queue's
+// script instead of the acquire script). They run
 // interleaved in blocks of 100 cycles, so that the machine's changing load
 // falls on all alike, and each block's time is divided by the raw floor's
 // block next to it. Reported: µs per cycle, and the median of those
@@ -85,6 +87,15 @@ func BenchmarkVsRawFloor(b *testing.B) {
 		}},
 		{"dlock", func() {
 			l, err := c.TryLock(ctx, kLock)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := l.Unlock(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}},
+		{"dlock-Lock", func() {
+			l, err := c.Lock(ctx, kLock)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -127,13 +127,15 @@ func (l *Lock) Unlock(ctx context.Context) (err error) {
 	if len(l.c.nodes) > 1 {
 		fence = l.fence
 	}
-	answers := fanout(l.c, ctx, l.c.nodes, l.timeout, "release",
+	// Released on a quorum is released: the others' answers are not
+	// waited for (they finish in the background).
+	answers := fanoutUntil(l.c, ctx, l.c.nodes, l.timeout, "release",
 		func(ctx context.Context, n *node) (bool, error) { return n.release(ctx, l.names, l.token, fence) },
 		func(n *node, ok bool, err error) {
 			if err == nil && len(l.c.nodes) == 1 {
 				l.gone(ok)
 			}
-		})
+		}, l.c.quorum(), func(ok bool) bool { return ok })
 	if l.stopped != nil {
 		select { // the watchdog returns at once unless a renewal is in flight
 		case <-l.stopped:
@@ -201,8 +203,10 @@ func (l *Lock) renew(ctx context.Context, ttl time.Duration) (sent time.Time, er
 	if !room {
 		return sent, errNoRoom
 	}
-	answers := fanout(l.c, ctx, l.c.nodes, l.timeout, "extend",
-		func(ctx context.Context, n *node) (bool, error) { return n.extend(ctx, l.key, l.token, ttl) }, nil)
+	// Extended on a quorum is extended: the others are not waited for.
+	answers := fanoutUntil(l.c, ctx, l.c.nodes, l.timeout, "extend",
+		func(ctx context.Context, n *node) (bool, error) { return n.extend(ctx, l.key, l.token, ttl) }, nil,
+		l.c.quorum(), func(ok bool) bool { return ok })
 	extended, notHeld, failures := tally(answers, func(ok bool) bool { return ok })
 	switch {
 	case extended >= l.c.quorum():

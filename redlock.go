@@ -25,7 +25,9 @@ import (
 //     when the answer comes.
 //
 // Extend succeeds only when a majority extends it within the remaining
-// validity. Unlock releases it on all nodes in parallel.
+// validity. Unlock releases it on all nodes in parallel. Both return as soon
+// as a majority has said yes; the other nodes' answers are not waited for
+// (their commands still run, in the background).
 //
 // Fences across nodes. Each node's acquire script issues its own fence
 // (fence.go); a Redlock grant's fence is the maximum over the nodes that
@@ -77,6 +79,14 @@ type answer[T any] struct {
 // await), in goroutines owned by the Client.
 func fanout[T any](c *Client, ctx context.Context, nodes []*node, timeout time.Duration, op string,
 	call func(context.Context, *node) (T, error), late func(*node, T, error)) []answer[T] {
+	return fanoutUntil(c, ctx, nodes, timeout, op, call, late, 0, nil)
+}
+
+// fanoutUntil is fanout that stops waiting as soon as enough answers
+// satisfy yes (enough 0: wait for all); the others are abandoned like
+// those that time out, and late receives them when they come.
+func fanoutUntil[T any](c *Client, ctx context.Context, nodes []*node, timeout time.Duration, op string,
+	call func(context.Context, *node) (T, error), late func(*node, T, error), enough int, yes func(T) bool) []answer[T] {
 	answers := make([]answer[T], len(nodes))
 	if len(nodes) == 1 && timeout <= 0 {
 		n := nodes[0]
@@ -120,12 +130,21 @@ func fanout[T any](c *Client, ctx context.Context, nodes []*node, timeout time.D
 		deadline = t.C
 	}
 	got := make([]bool, len(nodes))
-	take := func(r reply) { answers[r.i], got[r.i] = r.a, true }
+	yeses := 0
+	take := func(r reply) {
+		answers[r.i], got[r.i] = r.a, true
+		if enough > 0 && r.a.err == nil && yes(r.a.v) {
+			yeses++
+		}
+	}
 wait:
 	for pending := len(nodes); pending > 0; pending-- {
 		select {
 		case r := <-replies:
 			take(r)
+			if enough > 0 && yeses >= enough {
+				break wait
+			}
 		case <-deadline:
 			break wait
 		case <-ctx.Done():
