@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -250,23 +251,54 @@ func (c *Client) try(ctx context.Context, key string, o options, listens bool) (
 		return nil, 0, err
 	}
 	nm := c.names.get(key)
-	giveBack := func(n *node) func(context.Context) {
+	giveBack := func(n *node, fence int64) func(context.Context) {
 		return func(ctx context.Context) {
-			if _, err := n.release(ctx, nm, token, 0); err != nil {
+			if _, err := n.release(ctx, nm, token, fence); err != nil {
 				c.warn("dlock: could not give back a grant nobody waited for; it expires by its TTL",
 					slog.String("key", key), slog.String("node", n.name), slog.Any("err", err))
 			}
 		}
 	}
+	// The answers are waited for until a majority granted the lock (or
+	// all answered, or the node timeout). A node that answers after that
+	// is late: its grant becomes part of the lock if the lock was obtained
+	// and nothing has been asked of the nodes for it since (an Extend or
+	// Unlock sent later reaches that node after the grant, since the grant
+	// has been answered). Otherwise it is given back at once, as is a late
+	// error, which may hide a grant: an Extend, renewal or release may
+	// have reached that node before the grant did, and must not be undone
+	// by it (a release would leave the key behind for a whole TTL; so would
+	// an Extend that shortened the TTL). Given back by a lock that was
+	// obtained, it raises that node's counter to the lock's fence, as the
+	// lock's own release would have (redlock.go).
+	//
+	// The lock's fence is the maximum over the majority that answered in
+	// time: any later majority shares a node with it, which is all the
+	// fence argument needs (redlock.go), so a late grant's fence need not
+	// be looked at.
+	var (
+		heldMu sync.Mutex
+		held   *Lock
+	)
+	late := func(n *node, g grant, err error) {
+		heldMu.Lock()
+		l := held
+		heldMu.Unlock()
+		if err == nil && g.ok && l != nil && !l.asked() {
+			return
+		}
+		var fence int64
+		if l != nil {
+			fence = l.fence
+		}
+		if g.ok || err != nil {
+			c.cleanup(giveBack(n, fence))
+		}
+	}
 	sent := time.Now() // the lease counts from here (renew.go)
-	answers := fanout(c, ctx, c.nodes, o.nodeTimeoutFor(len(c.nodes)), "acquire",
+	answers := fanoutUntil(c, ctx, c.nodes, o.nodeTimeoutFor(len(c.nodes)), "acquire",
 		func(ctx context.Context, n *node) (grant, error) { return n.acquire(ctx, nm, token, o, listens) },
-		func(n *node, g grant, err error) {
-			// The node answered after we stopped waiting for it.
-			if g.ok || err != nil {
-				c.cleanup(giveBack(n))
-			}
-		})
+		late, c.quorum(), func(g grant) bool { return g.ok })
 	granted, taken, failures := tally(answers, func(g grant) bool { return g.ok })
 	if granted >= c.quorum() && ctx.Err() == nil && time.Since(sent) < o.ttl-drift(o.ttl) {
 		var fence int64
@@ -275,7 +307,11 @@ func (c *Client) try(ctx context.Context, key string, o options, listens bool) (
 				fence = max(fence, a.v.fence)
 			}
 		}
-		return newLock(c, nm, token, fence, o, sent, o.ttl), 0, nil
+		l := newLock(c, nm, token, fence, o, sent, o.ttl)
+		heldMu.Lock()
+		held = l
+		heldMu.Unlock()
+		return l, 0, nil
 	}
 
 	// Not obtained. Give the lock back on every node that may hold our
@@ -293,11 +329,11 @@ func (c *Client) try(ctx context.Context, key string, o options, listens bool) (
 	if len(back) > 0 {
 		if len(c.nodes) == 1 || ctx.Err() != nil {
 			for _, n := range back {
-				c.cleanup(giveBack(n))
+				c.cleanup(giveBack(n, 0))
 			}
 		} else {
 			fanout(c, context.WithoutCancel(ctx), back, o.nodeTimeoutFor(len(c.nodes)), "release",
-				func(ctx context.Context, n *node) (bool, error) { giveBack(n)(ctx); return true, nil }, nil)
+				func(ctx context.Context, n *node) (bool, error) { giveBack(n, 0)(ctx); return true, nil }, nil)
 		}
 	}
 

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -29,6 +30,8 @@ type Lock struct {
 	stop     chan struct{} // closed to stop the watchdog
 	stopOnce sync.Once
 	stopped  chan struct{} // closed when the watchdog has returned; nil without one
+
+	renewed atomic.Bool // a renewal or Extend has begun
 
 	mu       sync.Mutex
 	released bool // Unlock succeeded, or found the lock gone
@@ -198,6 +201,7 @@ func (l *Lock) renew(ctx context.Context, ttl time.Duration) (sent time.Time, er
 	case <-ctx.Done():
 		return time.Time{}, ctx.Err()
 	}
+	l.renewed.Store(true)
 	sent = time.Now()
 	ttl, cut, room := l.lease.renewalTTL(sent, ttl)
 	if !room {
@@ -253,6 +257,20 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 
 func (l *Lock) notHeld() error {
 	return fmt.Errorf("%w: %q", ErrNotHeld, l.key)
+}
+
+// asked reports whether anything has been asked of the nodes for this lock
+// since it was obtained: a renewal or Extend, or Unlock. (See try.)
+func (l *Lock) asked() bool {
+	if l.renewed.Load() {
+		return true
+	}
+	select {
+	case <-l.stop:
+		return true
+	default:
+		return false
+	}
 }
 
 func (l *Lock) isReleased() bool {

@@ -224,18 +224,26 @@ func TestRedlockFenceDoesNotRegressWhenTheNodeWithTheHighestCounterIsLost(t *tes
 	if err := first.Unlock(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
-	// Node 0's counter runs far ahead (a fast clock, say).
+	// The counters of nodes 0-2 run far ahead (fast clocks, say). Every
+	// majority includes one of them, so the next fence is that high.
 	fenceKey := "dlock:fence:{" + k + "}"
 	ahead := first.Fence() + 1_000_000_000
-	rdbs[0].Set(ctxT(t), fenceKey, ahead, time.Hour)
+	for _, i := range []int{0, 1, 2} {
+		rdbs[i].Set(ctxT(t), fenceKey, ahead, time.Hour)
+	}
 	high := mustLock(t, c, k)
 	if high.Fence() <= ahead {
-		t.Fatalf("fence %d, want above node 0's counter %d", high.Fence(), ahead)
+		t.Fatalf("fence %d, want above the counters %d", high.Fence(), ahead)
 	}
+	// Let the slowest nodes' grants land (TryLock returns once a majority
+	// granted), then release: every node's counter is raised to the fence,
+	// or will be before that node's key is free again.
+	eventually(t, "the lock is on every node", func() bool { return holders(t, rdbs, k, high.Token()) == 5 })
 	if err := high.Unlock(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
-	// Node 0 loses everything; the others must remember the high fence.
+	// A node that may have produced the high fence loses everything; the
+	// others remember it.
 	rdbs[0].FlushAll(ctxT(t))
 	next := mustLock(t, c, k)
 	if next.Fence() <= high.Fence() {
@@ -279,8 +287,14 @@ func TestRedlockUnlockIsNotHeldOnlyWithoutAQuorum(t *testing.T) {
 	nodes := startNodes(t, 5)
 	c, rdbs := newRedlock(t, nodes)
 
+	// TryLock returns once a majority granted; the test needs the lock on
+	// all five before it takes two away.
+	onAll := func(k string, l *dlock.Lock) {
+		eventually(t, "the lock is on every node", func() bool { return holders(t, rdbs, k, l.Token()) == 5 })
+	}
 	k := key(t)
 	l := mustLock(t, c, k, dlock.WithTTL(time.Minute))
+	onAll(k, l)
 	rdbs[0].Set(ctxT(t), k, "someone-else", time.Minute)
 	rdbs[1].Set(ctxT(t), k, "someone-else", time.Minute)
 	if err := l.Unlock(ctxT(t)); err != nil {
@@ -289,6 +303,7 @@ func TestRedlockUnlockIsNotHeldOnlyWithoutAQuorum(t *testing.T) {
 
 	k2 := key(t)
 	l2 := mustLock(t, c, k2, dlock.WithTTL(time.Minute))
+	onAll(k2, l2)
 	for _, i := range []int{0, 1, 2} {
 		rdbs[i].Set(ctxT(t), k2, "someone-else", time.Minute)
 	}
@@ -363,4 +378,52 @@ func TestRedlockOnTwoNodesNeedsBoth(t *testing.T) {
 	if _, err := c.TryLock(ctxT(t), key(t)); !errors.Is(err, dlock.ErrNoQuorum) {
 		t.Fatalf("TryLock with 1 of 2 nodes: %v, want ErrNoQuorum", err)
 	}
+}
+
+// A Redlock acquire does not wait for the slowest nodes once a majority has
+// granted it. A grant that comes later is part of the lock, unless an
+// Extend or Unlock has begun: then it is given back, so that a release that
+// overtook it leaves no key behind.
+func TestRedlockLateGrantsJoinTheLockOrAreGivenBack(t *testing.T) {
+	nodes := startNodes(t, 5)
+	c, rdbs := newRedlock(t, nodes)
+	opts := []dlock.Option{dlock.WithTTL(time.Hour), dlock.WithNodeTimeout(time.Minute)}
+
+	t.Run("late grant before Unlock is kept", func(t *testing.T) {
+		k := key(t)
+		nodes[4].Pause()
+		l, err := c.TryLock(ctxT(t), k, opts...) // does not wait for node 4
+		nodes[4].Resume()
+		if err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the late grant lands", func() bool { return holders(t, rdbs, k, l.Token()) == 5 })
+		if err := l.Unlock(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "every node is released", func() bool { return holders(t, rdbs, k, l.Token()) == 0 })
+	})
+
+	t.Run("late grant after Unlock is given back", func(t *testing.T) {
+		k := key(t)
+		nodes[4].Pause()
+		l, err := c.TryLock(ctxT(t), k, opts...)
+		if err != nil {
+			nodes[4].Resume()
+			t.Fatal(err)
+		}
+		if err := l.Unlock(ctxT(t)); err != nil { // a majority is enough
+			nodes[4].Resume()
+			t.Fatal(err)
+		}
+		nodes[4].Resume() // the acquire and the release reach node 4 in either order
+		eventually(t, "no node keeps the key", func() bool {
+			for _, rdb := range rdbs {
+				if rdb.Exists(ctxT(t), k).Val() != 0 {
+					return false
+				}
+			}
+			return true
+		})
+	})
 }
