@@ -91,10 +91,12 @@
 //
 // The lock key is used as given: GET key shows the holder's token, and a key
 // set by other means (SET key v NX PX) excludes dlock and the other way
-// round. dlock keeps a fencing counter and a release channel per key, named
-// "dlock:fence:{…}" and "dlock:wake:{…}" and always in the key's cluster hash
-// slot, whatever braces the key contains; lock keys may not start with
-// "dlock:". The fencing counter expires a day after the last grant.
+// round. dlock keeps, per key, a fencing counter, a wait queue and a release
+// channel, named "dlock:fence:{…}", "dlock:queue:{…}" (with
+// "dlock:waiters:{…}", "dlock:grant:{…}:ID" and "dlock:notify:{…}") and
+// "dlock:wake:{…}", always in the key's cluster hash slot, whatever braces
+// the key contains; lock keys may not start with "dlock:". The fencing
+// counter expires a day after the last grant.
 //
 // # Contexts
 //

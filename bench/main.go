@@ -24,7 +24,7 @@ import (
 
 var (
 	duration = flag.Duration("duration", 3*time.Second, "how long each contended scenario runs")
-	cycles   = flag.Int("cycles", 5000, "lock+unlock cycles in each uncontended scenario")
+	cycles   = flag.Int("cycles", 9000, "lock+unlock cycles in each uncontended scenario")
 	out      = flag.String("out", "BENCHMARKS.md", "where to write the report")
 	chart    = flag.String("chart", "benchmarks.svg", "where to write the chart (next to the report)")
 	only     = flag.String("only", "", "run only the scenarios whose name contains this (no report is written)")
@@ -82,10 +82,10 @@ func main() {
 
 	var results []result
 	skip := func(scenario string) bool { return *only != "" && !strings.Contains(scenario, *only) }
-	// run measures each library in a scenario in interleaved rounds, so that
-	// the machine's changing load falls on all of them alike, and reports
-	// the totals.
-	run := func(scenario string, libs []locker, measure func(locker, int) result) {
+	// runRounds measures each library in a scenario in n interleaved
+	// rounds, so that the machine's changing load falls on all of them
+	// alike, and reports the totals.
+	runRounds := func(scenario string, libs []locker, n int, measure func(locker, int) result) {
 		defer func() {
 			for _, l := range libs {
 				l.close()
@@ -96,7 +96,7 @@ func main() {
 		}
 		total := make([]result, len(libs))
 		var waits = make([][]time.Duration, len(libs))
-		for round := 0; round < *rounds; round++ {
+		for round := 0; round < n; round++ {
 			for i, l := range libs {
 				r := measure(l, round)
 				total[i].scenario, total[i].lib = scenario, l.name
@@ -116,10 +116,17 @@ func main() {
 				r.scenario, r.lib, r.perSec(), r.p50, r.p99, r.maxW, r.errors, r.note)
 		}
 	}
+	run := func(scenario string, libs []locker, measure func(locker, int) result) {
+		runRounds(scenario, libs, *rounds, measure)
+	}
 	per := *duration / time.Duration(*rounds)
-	n := max(*cycles / *rounds, 1)
+	// Uncontended cycles are short and compared with the raw floor, whose
+	// margin is a few percent: they are interleaved ten times as finely,
+	// so that a second of outside load cannot fall on one library alone.
+	fine := 10 * *rounds
+	n := max(*cycles/fine, 1)
 
-	run("uncontended, 1 node", append([]locker{rawFloor(addr)}, single()...), func(l locker, _ int) result {
+	runRounds("uncontended, 1 node", append([]locker{rawFloor(addr)}, single()...), fine, func(l locker, _ int) result {
 		return uncontended(l, n)
 	})
 	for _, g := range []int{16, 64} {
@@ -132,7 +139,7 @@ func main() {
 	run("64 keys, 64 goroutines", single(), func(l locker, _ int) result {
 		return contended(l, 64, 0, per, true)
 	})
-	run("Redlock 5 nodes, uncontended", []locker{dlockLocker(all), redsyncLocker(all)}, func(l locker, _ int) result {
+	runRounds("Redlock 5 nodes, uncontended", []locker{dlockLocker(all), redsyncLocker(all)}, fine, func(l locker, _ int) result {
 		return uncontended(l, n)
 	})
 	run("Redlock 5 nodes, hot key, 16 g, 1ms CS", []locker{dlockLocker(all), redsyncLocker(all)}, func(l locker, _ int) result {
@@ -153,7 +160,7 @@ func uncontended(l locker, n int) result {
 	key := fmt.Sprintf("bench:%s:%d", l.name, time.Now().UnixNano())
 	var r result
 	// Warm up: connections, scripts.
-	for i := 0; i < 100; i++ {
+	for i := 0; i < 20; i++ {
 		if unlock, err := l.lock(ctx, key); err == nil {
 			_ = unlock()
 		}

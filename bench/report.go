@@ -23,8 +23,11 @@ func writeReport(path, chartName string, results []result) error {
 	fmt.Fprintf(&b, "and waits in its own way: dlock in its FIFO queue (Redlock: notifications), bsm/redislock retrying every 1 ms,\n")
 	fmt.Fprintf(&b, "redsync retrying every 1 ms (its default is 50-250 ms) without giving up, rueidislock through client-side-caching\n")
 	fmt.Fprintf(&b, "invalidations with one key per lock. CS is the critical section (a sleep while holding the lock); wait is the\n")
-	fmt.Fprintf(&b, "time a lock call took. Each scenario runs every library in %d interleaved rounds, so that the machine's\n", *rounds)
-	fmt.Fprintf(&b, "changing load falls on all alike; still, numbers move by 10-30%% between runs on a shared 2-core machine.\n\n")
+	fmt.Fprintf(&b, "time a lock call took. Each contended scenario runs every library in %d interleaved rounds, and each\n", *rounds)
+	fmt.Fprintf(&b, "uncontended one in %d rounds of %d cycles, so that the machine's changing load falls on all alike; still,\n", 10**rounds, max(*cycles/(10**rounds), 1))
+	fmt.Fprintf(&b, "numbers move by 10-30%% between runs on a shared 2-core machine. For the uncontended single-node cycle,\n")
+	fmt.Fprintf(&b, "`go test -run '^$' -bench VsRawFloor .` in the repository root is steadier: it interleaves the raw floor,\n")
+	fmt.Fprintf(&b, "the fenced floor (SET NX PX and a fence in one script, nothing else) and dlock every 100 cycles.\n\n")
 	fmt.Fprintf(&b, "![throughput and p99 wait](%s)\n\n", chartName)
 
 	scenario := ""
