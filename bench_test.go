@@ -69,6 +69,17 @@ func BenchmarkVsRawFloor(b *testing.B) {
 			b.Fatal(n, err)
 		}
 	}
+	dlockCycle := func(lock func(context.Context, string, ...dlock.Option) (*dlock.Lock, error)) func() {
+		return func() {
+			l, err := lock(ctx, kLock)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := l.Unlock(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
 	contenders := []struct {
 		name  string
 		cycle func()
@@ -85,24 +96,8 @@ func BenchmarkVsRawFloor(b *testing.B) {
 			}
 			release(fenced[0])
 		}},
-		{"dlock", func() {
-			l, err := c.TryLock(ctx, kLock)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := l.Unlock(ctx); err != nil {
-				b.Fatal(err)
-			}
-		}},
-		{"dlock-Lock", func() {
-			l, err := c.Lock(ctx, kLock)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := l.Unlock(ctx); err != nil {
-				b.Fatal(err)
-			}
-		}},
+		{"dlock", dlockCycle(c.TryLock)},
+		{"dlock-Lock", dlockCycle(c.Lock)},
 	}
 	const block = 100
 	total := make([]time.Duration, len(contenders))

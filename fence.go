@@ -1,7 +1,5 @@
 package dlock
 
-import "time"
-
 // Fencing tokens
 //
 // A lock with a TTL cannot stop a holder that has stopped running: a GC
@@ -24,7 +22,7 @@ import "time"
 // in the same atomic step that sets the lock key. While the counter survives,
 // fences grow by at least one per grant. The counter can be lost: a restart
 // without persistence, FLUSHALL, a failover to a replica that never received
-// it, or its own expiry (fenceRetention). Then the next fence is the server's
+// it, or its own expiry (below). Then the next fence is the server's
 // clock, which is above every earlier fence as long as
 //
 //   - the clock of the server that issues it has not gone back behind the
@@ -41,13 +39,9 @@ import "time"
 //
 // The fence is a number of the order of 10^15 and fits an int64 (and a
 // float64 without loss) for the next 250 years.
-
-// fenceRetention returns how long a fencing counter outlives the grant that
-// last wrote it: a day, or twice the TTL when that is longer. Without an
-// expiry a counter would stay forever for every key ever locked. Losing it
-// is safe: the next fence comes from the server clock, which has moved on by
-// at least this much since the counter was written, far more than any clock
-// step the counter could have been covering.
-func fenceRetention(ttl time.Duration) time.Duration {
-	return max(24*time.Hour, 2*ttl)
-}
+//
+// The counter is kept for a day after the grant that last wrote it
+// (scripts/prelude.lua): without an expiry it would stay forever for every
+// key ever locked. Losing it is safe: the next fence comes from the server
+// clock, which has moved on by a day since the counter was written, far
+// more than any clock step the counter could have been covering.
