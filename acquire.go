@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -276,14 +275,12 @@ func (c *Client) try(ctx context.Context, key string, o options, listens bool) (
 	// time: any later majority shares a node with it, which is all the
 	// fence argument needs (redlock.go), so a late grant's fence need not
 	// be looked at.
-	var (
-		heldMu sync.Mutex
-		held   *Lock
-	)
+	var held *Lock                 // the lock, once obtained
+	decided := make(chan struct{}) // closed when try returns; held is final then
+	defer close(decided)
 	late := func(n *node, g grant, err error) {
-		heldMu.Lock()
+		<-decided // runs in its own goroutine; try returns right after the fan-out
 		l := held
-		heldMu.Unlock()
 		if err == nil && g.ok && l != nil && !l.asked() {
 			return
 		}
@@ -307,11 +304,8 @@ func (c *Client) try(ctx context.Context, key string, o options, listens bool) (
 				fence = max(fence, a.v.fence)
 			}
 		}
-		l := newLock(c, nm, token, fence, o, sent, o.ttl)
-		heldMu.Lock()
-		held = l
-		heldMu.Unlock()
-		return l, 0, nil
+		held = newLock(c, nm, token, fence, o, sent, o.ttl)
+		return held, 0, nil
 	}
 
 	// Not obtained. Give the lock back on every node that may hold our

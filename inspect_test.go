@@ -71,6 +71,7 @@ func TestRedlockInspectAndAttach(t *testing.T) {
 	c, rdbs := newRedlock(t, nodes)
 	k := key(t)
 	l := mustLock(t, c, k, dlock.WithTTL(time.Minute))
+	onEveryNode(t, rdbs, l)
 	rdbs[0].Set(ctxT(t), k, "someone-else", time.Minute) // a minority disagrees
 	st, err := c.Inspect(ctxT(t), k)
 	if err != nil || !st.Held || st.Fence < l.Fence() {

@@ -174,9 +174,9 @@ func holderTTL(v any) time.Duration {
 }
 
 // release deletes the key if it holds token, raises its fencing counter to at
-// least fence (when fence > 0), and hands
-// the lock to the first live waiter, or else announces it free. It reports
-// whether the key held the token.
+// least fence (when fence > 0), and hands the lock to the first live waiter,
+// or else announces it free to those who listen. It reports whether the key
+// held the token.
 //
 // It is always a script, even where DELEX exists: the delete and the
 // hand-off to the next waiter must be one atomic step, or a newcomer could

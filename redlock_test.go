@@ -57,6 +57,14 @@ func holders(t *testing.T, rdbs []*redis.Client, key, value string) int {
 	return n
 }
 
+// onEveryNode waits until l is held on every node. A Redlock acquire
+// returns once a majority granted it; tests that then take the lock away
+// from some nodes need it on all of them first.
+func onEveryNode(t *testing.T, rdbs []*redis.Client, l *dlock.Lock) {
+	t.Helper()
+	eventually(t, "the lock is on every node", func() bool { return holders(t, rdbs, l.Key(), l.Token()) == len(rdbs) })
+}
+
 func TestRedlockMutualExclusionAndIncreasingFences(t *testing.T) {
 	nodes := startNodes(t, 5)
 	var clients []*dlock.Client
@@ -224,6 +232,16 @@ func TestRedlockFenceDoesNotRegressWhenTheNodeWithTheHighestCounterIsLost(t *tes
 	if err := first.Unlock(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
+	// Unlock returns once a majority released; wait for the rest (and for
+	// late grants given back), so that the next lock can be on every node.
+	eventually(t, "the first lock is gone from every node", func() bool {
+		for _, rdb := range rdbs {
+			if rdb.Exists(ctxT(t), k).Val() != 0 {
+				return false
+			}
+		}
+		return true
+	})
 	// The counters of nodes 0-2 run far ahead (fast clocks, say). Every
 	// majority includes one of them, so the next fence is that high.
 	fenceKey := "dlock:fence:{" + k + "}"
@@ -235,10 +253,10 @@ func TestRedlockFenceDoesNotRegressWhenTheNodeWithTheHighestCounterIsLost(t *tes
 	if high.Fence() <= ahead {
 		t.Fatalf("fence %d, want above the counters %d", high.Fence(), ahead)
 	}
-	// Let the slowest nodes' grants land (TryLock returns once a majority
-	// granted), then release: every node's counter is raised to the fence,
-	// or will be before that node's key is free again.
-	eventually(t, "the lock is on every node", func() bool { return holders(t, rdbs, k, high.Token()) == 5 })
+	// Let the slowest nodes' grants land, then release: every node's
+	// counter is raised to the fence, or will be before that node's key is
+	// free again.
+	onEveryNode(t, rdbs, high)
 	if err := high.Unlock(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
@@ -287,14 +305,9 @@ func TestRedlockUnlockIsNotHeldOnlyWithoutAQuorum(t *testing.T) {
 	nodes := startNodes(t, 5)
 	c, rdbs := newRedlock(t, nodes)
 
-	// TryLock returns once a majority granted; the test needs the lock on
-	// all five before it takes two away.
-	onAll := func(k string, l *dlock.Lock) {
-		eventually(t, "the lock is on every node", func() bool { return holders(t, rdbs, k, l.Token()) == 5 })
-	}
 	k := key(t)
 	l := mustLock(t, c, k, dlock.WithTTL(time.Minute))
-	onAll(k, l)
+	onEveryNode(t, rdbs, l)
 	rdbs[0].Set(ctxT(t), k, "someone-else", time.Minute)
 	rdbs[1].Set(ctxT(t), k, "someone-else", time.Minute)
 	if err := l.Unlock(ctxT(t)); err != nil {
@@ -303,7 +316,7 @@ func TestRedlockUnlockIsNotHeldOnlyWithoutAQuorum(t *testing.T) {
 
 	k2 := key(t)
 	l2 := mustLock(t, c, k2, dlock.WithTTL(time.Minute))
-	onAll(k2, l2)
+	onEveryNode(t, rdbs, l2)
 	for _, i := range []int{0, 1, 2} {
 		rdbs[i].Set(ctxT(t), k2, "someone-else", time.Minute)
 	}
@@ -397,7 +410,7 @@ func TestRedlockLateGrantsJoinTheLockOrAreGivenBack(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "the late grant lands", func() bool { return holders(t, rdbs, k, l.Token()) == 5 })
+		onEveryNode(t, rdbs, l) // the late grant lands and joins
 		if err := l.Unlock(ctxT(t)); err != nil {
 			t.Fatal(err)
 		}
