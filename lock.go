@@ -17,8 +17,7 @@ import (
 // never release or extend a lock that someone else holds.
 type Lock struct {
 	c        *Client
-	key      string
-	names    *lockNames // derived from key
+	names    *lockNames // the key and the names derived from it
 	token    string
 	fence    int64
 	ttl      time.Duration // the lease asked for at acquire, and by renewals
@@ -45,7 +44,7 @@ var errNoRoom = fmt.Errorf("%w: no room left to extend", ErrMaxHold)
 // valid from then (the TTL, for a fresh grant).
 func newLock(c *Client, nm *lockNames, token string, fence int64, o options, sent time.Time, valid time.Duration) *Lock {
 	l := &Lock{
-		c: c, key: nm.key, names: nm, token: token, fence: fence, ttl: o.ttl, acquired: sent,
+		c: c, names: nm, token: token, fence: fence, ttl: o.ttl, acquired: sent,
 		timeout:  o.nodeTimeoutFor(len(c.nodes)),
 		lease:    newLease(sent, valid, o),
 		renewing: make(chan struct{}, 1),
@@ -64,7 +63,7 @@ func newLock(c *Client, nm *lockNames, token string, fence int64, o options, sen
 }
 
 // Key returns the locked key.
-func (l *Lock) Key() string { return l.key }
+func (l *Lock) Key() string { return l.names.key }
 
 // Token returns this acquisition's random owner token: the value stored at
 // the key while the lock is held (160 bits from crypto/rand, URL-safe
@@ -93,7 +92,7 @@ func (l *Lock) Context() context.Context { return leaseContext{l.lease.watch().c
 
 // String describes the lock for logs without revealing its token.
 func (l *Lock) String() string {
-	return fmt.Sprintf("dlock.Lock{key=%q fence=%d token=%s}", l.key, l.fence, redact(l.token))
+	return fmt.Sprintf("dlock.Lock{key=%q fence=%d token=%s}", l.Key(), l.fence, redact(l.token))
 }
 
 // redact keeps the first few characters of a token, enough to tell tokens
@@ -120,7 +119,7 @@ func (l *Lock) Unlock(ctx context.Context) (err error) {
 	}
 	if l.c.observing() {
 		defer func() {
-			l.c.observe(Event{Kind: EventRelease, Key: l.key, Fence: l.fence, Held: time.Since(l.acquired), Err: err})
+			l.c.observe(Event{Kind: EventRelease, Key: l.Key(), Fence: l.fence, Held: time.Since(l.acquired), Err: err})
 		}()
 	}
 	l.stopOnce.Do(func() { close(l.stop) })
@@ -193,7 +192,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 // a time, and returns when the successful request was sent.
 func (l *Lock) renew(ctx context.Context, ttl time.Duration) (sent time.Time, err error) {
 	if l.c.observing() {
-		defer func() { l.c.observe(Event{Kind: EventRenew, Key: l.key, Fence: l.fence, Err: err}) }()
+		defer func() { l.c.observe(Event{Kind: EventRenew, Key: l.Key(), Fence: l.fence, Err: err}) }()
 	}
 	select {
 	case l.renewing <- struct{}{}:
@@ -209,7 +208,7 @@ func (l *Lock) renew(ctx context.Context, ttl time.Duration) (sent time.Time, er
 	}
 	// Extended on a quorum is extended: the others are not waited for.
 	answers := fanoutUntil(l.c, ctx, l.c.nodes, l.timeout, "extend",
-		func(ctx context.Context, n *node) (bool, error) { return n.extend(ctx, l.key, l.token, ttl) }, nil,
+		func(ctx context.Context, n *node) (bool, error) { return n.extend(ctx, l.Key(), l.token, ttl) }, nil,
 		l.c.quorum(), func(ok bool) bool { return ok })
 	extended, notHeld, failures := tally(answers, func(ok bool) bool { return ok })
 	switch {
@@ -217,7 +216,7 @@ func (l *Lock) renew(ctx context.Context, ttl time.Duration) (sent time.Time, er
 		// Only an extension confirmed within the current validity
 		// counts: past it, someone else may have had the lock meanwhile.
 		if !time.Now().Before(l.lease.validUntil()) {
-			return sent, fmt.Errorf("%w: %q", ErrLeaseExpired, l.key)
+			return sent, fmt.Errorf("%w: %q", ErrLeaseExpired, l.Key())
 		}
 		l.lease.renewed(sent, ttl, cut)
 		return sent, nil
@@ -243,7 +242,7 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 		return 0, l.notHeld()
 	}
 	answers := fanout(l.c, ctx, l.c.nodes, l.timeout, "ttl",
-		func(ctx context.Context, n *node) (keyState, error) { return n.inspect(ctx, l.key) }, nil)
+		func(ctx context.Context, n *node) (keyState, error) { return n.inspect(ctx, l.Key()) }, nil)
 	d, held, notHeld, failures := l.c.majorityTTL(answers, l.token)
 	switch {
 	case held:
@@ -256,7 +255,7 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 }
 
 func (l *Lock) notHeld() error {
-	return fmt.Errorf("%w: %q", ErrNotHeld, l.key)
+	return fmt.Errorf("%w: %q", ErrNotHeld, l.Key())
 }
 
 // asked reports whether anything has been asked of the nodes for this lock

@@ -102,8 +102,8 @@ func (c *Client) watchLoss(l *Lock) {
 	}
 	context.AfterFunc(l.lease.watch().ctx, func() {
 		if cause := context.Cause(l.lease.ctx); errors.Is(cause, ErrLost) {
-			c.observe(Event{Kind: EventLost, Key: l.key, Fence: l.fence, Err: cause})
-			c.warn("dlock: lock lost", slog.String("key", l.key), slog.Int64("fence", l.fence), slog.String("cause", cause.Error()))
+			c.observe(Event{Kind: EventLost, Key: l.Key(), Fence: l.fence, Err: cause})
+			c.warn("dlock: lock lost", slog.String("key", l.Key()), slog.Int64("fence", l.fence), slog.String("cause", cause.Error()))
 		}
 	})
 }

@@ -190,7 +190,7 @@ func (l *Lock) watchdog(stop <-chan struct{}) {
 			return // the lease ends at the ceiling, or has ended
 		case err != nil:
 			// Try again soon, while the lease lasts.
-			l.c.warn("dlock: renewal failed; retrying while the lease lasts", slog.String("key", l.key), slog.Int64("fence", l.fence), slog.Any("err", err))
+			l.c.warn("dlock: renewal failed; retrying while the lease lasts", slog.String("key", l.Key()), slog.Int64("fence", l.fence), slog.Any("err", err))
 			timer.Reset(retryDelay(interval/4, -1))
 		default:
 			timer.Reset(time.Until(sent.Add(interval)))
