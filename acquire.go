@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"strings"
 	"time"
 )
@@ -59,7 +60,12 @@ func (c *Client) TryLock(ctx context.Context, key string, opts ...Option) (*Lock
 // Lock obtains the lock on key, waiting as long as it takes or until ctx
 // ends. When ctx ends first, the error matches both ErrNotObtained and
 // ctx.Err(); when the Client is closed, both ErrNotObtained and ErrClosed. A
-// Redis failure ends the wait at once with a *NodeError.
+// Redis failure ends the wait at once with a *NodeError. With Redlock, a
+// failure ends it (with a *QuorumError) only once a majority is out of
+// reach: more than a minority of nodes failed outright (refused the
+// connection, answered with an error). Nodes that are only slow, answering
+// after the node timeout, are waited for like a holder; if ctx ends first,
+// the error also carries the last attempt's *QuorumError.
 //
 // Waiting costs no polling. On one node the waiter joins a FIFO queue kept
 // in Redis, and the holder's release hands it the lock directly, in arrival
@@ -82,10 +88,11 @@ func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (l *Lock,
 		return c.lockQueued(ctx, key, o, &contended)
 	}
 	l, pttl, err := c.try(ctx, key, o, true)
-	if err == nil || !isContended(ctx, err) {
+	if err == nil || !c.mayWait(ctx, err) {
 		return l, err
 	}
 	contended = true
+	last := err // the last attempt's error
 
 	wait := minRetryWait
 	// Subscribe before the next attempt, so that a release between that
@@ -117,9 +124,15 @@ confirmed:
 	}
 	for {
 		l, pttl, err = c.try(ctx, key, o, true)
-		if err == nil || !isContended(ctx, err) {
-			return l, err
+		switch {
+		case err == nil:
+			return l, nil
+		case ctx.Err() != nil:
+			return nil, gaveUp(ctx.Err(), last)
+		case !c.mayWait(ctx, err):
+			return nil, err
 		}
+		last = err
 		timer.Reset(retryDelay(wait, pttl)) // go1.23 timers: no stale tick survives Reset
 		select {
 		case <-wake:
@@ -141,11 +154,22 @@ confirmed:
 		}
 		switch {
 		case ctx.Err() != nil:
-			return nil, notObtained(ctx.Err())
+			return nil, gaveUp(ctx.Err(), last)
 		case c.closed.Load():
-			return nil, notObtained(ErrClosed)
+			return nil, gaveUp(ErrClosed, last)
 		}
 	}
+}
+
+// gaveUp is Lock's error when it stops waiting for cause (an ended context,
+// ErrClosed): it matches ErrNotObtained and cause, and, when the last attempt
+// failed for want of a majority of nodes rather than because the lock was
+// taken, that attempt's *QuorumError too.
+func gaveUp(cause, last error) error {
+	if errors.Is(last, ErrNoQuorum) {
+		return fmt.Errorf("%w: %w (last attempt: %w)", ErrNotObtained, cause, last)
+	}
+	return notObtained(cause)
 }
 
 // Do runs fn while holding the lock on key: it waits for the lock like Lock
@@ -214,6 +238,38 @@ func (c doContext) Deadline() (time.Time, bool) {
 // waiting may help), as opposed to an ended context or a failure.
 func isContended(ctx context.Context, err error) bool {
 	return errors.Is(err, ErrNotObtained) && ctx.Err() == nil
+}
+
+// mayWait reports whether Lock should wait and try again after err: someone
+// else holds the lock, or (Redlock) no majority answered but one still can.
+// Nodes that were only slow (no answer within the node timeout) may answer
+// next time, as may the nodes that said "taken"; nodes that failed outright
+// (refused the connection, answered with an error) are counted as down, and
+// once more than a minority is down no majority is possible: Lock then
+// returns the *QuorumError at once rather than wait for nodes to come back.
+func (c *Client) mayWait(ctx context.Context, err error) bool {
+	if isContended(ctx, err) {
+		return true
+	}
+	var qe *QuorumError
+	if ctx.Err() != nil || !errors.As(err, &qe) {
+		return false
+	}
+	down := 0
+	for _, e := range qe.Errs {
+		if !isSlow(e) {
+			down++
+		}
+	}
+	return down <= len(c.nodes)-c.quorum()
+}
+
+// isSlow reports whether a node's error only says that it did not answer
+// in time.
+func isSlow(err error) bool {
+	var ne net.Error
+	return errors.Is(err, errNodeTimeout) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.As(err, &ne) && ne.Timeout()
 }
 
 // retryDelay returns how long a waiter sleeps when no notification comes:

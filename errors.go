@@ -27,7 +27,9 @@ var (
 	// ErrNoQuorum means a Redlock operation could not get a majority of
 	// nodes to answer: too many were unreachable, timed out or failed. The
 	// error is a *QuorumError, which lists each node's error. It is never
-	// returned for contention (ErrNotObtained) or loss (ErrNotHeld).
+	// returned for contention (ErrNotObtained) or loss (ErrNotHeld), but a
+	// Lock that waited until its context ended matches it alongside
+	// ErrNotObtained when its last attempt failed for want of a majority.
 	ErrNoQuorum = errors.New("dlock: no quorum")
 
 	// ErrNoReplicaAck means a grant was not acknowledged by as many replicas

@@ -26,7 +26,8 @@ func TestManyClientsNeverOverlapAndFencesIncrease(t *testing.T) {
 // checkExclusion runs each client in its own goroutine through rounds of
 // Lock, critical section, Unlock on one key, and fails the test if two are
 // ever inside at once, if a fence does not grow, or if a grant is missing.
-func checkExclusion(t *testing.T, clients []*dlock.Client, rounds int) {
+// opts are given to every Lock.
+func checkExclusion(t *testing.T, clients []*dlock.Client, rounds int, opts ...dlock.Option) {
 	t.Helper()
 	k := key(t)
 	var (
@@ -41,7 +42,7 @@ func checkExclusion(t *testing.T, clients []*dlock.Client, rounds int) {
 		go func() {
 			defer wg.Done()
 			for r := 0; r < rounds; r++ {
-				l, err := c.Lock(ctxT(t), k, dlock.WithTTL(time.Minute))
+				l, err := c.Lock(ctxT(t), k, append([]dlock.Option{dlock.WithTTL(time.Minute)}, opts...)...)
 				if err != nil {
 					t.Error(err)
 					return

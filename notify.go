@@ -26,11 +26,14 @@ import (
 type subscriber struct {
 	n *node
 
-	mu     sync.Mutex
-	closed bool
-	shared *redis.PubSub // standalone; nil until the first watch
-	chans  map[string]*watched
-	loops  sync.WaitGroup // receive loops, one per PubSub
+	mu      sync.Mutex
+	closed  bool
+	shared  *redis.PubSub // standalone; nil until the first watch
+	chans   map[string]*watched
+	open    map[*redis.PubSub]struct{} // every PubSub not yet closed
+	ops     []func()                   // subscription changes not yet sent, in order
+	sending bool                       // a goroutine is sending ops
+	loops   sync.WaitGroup             // receive loops, one per PubSub, and the sender
 }
 
 // watched is one subscribed channel and the waiters interested in it.
@@ -49,7 +52,7 @@ type waiter struct {
 }
 
 func newSubscriber(n *node) *subscriber {
-	return &subscriber{n: n, chans: make(map[string]*watched)}
+	return &subscriber{n: n, chans: make(map[string]*watched), open: make(map[*redis.PubSub]struct{})}
 }
 
 // watch registers c to receive a value (without blocking the sender) each
@@ -77,22 +80,68 @@ func (s *subscriber) watch(key string, c chan struct{}) (w *waiter, ready <-chan
 // subscribe starts the subscription of a new channel. Errors are not
 // returned: a failed subscription only means the waiter relies on its timer.
 // Called with s.mu held.
+//
+// Creating a PubSub without channels sends nothing, but subscribing may
+// have to open a connection, which a slow or stopped server can hold up for
+// the go-redis read timeout; so that no waiter waits for that (nor for
+// s.mu), the command is sent in the background (send).
 func (s *subscriber) subscribe(ch *watched, name string) {
 	ctx := context.Background()
+	// The receive loop starts after the PubSub's first subscription, which
+	// opens its connection: in a cluster, to the node that serves name.
+	loop := func(ps *redis.PubSub) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if !s.closed {
+			s.startLoop(ps)
+		}
+	}
 	if s.n.cluster {
-		ch.ps = s.n.rdb.SSubscribe(ctx)
-		_ = ch.ps.SSubscribe(ctx, name)
-		s.startLoop(ch.ps)
+		ps := s.n.rdb.SSubscribe(ctx)
+		ch.ps = ps
+		s.open[ps] = struct{}{}
+		s.send(func() { _ = ps.SSubscribe(ctx, name); loop(ps) })
 		return
 	}
 	first := s.shared == nil
 	if first {
 		s.shared = s.n.rdb.Subscribe(ctx)
+		s.open[s.shared] = struct{}{}
 	}
-	_ = s.shared.Subscribe(ctx, name)
-	if first {
-		s.startLoop(s.shared)
+	ps := s.shared
+	s.send(func() {
+		_ = ps.Subscribe(ctx, name)
+		if first {
+			loop(ps)
+		}
+	})
+}
+
+// send queues fn, a subscription change, to be sent after those queued
+// before it, by a goroutine that runs while there is something to send.
+// Called with s.mu held, and not once s is closed.
+func (s *subscriber) send(fn func()) {
+	s.ops = append(s.ops, fn)
+	if s.sending {
+		return
 	}
+	s.sending = true
+	s.loops.Add(1)
+	go func() {
+		defer s.loops.Done()
+		for {
+			s.mu.Lock()
+			if len(s.ops) == 0 || s.closed {
+				s.ops, s.sending = nil, false
+				s.mu.Unlock()
+				return
+			}
+			fn := s.ops[0]
+			s.ops = s.ops[1:]
+			s.mu.Unlock()
+			fn()
+		}
+	}()
 }
 
 // startLoop runs a goroutine that dispatches ps's messages until ps is
@@ -153,25 +202,31 @@ func (s *subscriber) unwatch(w *waiter) {
 	if s.closed {
 		return
 	}
-	if ch.ps != nil {
-		_ = ch.ps.Close() // ends its loop
-	} else if s.shared != nil {
-		_ = s.shared.Unsubscribe(context.Background(), w.channel)
+	if ps := ch.ps; ps != nil {
+		s.send(func() {
+			_ = ps.Close() // ends its loop
+			s.mu.Lock()
+			delete(s.open, ps)
+			s.mu.Unlock()
+		})
+	} else if ps := s.shared; ps != nil {
+		s.send(func() { _ = ps.Unsubscribe(context.Background(), w.channel) })
 	}
 }
 
-// close ends every subscription and waits for the receive loops to stop.
+// close ends every subscription and waits for the receive loops and the
+// sender to stop. A PubSub that is still opening its connection is closed
+// once that ends (bounded by the go-redis timeouts).
 func (s *subscriber) close() {
 	s.mu.Lock()
 	s.closed = true
-	if s.shared != nil {
-		_ = s.shared.Close()
-	}
-	for _, ch := range s.chans {
-		if ch.ps != nil {
-			_ = ch.ps.Close()
-		}
+	var all []*redis.PubSub
+	for ps := range s.open {
+		all = append(all, ps)
 	}
 	s.mu.Unlock()
+	for _, ps := range all {
+		_ = ps.Close()
+	}
 	s.loops.Wait()
 }

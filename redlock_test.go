@@ -3,6 +3,7 @@ package dlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -37,6 +38,9 @@ func newRedlock(t *testing.T, nodes []*redistest.Server, tune ...func(*redis.Opt
 		}
 		rdb := redis.NewClient(opts)
 		t.Cleanup(func() { rdb.Close() })
+		// Open a connection now, so that dialling it does not count
+		// against the first command's node timeout.
+		_ = rdb.Ping(context.Background()).Err()
 		rdbs = append(rdbs, rdb)
 		ucs = append(ucs, rdb)
 	}
@@ -72,7 +76,10 @@ func TestRedlockMutualExclusionAndIncreasingFences(t *testing.T) {
 		c, _ := newRedlock(t, nodes)
 		clients = append(clients, c)
 	}
-	checkExclusion(t, clients, 15)
+	// This test is about exclusion and fences, not speed: a node timeout
+	// far above the default keeps a loaded machine's pauses from failing
+	// an Unlock (TestRedlockLockWaitsForSlowNodes covers slow nodes).
+	checkExclusion(t, clients, 15, dlock.WithNodeTimeout(10*time.Second))
 }
 
 func TestRedlockWorksWithTwoOfFiveNodesDown(t *testing.T) {
@@ -130,6 +137,48 @@ func TestRedlockWithThreeOfFiveNodesDownFailsFastAndLeavesNoKey(t *testing.T) {
 		if rdbs[i].Exists(ctxT(t), k).Val() != 0 {
 			t.Errorf("live node %d kept the key", i)
 		}
+	}
+}
+
+// Nodes that are only slow are not down: Lock keeps trying until they
+// answer or its context ends (whose error then also carries the last
+// attempt's *QuorumError).
+func TestRedlockLockWaitsForSlowNodes(t *testing.T) {
+	nodes := startNodes(t, 3)
+	slow := func(o *redis.Options) { o.ReadTimeout = 30 * time.Second } // far beyond the node timeout
+	c, rdbs := newRedlock(t, nodes, slow)
+	mustLock(t, c, key(t)) // load the scripts everywhere
+	k := key(t)
+	opts := []dlock.Option{dlock.WithTTL(time.Minute), dlock.WithNodeTimeout(100 * time.Millisecond)}
+	nodes[0].Pause()
+	nodes[2].Pause()
+	defer nodes[0].Resume()
+	defer nodes[2].Resume()
+	ctx, cancel := context.WithTimeout(ctxT(t), time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err := c.Lock(ctx, k, opts...)
+	if took := time.Since(start); took >= 30*time.Second {
+		// Subscribing to a paused node's release messages must not hold
+		// the waiter up (notify.go).
+		t.Fatalf("Lock took %v: it waited for the paused nodes' read timeout", took)
+	}
+	if !errors.Is(err, dlock.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, dlock.ErrNoQuorum) {
+		t.Fatalf("Lock with 2 of 3 nodes paused: %v, want ErrNotObtained, DeadlineExceeded and ErrNoQuorum", err)
+	}
+	nodes[0].Resume()
+	nodes[2].Resume()
+	// Once they answer, Lock gets the lock, though the paused nodes run
+	// every attempt sent to them in the meantime.
+	l, err := c.Lock(ctxT(t), k, opts...)
+	if err != nil {
+		t.Fatalf("Lock after the nodes resumed: %v", err)
+	}
+	if err := l.Unlock(ctxT(t)); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+	for i, rdb := range rdbs {
+		eventually(t, fmt.Sprintf("node %d has no key left", i), func() bool { return rdb.Exists(ctxT(t), k).Val() == 0 })
 	}
 }
 
