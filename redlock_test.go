@@ -49,6 +49,18 @@ func newRedlock(t *testing.T, nodes []*redistest.Server, tune ...func(*redis.Opt
 	return c, rdbs
 }
 
+// pausableRedlock starts n masters for tests that pause some of them: the
+// go-redis read timeout is far beyond the node timeout, so that only the
+// node timeout cuts a paused node's answer short, and the scripts are
+// already loaded on every node.
+func pausableRedlock(t *testing.T, n int) ([]*redistest.Server, *dlock.Client, []*redis.Client) {
+	t.Helper()
+	nodes := startNodes(t, n)
+	c, rdbs := newRedlock(t, nodes, func(o *redis.Options) { o.ReadTimeout = 30 * time.Second })
+	mustLock(t, c, key(t))
+	return nodes, c, rdbs
+}
+
 // holders counts the nodes on which key holds value.
 func holders(t *testing.T, rdbs []*redis.Client, key, value string) int {
 	t.Helper()
@@ -144,10 +156,7 @@ func TestRedlockWithThreeOfFiveNodesDownFailsFastAndLeavesNoKey(t *testing.T) {
 // answer or its context ends (whose error then also carries the last
 // attempt's *QuorumError).
 func TestRedlockLockWaitsForSlowNodes(t *testing.T) {
-	nodes := startNodes(t, 3)
-	slow := func(o *redis.Options) { o.ReadTimeout = 30 * time.Second } // far beyond the node timeout
-	c, rdbs := newRedlock(t, nodes, slow)
-	mustLock(t, c, key(t)) // load the scripts everywhere
+	nodes, c, rdbs := pausableRedlock(t, 3)
 	k := key(t)
 	opts := []dlock.Option{dlock.WithTTL(time.Minute), dlock.WithNodeTimeout(100 * time.Millisecond)}
 	nodes[0].Pause()
@@ -183,10 +192,7 @@ func TestRedlockLockWaitsForSlowNodes(t *testing.T) {
 }
 
 func TestRedlockStalledNodeCostsAtMostTheNodeTimeout(t *testing.T) {
-	nodes := startNodes(t, 5)
-	slow := func(o *redis.Options) { o.ReadTimeout = 30 * time.Second } // far beyond the node timeout
-	c, rdbs := newRedlock(t, nodes, slow)
-	mustLock(t, c, key(t)) // load the scripts everywhere
+	nodes, c, rdbs := pausableRedlock(t, 5)
 	k := key(t)
 	nodes[2].Pause()
 	start := time.Now()
@@ -211,9 +217,7 @@ func TestRedlockStalledNodeCostsAtMostTheNodeTimeout(t *testing.T) {
 }
 
 func TestRedlockLateGrantOfAFailedAcquireIsReleased(t *testing.T) {
-	nodes := startNodes(t, 5)
-	c, rdbs := newRedlock(t, nodes, func(o *redis.Options) { o.ReadTimeout = 30 * time.Second })
-	mustLock(t, c, key(t))
+	nodes, c, rdbs := pausableRedlock(t, 5)
 	k := key(t)
 	for _, i := range []int{0, 1} {
 		rdbs[i].Set(ctxT(t), k, "someone-else", time.Minute)
