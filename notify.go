@@ -31,9 +31,11 @@ type subscriber struct {
 	shared  *redis.PubSub // standalone; nil until the first watch
 	chans   map[string]*watched
 	open    map[*redis.PubSub]struct{} // every PubSub not yet closed
-	ops     []func()                   // subscription changes not yet sent, in order
-	sending bool                       // a goroutine is sending ops
-	loops   sync.WaitGroup             // receive loops, one per PubSub, and the sender
+	ctx     context.Context            // of the subscription commands; ended by close
+	cancel  context.CancelFunc
+	ops     []func()       // subscription changes not yet sent, in order
+	sending bool           // a goroutine is sending ops
+	loops   sync.WaitGroup // receive loops, one per PubSub, and the sender
 }
 
 // watched is one subscribed channel and the waiters interested in it.
@@ -52,7 +54,9 @@ type waiter struct {
 }
 
 func newSubscriber(n *node) *subscriber {
-	return &subscriber{n: n, chans: make(map[string]*watched), open: make(map[*redis.PubSub]struct{})}
+	s := &subscriber{n: n, chans: make(map[string]*watched), open: make(map[*redis.PubSub]struct{})}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	return s
 }
 
 // watch registers c to receive a value (without blocking the sender) each
@@ -86,7 +90,7 @@ func (s *subscriber) watch(key string, c chan struct{}) (w *waiter, ready <-chan
 // the go-redis read timeout; so that no waiter waits for that (nor for
 // s.mu), the command is sent in the background (send).
 func (s *subscriber) subscribe(ch *watched, name string) {
-	ctx := context.Background()
+	ctx := s.ctx
 	// The receive loop starts after the PubSub's first subscription, which
 	// opens its connection: in a cluster, to the node that serves name.
 	loop := func(ps *redis.PubSub) {
@@ -210,7 +214,7 @@ func (s *subscriber) unwatch(w *waiter) {
 			s.mu.Unlock()
 		})
 	} else if ps := s.shared; ps != nil {
-		s.send(func() { _ = ps.Unsubscribe(context.Background(), w.channel) })
+		s.send(func() { _ = ps.Unsubscribe(s.ctx, w.channel) })
 	}
 }
 
@@ -220,6 +224,7 @@ func (s *subscriber) unwatch(w *waiter) {
 func (s *subscriber) close() {
 	s.mu.Lock()
 	s.closed = true
+	s.cancel() // ends dialling
 	var all []*redis.PubSub
 	for ps := range s.open {
 		all = append(all, ps)

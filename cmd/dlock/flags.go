@@ -57,6 +57,10 @@ func acquireFailed(stderr io.Writer, key string, err error, conflict int) int {
 	case errors.Is(err, context.Canceled):
 		fmt.Fprintf(stderr, "dlock: interrupted while waiting for %q\n", key)
 		return 130
+	case errors.Is(err, dlock.ErrNotObtained) && errors.Is(err, dlock.ErrNoQuorum):
+		// The wait ran out while too few Redlock nodes answered in time.
+		fmt.Fprintf(stderr, "dlock: cannot lock %q: no majority of nodes answered before the wait ended: %v\n", key, err)
+		return exitRedis
 	case errors.Is(err, dlock.ErrNotObtained):
 		fmt.Fprintf(stderr, "dlock: %q is held by someone else (not obtained)\n", key)
 		return conflict

@@ -410,3 +410,24 @@ func TestRedissURLWithPasswordWorksAndIsNotEchoed(t *testing.T) {
 		t.Fatalf("status with a wrong password: %v\n%s", err, out)
 	}
 }
+
+// With Redlock, a wait that runs out while too few nodes answer is a Redis
+// failure (69), not contention (75).
+func TestRedlockWaitWithoutAMajorityIsUnavailable(t *testing.T) {
+	var args []string
+	var nodes []*redistest.Server
+	for i := 0; i < 3; i++ {
+		s := redistest.Start(t)
+		nodes = append(nodes, s)
+		args = append(args, "--redis", "redis://"+s.Addr())
+	}
+	nodes[0].Pause()
+	defer nodes[0].Resume()
+	nodes[2].Pause()
+	defer nodes[2].Resume()
+	args = append([]string{"run", "--key", key(t), "--wait", "1s", "--node-timeout", "100ms"}, args...)
+	code, _, stderr := run(t, append(args, "--", "true")...)
+	if code != exitRedis || !strings.Contains(stderr, "no majority") {
+		t.Fatalf("exit %d (%q), want %d and a word on the majority", code, stderr, exitRedis)
+	}
+}
