@@ -11,9 +11,13 @@ import (
 	"github.com/dlock-go/dlock"
 )
 
-// addr is the Redis server the examples use; the tests point it at a server
-// they start.
-var addr = "127.0.0.1:6379"
+// addr is the Redis server the examples use, and redlockAddrs the three
+// independent masters of the Redlock example; the tests point them at
+// servers they start.
+var (
+	addr         = "127.0.0.1:6379"
+	redlockAddrs = []string{"127.0.0.1:6380", "127.0.0.1:6381", "127.0.0.1:6382"}
+)
 
 func ExampleClient_TryLock() {
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
@@ -134,4 +138,77 @@ func ExampleLock_Context() {
 	// Output:
 	// import done
 	// after Unlock: dlock: released
+}
+
+// With several independent masters, every call runs Redlock: the lock is
+// held once a majority granted it, and its fence still only grows.
+func ExampleNew_redlock() {
+	var masters []redis.UniversalClient
+	for _, a := range redlockAddrs {
+		rdb := redis.NewClient(&redis.Options{Addr: a})
+		defer rdb.Close()
+		masters = append(masters, rdb)
+	}
+	locks := dlock.New(masters...) // three masters: a majority is two
+	defer locks.Close()
+	ctx := context.Background()
+
+	// Each master's answer is waited for at most the node timeout (50 ms
+	// by default); a first call also opens the connections, so allow more.
+	lock, err := locks.TryLock(ctx, "lock:invoice:77", dlock.WithTTL(10*time.Second), dlock.WithNodeTimeout(time.Second))
+	var qe *dlock.QuorumError
+	switch {
+	case errors.Is(err, dlock.ErrNotObtained):
+		fmt.Println("someone else holds it")
+		return
+	case errors.As(err, &qe):
+		fmt.Printf("only %d of %d masters answered: %v\n", qe.OK, qe.Nodes, err)
+		return
+	case err != nil:
+		fmt.Println(err)
+		return
+	}
+	defer lock.Unlock(ctx)
+
+	// The lease: TTL minus the time the grants took, minus clock drift.
+	deadline, _ := lock.Context().Deadline()
+	fmt.Println("held with a fence:", lock.Fence() > 0, "- valid for under 10s:", time.Until(deadline) < 10*time.Second)
+	// Output: held with a fence: true - valid for under 10s: true
+}
+
+// Inspect shows a lock without its token; Attach takes over a lock obtained
+// elsewhere (another process, `dlock lock` in a shell script) from its key
+// and token, here to release it.
+func ExampleClient_Attach() {
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	locks := dlock.New(rdb)
+	defer locks.Close()
+	ctx := context.Background()
+
+	lock, err := locks.TryLock(ctx, "lock:backup", dlock.WithTTL(time.Minute))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	token := lock.Token() // handed to the other process, a secret
+
+	st, err := locks.Inspect(ctx, "lock:backup")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("held:", st.Held, "- same fence:", st.Fence == lock.Fence(), "- holder shown in full:", st.Holder == token)
+
+	other, err := locks.Attach(ctx, "lock:backup", token)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("released by the other process:", other.Unlock(ctx))
+	fmt.Println("the first Lock no longer holds it:", errors.Is(lock.Unlock(ctx), dlock.ErrNotHeld))
+	// Output:
+	// held: true - same fence: true - holder shown in full: false
+	// released by the other process: <nil>
+	// the first Lock no longer holds it: true
 }

@@ -29,8 +29,21 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	addr = shared.Addr() // for the examples
+	var masters []*redistest.Server
+	for i := 0; i < 3; i++ { // for the Redlock example
+		s, err := redistest.Spawn()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		masters = append(masters, s)
+		redlockAddrs[i] = s.Addr()
+	}
 	code := m.Run()
 	shared.Close()
+	for _, s := range masters {
+		s.Close()
+	}
 	if code == 0 {
 		// Every test closes what it opens; anything still running now is
 		// a goroutine dlock failed to stop.
