@@ -91,7 +91,7 @@ func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (l *Lock,
 	if err == nil || !c.mayWait(ctx, err) {
 		return l, err
 	}
-	contended = true
+	contended = isContended(ctx, err)
 	last := err // the last attempt's error
 
 	wait := minRetryWait
@@ -132,6 +132,7 @@ confirmed:
 		case !c.mayWait(ctx, err):
 			return nil, err
 		}
+		contended = contended || isContended(ctx, err)
 		last = err
 		timer.Reset(retryDelay(wait, pttl)) // go1.23 timers: no stale tick survives Reset
 		select {

@@ -66,7 +66,7 @@ var (
 type NodeError struct {
 	Node string // the node's address, without credentials
 	Op   string // what dlock was doing: "acquire", "release", "extend", "ttl", "subscribe"
-	Err  error
+	Err  error  // the go-redis error, or that no answer came within the node timeout
 }
 
 // Error names the node, the operation and the cause.

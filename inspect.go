@@ -10,7 +10,7 @@ import (
 
 // Status is what Inspect sees of a lock key.
 type Status struct {
-	Key string
+	Key string // the lock's key
 	// Held reports whether a majority of nodes (the one node, on a single
 	// node) hold the key with the same value, whoever set it.
 	Held bool

@@ -48,13 +48,13 @@ func (k EventKind) String() string {
 // Event is one observation of a lock's life, given to the Client's Observer.
 // It never carries the token.
 type Event struct {
-	Kind      EventKind
-	Key       string
+	Kind      EventKind     // what happened
+	Key       string        // the lock's key
 	Fence     int64         // 0 when no lock was obtained
-	Wait      time.Duration // EventAcquire
-	Held      time.Duration // EventRelease
-	Contended bool          // EventAcquire
-	Err       error
+	Wait      time.Duration // EventAcquire: how long the call took
+	Held      time.Duration // EventRelease: time since the grant
+	Contended bool          // EventAcquire: the lock was held by someone else, so the call waited
+	Err       error         // nil on success; otherwise the call's error, or the loss's cause
 }
 
 // An Observer receives Events. It is called synchronously from the

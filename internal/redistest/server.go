@@ -32,7 +32,7 @@ const startTimeout = 15 * time.Second
 
 // Server is one redis-server process.
 type Server struct {
-	Port int
+	Port int         // the loopback port it listens on
 	Dir  string      // working directory: logs, RDB/AOF files, cluster config
 	args []string    // extra configuration, as redis-server command-line options
 	TLS  *tls.Config // when set, the server speaks only TLS on Port

@@ -55,7 +55,7 @@ func StartReplica(tb testing.TB, master *Server, args ...string) *Server {
 // Cluster is a Redis Cluster of masters only, each owning an equal share of
 // the 16384 slots.
 type Cluster struct {
-	Servers []*Server
+	Servers []*Server // the masters
 }
 
 // StartCluster starts a cluster of n masters and waits until every node

@@ -4,19 +4,20 @@ import "sort"
 
 // Result is one scenario's figures.
 type Result struct {
-	Scenario string  `json:"scenario"`
-	Mode     string  `json:"mode"`
-	Clients  int     `json:"clients"`
-	Seconds  float64 `json:"seconds"`
+	Scenario string  `json:"scenario"` // the scenario's name
+	Mode     string  `json:"mode"`     // "single" or "redlock"
+	Clients  int     `json:"clients"`  // client processes
+	Seconds  float64 `json:"seconds"`  // how long the clients ran
 
-	Attempts int            `json:"attempts"`
-	Grants   int            `json:"grants"`
-	Errors   map[string]int `json:"errors"`
+	Attempts int            `json:"attempts"` // acquisitions tried
+	Grants   int            `json:"grants"`   // acquisitions that obtained the lock
+	Errors   map[string]int `json:"errors"`   // failed attempts by kind (not_obtained, no_quorum, node, …)
 
 	// Overlaps counts pairs of grants to different clients whose holding
 	// intervals (grant to release or loss notice) overlap in real time.
 	Overlaps int `json:"overlaps"`
-	// Fenced writes as the resource decided them.
+	// Accepted counts the writes the fenced resource accepted;
+	// StaleRejected, those it refused because a newer fence had written.
 	Accepted      int `json:"accepted"`
 	StaleRejected int `json:"stale_rejected"`
 	// StaleAccepted counts accepted writes made under a grant older than
@@ -31,8 +32,6 @@ type Result struct {
 	// told before the lease could have expired on the server.
 	LossNotices int `json:"loss_notices"`
 	LossOnTime  int `json:"loss_on_time"`
-
-	Note string `json:"note,omitempty"`
 }
 
 // OK reports whether the hard assertions hold.

@@ -14,15 +14,15 @@ import (
 // object a line on its standard output). Times are wall-clock nanoseconds:
 // every process runs on this machine, so they share the clock.
 type Event struct {
-	Kind   string `json:"k"` // attempt, grant, release, lost, error
-	Client int    `json:"c"`
-	Fence  int64  `json:"f,omitempty"`
+	Kind   string `json:"k"`           // attempt, grant, release, lost, error
+	Client int    `json:"c"`           // the client's ID
+	Fence  int64  `json:"f,omitempty"` // grant, release, write: the grant's fence
 	Sent   int64  `json:"s,omitempty"` // grant: when the acquire request was sent
 	// Expiry is, for a grant, the earliest moment the server can let the
 	// key expire: the end of the holder's lease estimate plus its drift
 	// margin. A loss notice by then is in time.
 	Expiry int64  `json:"e,omitempty"`
-	At     int64  `json:"t"`
+	At     int64  `json:"t"`           // when it happened (wall clock, ns)
 	Detail string `json:"d,omitempty"` // error kind, loss cause, release result
 }
 

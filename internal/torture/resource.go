@@ -25,10 +25,10 @@ type Resource struct {
 
 // Write is one write the resource decided.
 type Write struct {
-	Client   int
-	Fence    int64
+	Client   int   // the writer's ID
+	Fence    int64 // the writer's fence
 	Grant    int64 // the writer's grant time (wall clock, ns): which grant it wrote under
-	Accepted bool
+	Accepted bool  // whether the resource took it
 	At       int64 // wall clock, ns
 }
 

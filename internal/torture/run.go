@@ -21,8 +21,8 @@ type Config struct {
 	Exe      string        // the dlock binary, re-executed as the clients
 	Clients  int           // client processes per scenario
 	Duration time.Duration // per scenario
-	TTL      time.Duration
-	Hold     time.Duration
+	TTL      time.Duration // the clients' lock TTL
+	Hold     time.Duration // how long a client holds the lock each time
 	// OnEvent, if set, receives every client event as it arrives (for
 	// metrics).
 	OnEvent func(Event)
@@ -40,11 +40,11 @@ func Full(exe string) Config {
 
 // Scenario is a fault pattern, run in one or both modes.
 type Scenario struct {
-	Name  string
+	Name  string   // short, for the report's first column
 	Modes []string // "single" (one master, maybe with a replica), "redlock" (five masters)
 	What  string   // what it does, for the report
-	// Setup adjusts the servers' options; Nemesis injects faults while the
-	// clients run, and must undo them before the run ends.
+	// ServerArgs are extra redis-server options; Nemesis injects faults
+	// while the clients run, and must undo them before the run ends.
 	ServerArgs []string
 	Replica    bool // single mode: a replica behind its own proxy
 	ReplicaAck int  // clients ask for this many replica acknowledgements
@@ -55,11 +55,11 @@ type Scenario struct {
 // client processes.
 type Env struct {
 	Cfg          Config
-	Mode         string
-	Servers      []*redistest.Server
-	Proxies      []*Proxy // one per server; clients connect to these
-	Replica      *redistest.Server
-	ReplicaProxy *Proxy // the replica's link to the master
+	Mode         string              // "single" or "redlock"
+	Servers      []*redistest.Server // the masters
+	Proxies      []*Proxy            // one per server; clients connect to these
+	Replica      *redistest.Server   // single mode with Scenario.Replica
+	ReplicaProxy *Proxy              // the replica's link to the master
 	workers      []*exec.Cmd
 
 	mu     sync.Mutex

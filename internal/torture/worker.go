@@ -16,14 +16,14 @@ import (
 
 // WorkerConfig is what a client process is told to do.
 type WorkerConfig struct {
-	ID         int
-	Redis      []string // node addresses (the proxies)
-	Resource   string
-	Key        string
-	TTL        time.Duration
-	Hold       time.Duration
-	Duration   time.Duration
-	ReplicaAck int // replicas that must acknowledge a grant (0: none)
+	ID         int           // the client's ID in the history
+	Redis      []string      // node addresses (the proxies)
+	Resource   string        // the fenced resource's address
+	Key        string        // the lock key
+	TTL        time.Duration // the lock's TTL
+	Hold       time.Duration // how long each hold lasts
+	Duration   time.Duration // how long to keep going
+	ReplicaAck int           // replicas that must acknowledge a grant (0: none)
 }
 
 // RunWorker loops until cfg.Duration has passed: obtain the lock, write to
