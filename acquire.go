@@ -93,6 +93,17 @@ func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (l *Lock,
 	}
 	contended = isContended(ctx, err)
 	last := err // the last attempt's error
+	warned := false
+	slowNodes := func(err error) {
+		if !warned && errors.Is(err, ErrNoQuorum) {
+			// Said once per call: a Lock without a deadline could
+			// otherwise wait for slow nodes in silence.
+			warned = true
+			c.warn("dlock: Lock is waiting for a majority of nodes to answer",
+				slog.String("key", key), slog.Any("err", err))
+		}
+	}
+	slowNodes(err)
 
 	wait := minRetryWait
 	// Subscribe before the next attempt, so that a release between that
@@ -133,6 +144,7 @@ confirmed:
 			return nil, err
 		}
 		contended = contended || isContended(ctx, err)
+		slowNodes(err)
 		last = err
 		timer.Reset(retryDelay(wait, pttl)) // go1.23 timers: no stale tick survives Reset
 		select {

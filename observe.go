@@ -114,7 +114,8 @@ type observerSlot = atomic.Pointer[Observer]
 // SetLogger makes the Client log, through l, the few things worth a log
 // line that no caller is there to see: a background renewal that failed, a
 // lock lost while held, a cleanup (the release of a grant nobody waited
-// for) that failed. Default: no logging. Lines carry the key and fence,
+// for) that failed, a Redlock Lock that waits for slow nodes to answer
+// (once per call). Default: no logging. Lines carry the key and fence,
 // never the token.
 func (c *Client) SetLogger(l *slog.Logger) { c.logger.Store(l) }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -157,6 +159,8 @@ func TestRedlockWithThreeOfFiveNodesDownFailsFastAndLeavesNoKey(t *testing.T) {
 // attempt's *QuorumError).
 func TestRedlockLockWaitsForSlowNodes(t *testing.T) {
 	nodes, c, rdbs := pausableRedlock(t, 3)
+	var logs syncBuffer
+	c.SetLogger(slog.New(slog.NewTextHandler(&logs, nil)))
 	k := key(t)
 	opts := []dlock.Option{dlock.WithTTL(time.Minute), dlock.WithNodeTimeout(100 * time.Millisecond)}
 	nodes[0].Pause()
@@ -174,6 +178,9 @@ func TestRedlockLockWaitsForSlowNodes(t *testing.T) {
 	}
 	if !errors.Is(err, dlock.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, dlock.ErrNoQuorum) {
 		t.Fatalf("Lock with 2 of 3 nodes paused: %v, want ErrNotObtained, DeadlineExceeded and ErrNoQuorum", err)
+	}
+	if n := strings.Count(logs.String(), "waiting for a majority"); n != 1 {
+		t.Fatalf("the wait for slow nodes was logged %d times, want once:\n%s", n, logs.String())
 	}
 	nodes[0].Resume()
 	nodes[2].Resume()
