@@ -46,8 +46,9 @@
 // validity = TTL - elapsed - drift, release on every node after a failed
 // attempt, extension only with a majority, and fences that stay increasing
 // across nodes. Too few nodes answering is ErrNoQuorum (a *QuorumError
-// naming each failed node), never ErrNotObtained; Lock waits through slow
-// nodes, and returns it once too many failed outright. redlock.go has the
+// naming each failed node), not ErrNotObtained. Lock waits through slow
+// nodes (if its context ends first, its error matches both) and returns
+// ErrNoQuorum once too many nodes failed outright. redlock.go has the
 // algorithm and the fence argument; the README says when to use it.
 //
 // # Observability and tokens
