@@ -64,8 +64,10 @@ func (c *Client) TryLock(ctx context.Context, key string, opts ...Option) (*Lock
 // failure ends it (with a *QuorumError) only once a majority is out of
 // reach: more than a minority of nodes failed outright (refused the
 // connection, answered with an error). Nodes that are only slow, answering
-// after the node timeout, are waited for like a holder; if ctx ends first,
-// the error also carries the last attempt's *QuorumError.
+// after the node timeout, are waited for like a holder; so is, for the few
+// seconds go-redis spends retrying a refused connection before reporting
+// it, a node that just went down. If ctx ends first, the error also carries
+// the last attempt's *QuorumError.
 //
 // Waiting costs no polling. On one node the waiter joins a FIFO queue kept
 // in Redis, and the holder's release hands it the lock directly, in arrival
