@@ -427,7 +427,8 @@ func TestRedlockRenewalDoAndWaiting(t *testing.T) {
 func TestRedlockMaxHoldAndLoss(t *testing.T) {
 	nodes := startNodes(t, 3)
 	c, rdbs := newRedlock(t, nodes)
-	l := mustLock(t, c, key(t), dlock.WithTTL(200*time.Millisecond), dlock.WithAutoRenew(), dlock.WithMaxHold(600*time.Millisecond))
+	l := mustLock(t, c, key(t), dlock.WithTTL(time.Second), dlock.WithAutoRenew(), dlock.WithMaxHold(2500*time.Millisecond),
+		dlock.WithNodeTimeout(500*time.Millisecond)) // room for a loaded machine's pauses
 	if cause := waitDone(t, l.Context(), "max hold"); cause != dlock.ErrMaxHold {
 		t.Fatalf("cause = %v, want ErrMaxHold", cause)
 	}
