@@ -62,7 +62,7 @@ func New(o Options) *Metrics {
 	return &Metrics{
 		classify: o.Classify,
 		acquires: prometheus.NewCounterVec(prometheus.CounterOpts{Name: name("acquires_total"),
-			Help: "Lock acquisitions by result: obtained, contended (held by someone else, or the wait ended), error."}, []string{"lock", "result"}),
+			Help: "Lock acquisitions by result: obtained, contended (held by someone else, or the wait ended), error (Redis failed, or too few Redlock nodes answered)."}, []string{"lock", "result"}),
 		wait: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name("acquire_wait_seconds"),
 			Help: "How long TryLock, Lock and Do took to obtain the lock or give up.", Buckets: o.Buckets}, []string{"lock", "result"}),
 		renewals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: name("renewals_total"),
@@ -83,6 +83,10 @@ func (m *Metrics) Observe(e dlock.Event) {
 	case dlock.EventAcquire:
 		result := "obtained"
 		switch {
+		case errors.Is(e.Err, dlock.ErrNoQuorum):
+			// Also a Lock whose wait ended while too few Redlock
+			// nodes answered: the nodes, not a holder, kept it out.
+			result = "error"
 		case errors.Is(e.Err, dlock.ErrNotObtained):
 			result = "contended"
 		case e.Err != nil:

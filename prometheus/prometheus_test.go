@@ -3,6 +3,7 @@ package prometheus_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -48,7 +49,7 @@ func TestMetricsCountTheLockLifecycle(t *testing.T) {
 	}
 
 	want := `
-# HELP dlock_acquires_total Lock acquisitions by result: obtained, contended (held by someone else, or the wait ended), error.
+# HELP dlock_acquires_total Lock acquisitions by result: obtained, contended (held by someone else, or the wait ended), error (Redis failed, or too few Redlock nodes answered).
 # TYPE dlock_acquires_total counter
 dlock_acquires_total{lock="order",result="contended"} 1
 dlock_acquires_total{lock="order",result="obtained"} 1
@@ -67,5 +68,28 @@ dlock_renewals_total{lock="order",result="ok"} 1
 	}
 	if problems, err := testutil.CollectAndLint(m); err != nil || len(problems) > 0 {
 		t.Fatal(problems, err)
+	}
+}
+
+// A wait that ended while too few Redlock nodes answered is an error, not
+// contention, though its error matches ErrNotObtained too.
+func TestAWaitWithoutAQuorumIsAnError(t *testing.T) {
+	m := dlockprom.New(dlockprom.Options{})
+	qe := &dlock.QuorumError{OK: 1, Nodes: 3, Quorum: 2}
+	for _, err := range []error{
+		fmt.Errorf("%w: %w (last attempt: %w)", dlock.ErrNotObtained, context.DeadlineExceeded, qe),
+		qe,
+	} {
+		m.Observe(dlock.Event{Kind: dlock.EventAcquire, Key: "k", Err: err})
+	}
+	m.Observe(dlock.Event{Kind: dlock.EventAcquire, Key: "k", Err: dlock.ErrNotObtained})
+	want := `
+# HELP dlock_acquires_total Lock acquisitions by result: obtained, contended (held by someone else, or the wait ended), error (Redis failed, or too few Redlock nodes answered).
+# TYPE dlock_acquires_total counter
+dlock_acquires_total{lock="",result="contended"} 1
+dlock_acquires_total{lock="",result="error"} 2
+`
+	if err := testutil.CollectAndCompare(m, strings.NewReader(want), "dlock_acquires_total"); err != nil {
+		t.Fatal(err)
 	}
 }
