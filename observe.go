@@ -87,7 +87,7 @@ func (c *Client) observeAcquire(key string, start time.Time, l *Lock, contended 
 	if !c.observing() {
 		return
 	}
-	e := Event{Kind: EventAcquire, Key: key, Wait: time.Since(start), Contended: contended || errors.Is(err, ErrNotObtained), Err: err}
+	e := Event{Kind: EventAcquire, Key: key, Wait: time.Since(start), Contended: contended || errors.Is(err, ErrNotObtained) && !errors.Is(err, ErrNoQuorum), Err: err}
 	if l != nil {
 		e.Fence = l.fence
 	}
