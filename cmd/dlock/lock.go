@@ -83,7 +83,7 @@ func lockMain(args []string, stdout, stderr io.Writer) int {
 	if *key == "" {
 		return usageError(stderr, "lock: --key is required")
 	}
-	c, _, closeAll, err := rf.connect()
+	c, _, closeAll, err := rf.connect(stderr)
 	if err != nil {
 		return usageError(stderr, "%v", err)
 	}
@@ -152,7 +152,7 @@ func tokenCommand(name, help string, args []string, stdout, stderr io.Writer, ac
 	case len(fs.Args()) > 0:
 		return usageError(stderr, "%s: unexpected arguments %q", name, fs.Args())
 	}
-	c, _, closeAll, err := rf.connect()
+	c, _, closeAll, err := rf.connect(stderr)
 	if err != nil {
 		return usageError(stderr, "%v", err)
 	}

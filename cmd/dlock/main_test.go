@@ -412,7 +412,8 @@ func TestRedissURLWithPasswordWorksAndIsNotEchoed(t *testing.T) {
 }
 
 // With Redlock, a wait that runs out while too few nodes answer is a Redis
-// failure (69), not contention (75).
+// failure (69), not contention (75), and the wait itself is reported on
+// stderr while it lasts.
 func TestRedlockWaitWithoutAMajorityIsUnavailable(t *testing.T) {
 	var args []string
 	var nodes []*redistest.Server
@@ -429,5 +430,8 @@ func TestRedlockWaitWithoutAMajorityIsUnavailable(t *testing.T) {
 	code, _, stderr := run(t, append(args, "--", "true")...)
 	if code != exitRedis || !strings.Contains(stderr, "no majority") {
 		t.Fatalf("exit %d (%q), want %d and a word on the majority", code, stderr, exitRedis)
+	}
+	if !strings.Contains(stderr, "waiting for a majority of nodes") {
+		t.Fatalf("the wait for slow nodes was not reported while it lasted: %q", stderr)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/url"
 	"os"
 	"strings"
@@ -51,9 +53,10 @@ func (r *redisFlags) list() []string {
 	return []string{defaultRedis}
 }
 
-// connect builds go-redis clients for the URLs and a dlock Client over them.
-// close closes all of it. Errors never show a URL's password.
-func (r *redisFlags) connect() (c *dlock.Client, rdbs []*redis.Client, close func(), err error) {
+// connect builds go-redis clients for the URLs and a dlock Client over them,
+// which logs its warnings (a failed renewal, a Redlock wait for slow nodes)
+// to stderr. close closes all of it. Errors never show a URL's password.
+func (r *redisFlags) connect(stderr io.Writer) (c *dlock.Client, rdbs []*redis.Client, close func(), err error) {
 	var ucs []redis.UniversalClient
 	for _, u := range r.list() {
 		opts, err := redis.ParseURL(u)
@@ -69,6 +72,15 @@ func (r *redisFlags) connect() (c *dlock.Client, rdbs []*redis.Client, close fun
 		ucs = append(ucs, rdb)
 	}
 	c = dlock.New(ucs...)
+	c.SetLogger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{
+		Level: slog.LevelWarn,
+		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			if len(groups) == 0 && (a.Key == slog.TimeKey || a.Key == slog.LevelKey) {
+				return slog.Attr{} // a command's stderr, not a log file
+			}
+			return a
+		},
+	})))
 	return c, rdbs, func() {
 		c.Close()
 		for _, rdb := range rdbs {

@@ -77,7 +77,7 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	if *nodeTimout != 0 {
 		opts = append(opts, dlock.WithNodeTimeout(*nodeTimout))
 	}
-	c, _, closeAll, err := rf.connect()
+	c, _, closeAll, err := rf.connect(stderr)
 	if err != nil {
 		return usageError(stderr, "%v", err)
 	}

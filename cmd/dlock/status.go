@@ -68,7 +68,7 @@ func statusMain(args []string, stdout, stderr io.Writer) int {
 		return usageError(stderr, "status: give exactly one KEY")
 	}
 	key := fs.Arg(0)
-	c, _, closeAll, err := rf.connect()
+	c, _, closeAll, err := rf.connect(stderr)
 	if err != nil {
 		return usageError(stderr, "%v", err)
 	}
@@ -119,7 +119,7 @@ func lsMain(args []string, stdout, stderr io.Writer) int {
 	if *limit <= 0 {
 		return usageError(stderr, "ls: --limit must be positive")
 	}
-	c, rdbs, closeAll, err := rf.connect()
+	c, rdbs, closeAll, err := rf.connect(stderr)
 	if err != nil {
 		return usageError(stderr, "%v", err)
 	}
