@@ -280,11 +280,10 @@ func (c *Client) mayWait(ctx context.Context, err error) bool {
 }
 
 // isSlow reports whether a node's error only says that it did not answer
-// in time.
+// in time: the node timeout, or the go-redis client's own read timeout.
 func isSlow(err error) bool {
 	var ne net.Error
-	return errors.Is(err, errNodeTimeout) || errors.Is(err, context.DeadlineExceeded) ||
-		errors.As(err, &ne) && ne.Timeout()
+	return errors.Is(err, errNodeTimeout) || errors.As(err, &ne) && ne.Timeout()
 }
 
 // retryDelay returns how long a waiter sleeps when no notification comes:
