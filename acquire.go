@@ -69,13 +69,22 @@ func (c *Client) TryLock(ctx context.Context, key string, opts ...Option) (*Lock
 // it, a node that just went down. If ctx ends first, the error also carries
 // the last attempt's *QuorumError.
 //
-// Waiting costs no polling. On one node the waiter joins a FIFO queue kept
-// in Redis, and the holder's release hands it the lock directly, in arrival
-// order (queue.go); a waiter that dies or gives up is skipped within about a
-// second. With Redlock, a waiter subscribes to the key's release
-// notifications and tries again when one arrives (after a random pause), or,
-// as a fallback, when the holder's TTL has run out or a jittered timer
-// fires; there, fairness is best-effort.
+// Waiting costs no polling and no connection per waiter. On one node the
+// waiter joins a FIFO queue kept in Redis, and the holder's release hands it
+// the lock directly, in arrival order, through the Client's one
+// subscription connection (queue.go); a waiter that gives up leaves the
+// line before Lock returns, and one whose process died is skipped within
+// about a second. With Redlock (or WithReplicaAck), one waiter per Client
+// and key at a time listens for the key's release notifications and tries
+// again when one arrives, or, as a fallback, when the holder's TTL has run
+// out or a jittered timer fires; the Client's other waiters on that key
+// wait their turn behind it. There, fairness is best-effort.
+//
+// A Lock whose context has no deadline waits as long as it takes: bound it
+// with context.WithTimeout for a bounded wait (other libraries' "retry N
+// times"). WithNodeTimeout bounds each call to Redis, on one node too: a
+// node that does not answer within it ends a single-node wait with a
+// *NodeError.
 func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (l *Lock, err error) {
 	start := time.Now()
 	contended := false
@@ -84,16 +93,27 @@ func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (l *Lock,
 	if err != nil {
 		return nil, err
 	}
-	if len(c.nodes) == 1 && o.replicas == 0 {
-		// The wait script takes a free lock at once, like TryLock, and
-		// queues otherwise: no separate first attempt.
-		return c.lockQueued(ctx, key, o, &contended)
-	}
-	l, pttl, err := c.try(ctx, key, o, true)
+	notified := len(c.nodes) > 1 || o.replicas > 0
+	l, pttl, err := c.try(ctx, key, o, notified)
 	if err == nil || !c.mayWait(ctx, err) {
 		return l, err
 	}
 	contended = isContended(ctx, err)
+	if !notified {
+		return c.waitQueued(ctx, c.names.get(key), o)
+	}
+	return c.waitNotified(ctx, key, o, pttl, err, &contended)
+}
+
+// waitNotified is Lock's wait with Redlock or WithReplicaAck, after a first
+// attempt that failed with err (the holder's TTL pttl): the waiter waits for
+// a release message from any node, or a jittered timer, and tries again.
+//
+// Only one of a Client's waiters on a key at a time (the gate's holder)
+// listens and tries; the others wait their turn in the gate, in arrival
+// order, without a word to Redis. So a release wakes at most one waiter
+// per Client, not every waiter into a round on every node.
+func (c *Client) waitNotified(ctx context.Context, key string, o options, pttl time.Duration, err error, contended *bool) (*Lock, error) {
 	last := err // the last attempt's error
 	warned := false
 	slowNodes := func(err error) {
@@ -106,37 +126,37 @@ func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (l *Lock,
 		}
 	}
 	slowNodes(err)
+	turn, err := c.gates.enter(ctx, c.done, key)
+	if err != nil {
+		return nil, gaveUp(err, last)
+	}
+	defer turn.leave()
 
-	wait := minRetryWait
 	// Subscribe before the next attempt, so that a release between that
 	// attempt and the wait below is not missed. With several nodes, a
 	// release on any of them wakes the waiter.
 	wake := make(chan struct{}, 1)
-	timer := time.NewTimer(retryDelay(wait, pttl))
-	defer timer.Stop()
-	var readies []<-chan struct{}
+	readies := make([]<-chan struct{}, 0, len(c.nodes))
 	for _, n := range c.nodes {
-		w, ready, err := n.sub.watch(key, wake)
-		if err != nil {
-			return nil, notObtained(err)
-		}
-		defer n.sub.unwatch(w)
+		w, ready := n.sub.watch(wakeChannel(key), func(payload string) {
+			if payload == "released" {
+				select {
+				case wake <- struct{}{}:
+				default: // a wake-up is already pending
+				}
+			}
+		})
+		defer w.cancel()
 		readies = append(readies, ready)
 	}
-	confirm := time.NewTimer(wait) // past this, the retry timer covers
-	defer confirm.Stop()
-confirmed:
-	for _, ready := range readies {
-		select {
-		case <-ready:
-		case <-confirm.C:
-			break confirmed
-		case <-ctx.Done():
-			break confirmed
-		}
-	}
+	wait := minRetryWait
+	confirmed(ctx, readies, wait) // past this, the retry timer covers
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	<-timer.C
+	split := false // the last attempt split the nodes with another waiter
 	for {
-		l, pttl, err = c.try(ctx, key, o, true)
+		l, pttl2, err := c.try(ctx, key, o, true)
 		switch {
 		case err == nil:
 			return l, nil
@@ -145,16 +165,18 @@ confirmed:
 		case !c.mayWait(ctx, err):
 			return nil, err
 		}
-		contended = contended || isContended(ctx, err)
+		pttl = pttl2
+		*contended = *contended || isContended(ctx, err)
 		slowNodes(err)
 		last = err
+		split = errors.Is(err, errSplit)
 		timer.Reset(retryDelay(wait, pttl)) // go1.23 timers: no stale tick survives Reset
 		select {
 		case <-wake:
-			if len(c.nodes) > 1 {
-				// Redlock: every waiter hears every release at once; a
-				// random pause keeps them from splitting the nodes
-				// between them again.
+			if split {
+				// Another Client's waiter woke with us last time and
+				// the nodes were split between us: a random pause
+				// keeps us from splitting them again.
 				timer.Reset(rand.N(minRetryWait))
 				select {
 				case <-timer.C:
@@ -175,6 +197,29 @@ confirmed:
 		}
 	}
 }
+
+// confirmed waits until every ready is closed, for at most d or until ctx
+// ends.
+func confirmed(ctx context.Context, readies []<-chan struct{}, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for _, ready := range readies {
+		select {
+		case <-ready:
+		case <-t.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// errSplit marks a Redlock attempt that some nodes granted while a
+// majority was taken: another waiter tried at the same moment.
+var (
+	errSplit            = errors.New("the nodes were split between waiters")
+	errNotObtainedSplit = fmt.Errorf("%w (%w)", ErrNotObtained, errSplit)
+)
 
 // gaveUp is Lock's error when it stops waiting for cause (an ended context,
 // ErrClosed): it matches ErrNotObtained and cause, and, when the last attempt
@@ -415,6 +460,9 @@ func (c *Client) try(ctx context.Context, key string, o options, listens bool) (
 		// the lock is of no use and may be someone else's by now.
 		return nil, 0, notObtained(ErrLeaseExpired)
 	case taken > len(c.nodes)-c.quorum():
+		if granted > 0 {
+			return nil, holderTTL, errNotObtainedSplit
+		}
 		return nil, holderTTL, ErrNotObtained
 	}
 	return nil, 0, c.undecided(ctx, granted, failures)

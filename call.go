@@ -6,7 +6,9 @@ import (
 )
 
 // await runs op and returns its result, or ctx's error as soon as ctx ends,
-// whichever comes first.
+// whichever comes first. left reports that op is still running and that
+// abandoned will receive its result; when ctx has ended before op could
+// start, await returns ctx's error with left false (nothing was sent).
 //
 // go-redis ignores context deadlines unless the client was built with
 // ContextTimeoutEnabled, and even then cannot take back a command the server
@@ -17,13 +19,14 @@ import (
 // lock the server granted after the caller gave up is released, instead of
 // blocking everyone for a TTL. The goroutine belongs to the Client, whose
 // Close waits for it.
-func await[T any](c *Client, ctx context.Context, op func(context.Context) (T, error), abandoned func(T, error)) (T, error) {
+func await[T any](c *Client, ctx context.Context, op func(context.Context) (T, error), abandoned func(T, error)) (v T, err error, left bool) {
 	if ctx.Done() == nil { // cannot end: no goroutine needed
-		return op(ctx)
+		v, err = op(ctx)
+		return v, err, false
 	}
 	var zero T
 	if err := ctx.Err(); err != nil {
-		return zero, err
+		return zero, err, false
 	}
 	type result struct {
 		v   T
@@ -48,16 +51,16 @@ func await[T any](c *Client, ctx context.Context, op func(context.Context) (T, e
 	})
 	select {
 	case r := <-done:
-		return r.v, r.err
+		return r.v, r.err, false
 	case <-ctx.Done():
 		mu.Lock()
 		defer mu.Unlock()
 		select {
 		case r := <-done: // the answer came in time after all
-			return r.v, r.err
+			return r.v, r.err, false
 		default:
 		}
 		gone = true
-		return zero, ctx.Err()
+		return zero, ctx.Err(), true
 	}
 }

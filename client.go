@@ -30,6 +30,8 @@ type Client struct {
 	observer observerSlot                // see observe.go
 	logger   atomic.Pointer[slog.Logger] // see observe.go
 	names    namesCache                  // see keys.go
+	groups   groups                      // waiters by key, single node (queue.go)
+	gates    gates                       // notified waiters by key (gate.go)
 
 	bgMu       sync.Mutex     // guards background.Add against Close's Wait
 	background sync.WaitGroup // goroutines started by spawn while not closed
@@ -117,18 +119,33 @@ func (c *Client) usable() error {
 // closed (a held Lock can still be unlocked), the goroutine is not waited
 // for; it ends with its Redis call.
 func (c *Client) spawn(fn func()) {
-	c.bgMu.Lock()
-	tracked := !c.closed.Load()
-	if tracked {
-		c.background.Add(1)
-	}
-	c.bgMu.Unlock()
+	done, tracked := c.hold()
 	go func() {
 		if tracked {
-			defer c.background.Done()
+			defer done()
 		}
 		fn()
 	}()
+}
+
+// hold registers work that Close must wait for; done ends it. ok is false
+// (and nothing is registered) once the Client is closed.
+func (c *Client) hold() (done func(), ok bool) {
+	c.bgMu.Lock()
+	defer c.bgMu.Unlock()
+	if c.closed.Load() {
+		return nil, false
+	}
+	c.background.Add(1)
+	return c.background.Done, true
+}
+
+// bind returns a context that ends with ctx or, with cause ErrClosed, when
+// the Client is closed; unbind releases it.
+func (c *Client) bind(ctx context.Context) (_ context.Context, unbind func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(c.ctx, func() { cancel(ErrClosed) })
+	return ctx, func() { stop(); cancel(nil) }
 }
 
 // cleanup runs fn in the background on a fresh context: for work that must

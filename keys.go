@@ -27,49 +27,58 @@ import (
 // Derived key prefixes. They contain no braces, so they never affect slots.
 const (
 	fencePrefix   = "dlock:fence:"   // fencing counter: the last fence issued for the key
-	wakePrefix    = "dlock:wake:"    // pub/sub channel: published when the key is freed
-	notifyPrefix  = "dlock:notify:"  // exists while someone waits for the wake channel's message
+	wakePrefix    = "dlock:wake:"    // pub/sub channel: releases and hand-offs of the key
+	notifyPrefix  = "dlock:notify:"  // exists while someone waits for the wake channel's "released"
 	queuePrefix   = "dlock:queue:"   // wait queue: waiter ids by the server time they queued
-	waitersPrefix = "dlock:waiters:" // waiter id -> "token ttl alive_until seq"
-	grantPrefix   = "dlock:grant:"   // + ":" + waiter id: a waiter's grant list (BLPOP)
+	waitersPrefix = "dlock:waiters:" // waiters, their groups' signs of life, the last grant (prelude.lua)
 )
 
 // fenceKey returns the key of the lock key's fencing counter.
 func fenceKey(key string) string { return derive(fencePrefix, key) }
 
-// wakeChannel returns the pub/sub channel that announces the lock key's release.
+// wakeChannel returns the pub/sub channel that announces the lock key's
+// releases and hand-offs.
 func wakeChannel(key string) string { return derive(wakePrefix, key) }
 
 // notifyKey returns the key that tells the release script someone listens
 // on the wake channel (see notifyWindow).
 func notifyKey(key string) string { return derive(notifyPrefix, key) }
 
-// queueKeys returns the keys of the lock key's wait queue: the queue, the
-// waiters' data, and the prefix of the waiters' grant lists (the prefix is
-// followed by a waiter id after the hash tag, so every grant list shares the
-// lock key's slot).
-func queueKeys(key string) (queue, waiters, grants string) {
-	return derive(queuePrefix, key), derive(waitersPrefix, key), derive(grantPrefix, key) + ":"
+// queueKeys returns the keys of the lock key's wait queue: the queue and
+// the waiters' data.
+func queueKeys(key string) (queue, waiters string) {
+	return derive(queuePrefix, key), derive(waitersPrefix, key)
 }
 
-// lockNames are the names dlock derives from one lock key, built once per
-// acquisition attempt or waiter and reused by every script it runs.
+// lockNames are the names dlock derives from one lock key, built once and
+// reused by every script it runs; each script's KEYS are a slice of them.
 type lockNames struct {
 	key string
-	// keys are the KEYS of the acquire and release scripts: the lock key,
-	// its fencing counter, wait queue, waiters, and notify key.
-	keys   []string
-	grants string // prefix of the waiters' grant lists
-	wake   string // the release channel
+	// all holds the lock key, its fencing counter, wait queue, waiters
+	// and notify key, in that order.
+	all  [5]string
+	wake string // the wake channel
 }
 
+// acquireKeys are the acquire script's KEYS: lock, fence, queue, notify.
+func (nm *lockNames) acquireKeys() []string {
+	return []string{nm.all[0], nm.all[1], nm.all[2], nm.all[4]}
+}
+
+// releaseKeys are the release script's KEYS: all five.
+func (nm *lockNames) releaseKeys() []string { return nm.all[:] }
+
+// queueKeys are the KEYS of the scripts that work the queue (join,
+// keepalive, leave): lock, fence, queue, waiters.
+func (nm *lockNames) queueKeys() []string { return nm.all[:4] }
+
 func namesOf(key string) *lockNames {
-	queue, waiters, grants := queueKeys(key)
-	return &lockNames{key: key, keys: []string{key, fenceKey(key), queue, waiters, notifyKey(key)}, grants: grants, wake: wakeChannel(key)}
+	queue, waiters := queueKeys(key)
+	return &lockNames{key: key, all: [5]string{key, fenceKey(key), queue, waiters, notifyKey(key)}, wake: wakeChannel(key)}
 }
 
 // namesCache remembers the names derived from recently used lock keys:
-// deriving them takes seven allocations, and most programs lock the same
+// deriving them takes several allocations, and most programs lock the same
 // keys over and over. It forgets everything once it has taken in
 // namesCacheSize keys, so that a program locking ever new keys does not
 // grow it without bound.
@@ -91,12 +100,6 @@ func (nc *namesCache) get(key string) *lockNames {
 	}
 	nc.m.Store(key, nm)
 	return nm
-}
-
-// withGrantList returns the KEYS of the wait and leave scripts for waiter
-// id: the first four of keys, and the waiter's grant list.
-func (nm *lockNames) withGrantList(id string) []string {
-	return append(nm.keys[:4:4], nm.grants+id)
 }
 
 func derive(prefix, key string) string {

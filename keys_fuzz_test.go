@@ -20,8 +20,8 @@ func FuzzDerivedKeys(f *testing.F) {
 		if k1 == "" {
 			return // refused before any key is derived
 		}
-		queue, waiters, grants := queueKeys(k1)
-		for _, d := range []string{fenceKey(k1), wakeChannel(k1), queue, waiters, grants + "0011aabb"} {
+		queue, waiters := queueKeys(k1)
+		for _, d := range []string{fenceKey(k1), wakeChannel(k1), notifyKey(k1), queue, waiters} {
 			if Slot(d) != Slot(k1) {
 				t.Fatalf("derived %q of %q: slot %d, key slot %d", d, k1, Slot(d), Slot(k1))
 			}

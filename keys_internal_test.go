@@ -37,8 +37,8 @@ func TestDerivedKeysShareTheLockKeysSlot(t *testing.T) {
 		if got := Slot(k); got != want {
 			t.Errorf("Slot(%q) = %d, CLUSTER KEYSLOT says %d", k, got, want)
 		}
-		queue, waiters, grants := queueKeys(k)
-		for _, d := range []string{fenceKey(k), wakeChannel(k), notifyKey(k), queue, waiters, grants + "0123abcd"} {
+		queue, waiters := queueKeys(k)
+		for _, d := range []string{fenceKey(k), wakeChannel(k), notifyKey(k), queue, waiters} {
 			if got := keyslot(d); got != want {
 				t.Errorf("derived %q of %q is in slot %d, the key in %d", d, k, got, want)
 			}
@@ -50,7 +50,7 @@ func TestDerivedKeysAreDistinctForDistinctKeys(t *testing.T) {
 	keys := append([]string{"a", "{a}", "{a}:{a}", "b}", "{0}:b}"}, trickyKeys...)
 	seen := map[string]string{}
 	for _, k := range keys {
-		_, _, d := queueKeys(k)
+		_, d := queueKeys(k)
 		if other, dup := seen[d]; dup {
 			t.Errorf("%q and %q share the derived key %q", k, other, d)
 		}
@@ -127,11 +127,13 @@ func TestReleaseNotifiesWatchers(t *testing.T) {
 				if g, err := n.acquire(ctx, namesOf(k), "waiter", options{ttl: time.Minute}, true); err != nil || g.ok {
 					t.Fatal(g, err)
 				}
-				wake := make(chan struct{}, 1)
-				w, ready, err := n.sub.watch(k, wake)
-				if err != nil {
-					t.Fatal(err)
-				}
+				wake := make(chan string, 1)
+				w, ready := n.sub.watch(wakeChannel(k), func(p string) {
+					select {
+					case wake <- p:
+					default:
+					}
+				})
 				select { // the confirmation itself, not a timer
 				case <-ready:
 				case <-ctx.Done():
@@ -141,11 +143,14 @@ func TestReleaseNotifiesWatchers(t *testing.T) {
 					t.Fatal(err)
 				}
 				select {
-				case <-wake:
+				case p := <-wake:
+					if p != "released" {
+						t.Fatalf("%q: message %q, want released", k, p)
+					}
 				case <-time.After(20 * time.Second):
 					t.Fatalf("%q: no notification after Unlock", k)
 				}
-				n.sub.unwatch(w)
+				w.cancel()
 			}
 		})
 	}
@@ -165,7 +170,8 @@ func TestLeavingAfterAGrantPassesTheLockOn(t *testing.T) {
 		t.Fatal(l, err)
 	}
 	for i, id := range []string{"first", "second"} {
-		if st, err := n.wait(ctx, nm, "tok-"+id, id, time.Minute, 1); err != nil || st.granted {
+		w := &queuedWaiter{id: id, token: "tok-" + id, o: options{ttl: time.Minute}}
+		if st, err := n.join(ctx, nm, w, "group", 1, "0"); err != nil || st.granted {
 			t.Fatalf("waiter %d: %+v %v", i, st, err)
 		}
 	}
@@ -190,7 +196,7 @@ func TestNamesCache(t *testing.T) {
 	var nc namesCache
 	for _, k := range []string{"a", "{a}b", "x{}y"} {
 		got, want := nc.get(k), namesOf(k)
-		if got.key != want.key || strings.Join(got.keys, " ") != strings.Join(want.keys, " ") || got.grants != want.grants || got.wake != want.wake {
+		if got.key != want.key || got.all != want.all || got.wake != want.wake {
 			t.Fatalf("%q: cached %+v, derived %+v", k, got, want)
 		}
 		if nc.get(k) != got {
@@ -207,28 +213,12 @@ func TestNamesCache(t *testing.T) {
 	}
 }
 
-// The scripts derive two names themselves, by swapping one derived key's
-// prefix for another's (prelude.lua's grant_list, release.lua's wake
-// channel), and have claimTime as a constant of their own: check that they
-// say what keys.go and queue.go say.
-func TestScriptsDeriveNamesAsKeysGoDoes(t *testing.T) {
-	for _, c := range []struct{ src, want string }{
-		{preludeSrc, fmt.Sprintf("'%s' .. string.sub(queue_key, %d) .. ':' .. id", grantPrefix, len(queuePrefix)+1)},
-		{releaseSrc, fmt.Sprintf("'%s' .. string.sub(KEYS[5], %d)", wakePrefix, len(notifyPrefix)+1)},
-		{preludeSrc, fmt.Sprintf("local claim_ms = '%d'", claimTime.Milliseconds())},
-	} {
-		if !strings.Contains(c.src, c.want) {
-			t.Errorf("a script does not say %s", c.want)
-		}
-	}
-	// And that swapping the prefixes gives keys.go's names.
-	for _, k := range trickyKeys {
-		queue, _, grants := queueKeys(k)
-		if got := grantPrefix + queue[len(queuePrefix):] + ":"; got != grants {
-			t.Errorf("%q: grant prefix %q, keys.go's %q", k, got, grants)
-		}
-		if got := wakePrefix + notifyKey(k)[len(notifyPrefix):]; got != wakeChannel(k) {
-			t.Errorf("%q: wake channel %q, keys.go's %q", k, got, wakeChannel(k))
-		}
+// The queue's scripts have claimTime, aliveWindow and queueKeep as
+// constants of their own: check that they say what queue.go says.
+func TestScriptsQueueConstantsAreQueueGos(t *testing.T) {
+	want := fmt.Sprintf("local claim_ms, alive_us, keep = %d, %d, '%d'",
+		claimTime.Milliseconds(), aliveWindow.Microseconds(), queueKeep.Milliseconds())
+	if !strings.Contains(preludeSrc, want) {
+		t.Errorf("prelude.lua does not say %s", want)
 	}
 }

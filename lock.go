@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -23,6 +24,7 @@ type Lock struct {
 	ttl      time.Duration // the lease asked for at acquire, and by renewals
 	timeout  time.Duration // per-node timeout (0: none)
 	acquired time.Time     // when the acquire request was sent
+	valid    time.Duration // how long the key lived from then: the TTL, or a hand-off's claim
 	lease    *lease
 
 	renewing chan struct{} // a one-slot semaphore: one renewal at a time
@@ -30,7 +32,8 @@ type Lock struct {
 	stopOnce sync.Once
 	stopped  chan struct{} // closed when the watchdog has returned; nil without one
 
-	renewed atomic.Bool // a renewal or Extend has begun
+	renewed  atomic.Bool  // a renewal or Extend has begun
+	extended atomic.Int64 // the TTL the last Extend asked for (ns); 0 before any
 
 	mu       sync.Mutex
 	released bool // Unlock succeeded, or found the lock gone
@@ -44,7 +47,7 @@ var errNoRoom = fmt.Errorf("%w: no room left to extend", ErrMaxHold)
 // valid from then (the TTL, for a fresh grant).
 func newLock(c *Client, nm *lockNames, token string, fence int64, o options, sent time.Time, valid time.Duration) *Lock {
 	l := &Lock{
-		c: c, names: nm, token: token, fence: fence, ttl: o.ttl, acquired: sent,
+		c: c, names: nm, token: token, fence: fence, ttl: o.ttl, acquired: sent, valid: valid,
 		timeout:  o.nodeTimeoutFor(len(c.nodes)),
 		lease:    newLease(sent, valid, o),
 		renewing: make(chan struct{}, 1),
@@ -56,10 +59,23 @@ func newLock(c *Client, nm *lockNames, token string, fence int64, o options, sen
 		l.stopped = make(chan struct{})
 		c.spawn(func() {
 			defer close(l.stopped)
-			l.watchdog(l.stop)
+			l.watchdog(l.stop, false)
 		})
 	}
 	return l
+}
+
+// claimed is called for a lock handed over with a claim shorter than its
+// TTL: the key must be extended to the TTL before the claim runs out. With
+// WithAutoRenew the watchdog's first renewal does it (it comes a third of
+// the way into the claim); otherwise one renewal does, retried within the
+// claim like the watchdog's, and skipped once an Extend has been asked for,
+// which it must not undo.
+func (l *Lock) claimed() {
+	if l.stopped != nil {
+		return
+	}
+	l.c.spawn(func() { l.watchdog(l.stop, true) })
 }
 
 // Key returns the locked key.
@@ -184,13 +200,25 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if l.isReleased() {
 		return l.notHeld()
 	}
-	_, err := l.renew(ctx, ttl.Truncate(time.Millisecond))
+	ttl = ttl.Truncate(time.Millisecond)
+	l.extended.Store(int64(ttl))
+	_, err := l.renew(ctx, ttl, false)
 	return err
 }
 
+// errExtended is renew's answer in the background when an Extend has made
+// the renewal needless.
+var errExtended = errors.New("dlock: extended by the holder")
+
 // renew extends the lease by ttl (cut at the hold ceiling), one renewal at
-// a time, and returns when the successful request was sent.
-func (l *Lock) renew(ctx context.Context, ttl time.Duration) (sent time.Time, err error) {
+// a time, and returns when the successful request was sent. unlessExtended
+// skips it (errExtended) when an Extend has been asked for.
+//
+// Once the lease is over, nothing extends the key again: a renewal is not
+// sent, and one whose answer came after the lease's end gives the key back
+// (someone else may have been told the lock is free; the holder has been
+// told it is lost).
+func (l *Lock) renew(ctx context.Context, ttl time.Duration, unlessExtended bool) (sent time.Time, err error) {
 	if l.c.observing() {
 		defer func() { l.c.observe(Event{Kind: EventRenew, Key: l.Key(), Fence: l.fence, Err: err}) }()
 	}
@@ -199,6 +227,12 @@ func (l *Lock) renew(ctx context.Context, ttl time.Duration) (sent time.Time, er
 		defer func() { <-l.renewing }()
 	case <-ctx.Done():
 		return time.Time{}, ctx.Err()
+	}
+	if unlessExtended && l.extended.Load() > 0 {
+		return time.Time{}, errExtended
+	}
+	if l.lease.over() {
+		return time.Time{}, l.overErr()
 	}
 	l.renewed.Store(true)
 	sent = time.Now()
@@ -216,6 +250,8 @@ func (l *Lock) renew(ctx context.Context, ttl time.Duration) (sent time.Time, er
 		// Only an extension confirmed within the current validity
 		// counts: past it, someone else may have had the lock meanwhile.
 		if !time.Now().Before(l.lease.validUntil()) {
+			l.lease.over()
+			l.giveBack()
 			return sent, fmt.Errorf("%w: %q", ErrLeaseExpired, l.Key())
 		}
 		l.lease.renewed(sent, ttl, cut)
@@ -252,6 +288,29 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 		return 0, l.notHeld()
 	}
 	return 0, l.c.undecided(ctx, 0, failures)
+}
+
+// overErr is the error of an Extend or renewal asked for after the lease
+// ended: the lock is not held, and the lease's cause says why (unless it
+// was released).
+func (l *Lock) overErr() error {
+	if cause := context.Cause(l.lease.ctx); !errors.Is(cause, ErrReleased) {
+		return fmt.Errorf("%w: %q (%w)", ErrNotHeld, l.Key(), cause)
+	}
+	return l.notHeld()
+}
+
+// giveBack releases, in the background, a key this Lock may still hold
+// after its lease ended.
+func (l *Lock) giveBack() {
+	l.stopOnce.Do(func() { close(l.stop) })
+	var fence int64
+	if len(l.c.nodes) > 1 {
+		fence = l.fence
+	}
+	for _, n := range l.c.nodes {
+		l.c.cleanup(func(ctx context.Context) { _, _ = n.release(ctx, l.names, l.token, fence) })
+	}
 }
 
 func (l *Lock) notHeld() error {

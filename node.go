@@ -36,9 +36,9 @@ type node struct {
 	native  atomic.Int32
 	sub     *subscriber
 
-	// blockLimit is the longest a blocking command may wait on the server:
-	// half the client's read timeout, so that go-redis does not time out
-	// first.
+	// blockLimit is the longest a blocking command (WAIT) may wait on the
+	// server: half the client's read timeout, so that go-redis does not
+	// time out first.
 	blockLimit time.Duration
 }
 
@@ -80,7 +80,7 @@ type grant struct {
 // nobody is queued, and issues the fence. listens marks the caller as a
 // listener for the key's release messages if the key is taken.
 func (n *node) acquire(ctx context.Context, nm *lockNames, token string, o options, listens bool) (grant, error) {
-	keys := nm.keys
+	keys := nm.acquireKeys()
 	notify := any(0)
 	if listens {
 		notify = notifyMillis
@@ -182,7 +182,7 @@ func holderTTL(v any) time.Duration {
 // hand-off to the next waiter must be one atomic step, or a newcomer could
 // take the lock in between and the queue would lose its order.
 func (n *node) release(ctx context.Context, nm *lockNames, token string, fence int64) (bool, error) {
-	v, err := releaseScript.Run(ctx, n.rdb, nm.keys, token, fence, n.publish()).Int64()
+	v, err := releaseScript.Run(ctx, n.rdb, nm.releaseKeys(), token, fence, n.publish(), nm.wake).Int64()
 	if err != nil {
 		return false, n.fail("release", err)
 	}
@@ -196,64 +196,6 @@ func (n *node) publish() string {
 		return "SPUBLISH"
 	}
 	return "PUBLISH"
-}
-
-// waitReply is a queued waiter's answer from the wait script.
-type waitReply struct {
-	granted bool
-	fence   int64
-	seq     int64         // when granted: a step the server ran before the grant
-	px      time.Duration // when granted: the expiry the key was given
-	pttl    time.Duration // when queued: the holder's remaining TTL, or -1
-}
-
-// wait runs one step of a queued waiter (see scripts/wait.lua).
-func (n *node) wait(ctx context.Context, nm *lockNames, token, id string, ttl time.Duration, seq int64) (waitReply, error) {
-	res, err := waitScript.Run(ctx, n.rdb, nm.withGrantList(id), token, ttl.Milliseconds(), id, aliveMillis, seq).Slice()
-	if err != nil {
-		return waitReply{}, n.fail("wait", err)
-	}
-	if ok, _ := res[0].(int64); ok != 1 || len(res) != 4 {
-		return waitReply{pttl: holderTTL(res[1])}, nil
-	}
-	fence, err := parseFence(res[1])
-	if err != nil {
-		return waitReply{}, n.fail("wait", err)
-	}
-	s, _ := res[2].(int64)
-	px, _ := res[3].(int64)
-	return waitReply{granted: true, fence: fence, seq: s, px: time.Duration(px) * time.Millisecond}, nil
-}
-
-// awaitGrant blocks on the waiter's grant list for up to timeout and returns
-// the grant pushed there by a hand-off, if any.
-func (n *node) awaitGrant(ctx context.Context, nm *lockNames, id string, timeout time.Duration) (step waitReply, ok bool, err error) {
-	// BLPOP takes seconds; fractions work since Redis 6.
-	secs := strconv.FormatFloat(timeout.Seconds(), 'f', 3, 64)
-	res, err := n.rdb.Do(ctx, "BLPOP", nm.grants+id, secs).StringSlice()
-	switch {
-	case errors.Is(err, redis.Nil):
-		return waitReply{}, false, nil
-	case err != nil:
-		return waitReply{}, false, n.fail("wait", err)
-	case len(res) != 2:
-		return waitReply{}, false, n.fail("wait", errors.New("unexpected BLPOP reply"))
-	}
-	var fence, seq, px int64
-	if _, err := fmt.Sscanf(res[1], "%d %d %d", &fence, &seq, &px); err != nil || fence <= 0 {
-		return waitReply{}, false, n.fail("wait", fmt.Errorf("unexpected grant %q", res[1]))
-	}
-	return waitReply{granted: true, fence: fence, seq: seq, px: time.Duration(px) * time.Millisecond}, true, nil
-}
-
-// leave takes a waiter out of the queue; if it had been granted the lock
-// meanwhile, the lock goes on to the next waiter. It reports whether it had.
-func (n *node) leave(ctx context.Context, nm *lockNames, token, id string) (bool, error) {
-	v, err := leaveScript.Run(ctx, n.rdb, nm.withGrantList(id), token, id, n.publish(), nm.wake).Int64()
-	if err != nil {
-		return false, n.fail("leave", err)
-	}
-	return v == 1, nil
 }
 
 // extend resets key's expiry to ttl if it holds token, and reports whether it
@@ -287,7 +229,7 @@ type keyState struct {
 
 // inspect reads key's value, TTL and fencing counter atomically.
 func (n *node) inspect(ctx context.Context, key string) (keyState, error) {
-	queue, _, _ := queueKeys(key)
+	queue, _ := queueKeys(key)
 	res, err := inspectScript.Run(ctx, n.rdb, []string{key, fenceKey(key), queue}).Slice()
 	if err != nil {
 		return keyState{}, n.fail("inspect", err)

@@ -7,231 +7,253 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// A Redlock waiter learns that a lock was released through pub/sub: the
-// release script publishes on the key's wake channel when it leaves the lock
-// free, and the subscriber passes the message to every waiter of this
-// Client that watches that key. (On one node, waiters queue instead:
-// queue.go.)
+// Release and hand-off messages
 //
-// Notifications only make waiting prompt; they are never needed for
-// progress. A waiter also retries on a jittered timer (see acquire.go), which
-// covers what pub/sub cannot: a lock that expires instead of being released,
-// a message lost while the subscription reconnects, a subscription that could
-// not be made at all (e.g. an ACL without channel permissions).
+// The scripts publish on a lock key's wake channel: "released" when they
+// leave the lock free (for Redlock and WithReplicaAck waiters, acquire.go),
+// and "g id fence seq lease" when they hand it to a queued waiter
+// (queue.go). A node's subscriber carries every channel this Client
+// watches and passes each message to the channel's watchers: a wait group
+// (which delivers a grant to the waiter it names) or a notified waiter.
 //
-// On a standalone server one connection carries every channel the Client
-// watches. Redis Cluster serves a shard channel only from the node that owns
-// its slot, so there each watched channel has its own sharded subscription
-// (SSUBSCRIBE), shared by all waiters of that key.
+// Messages make waiting prompt; they are never needed for progress or
+// safety. A queued waiter's group also finds its grants with its keepalive,
+// and a notified waiter retries on a timer, which covers what pub/sub
+// cannot: a lock that expires instead of being released, a message lost
+// while the subscription reconnects, a subscription that could not be made
+// at all (e.g. an ACL without channel permissions).
+//
+// One goroutine (run) owns the subscriber's state: which channels are
+// watched and by whom. Everything that touches the network runs beside it,
+// so that a stalled server holds up neither the owner nor a waiter: one
+// sender goroutine sends the subscription changes, in order; one receiver
+// per PubSub forwards its messages to the owner. On a standalone server
+// one connection carries every channel. Redis Cluster serves a shard
+// channel only from the node that owns its slot, so there each watched
+// channel has its own sharded subscription (SSUBSCRIBE, one connection per
+// key waited on, shared by all of this Client's waiters on it).
 type subscriber struct {
-	n *node
+	n     *node
+	start sync.Once
 
-	mu      sync.Mutex
-	closed  bool
-	shared  *redis.PubSub // standalone; nil until the first watch
+	ops    chan func(*subState) // requests to the owner
+	msgs   chan any             // from the receivers: messages, subscriptions
+	ctx    context.Context      // of the subscription commands; ended by close
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the owner and its helpers have stopped
+}
+
+// subState is what the owner goroutine owns.
+type subState struct {
 	chans   map[string]*watched
-	open    map[*redis.PubSub]struct{} // every PubSub not yet closed
-	ctx     context.Context            // of the subscription commands; ended by close
-	cancel  context.CancelFunc
-	ops     []func()       // subscription changes not yet sent, in order
-	sending bool           // a goroutine is sending ops
-	loops   sync.WaitGroup // receive loops, one per PubSub, and the sender
+	shared  *redis.PubSub   // standalone; nil until the first watch
+	open    []*redis.PubSub // every PubSub made, closed at the end
+	pending []func()        // subscription changes not yet handed to the sender
+	helpers sync.WaitGroup  // the sender and the receivers
 }
 
-// watched is one subscribed channel and the waiters interested in it.
+// watched is one subscribed channel and its watchers.
 type watched struct {
-	waiters map[*waiter]struct{}
-	ready   chan struct{} // closed once the server confirmed the subscription
-	ps      *redis.PubSub // cluster: this channel's own subscription
-	once    sync.Once     // closes ready
+	watchers  map[*watch]struct{}
+	ready     chan struct{} // closed once the server confirmed the subscription
+	confirmed bool
+	ps        *redis.PubSub // cluster: this channel's own subscription
 }
 
-// waiter receives a value on c (buffered, never blocking the sender) each
-// time the watched lock is released.
-type waiter struct {
+// watch is one watcher of a channel: fn receives each message's payload
+// ("resubscribed" after the connection was made again, when messages may
+// have been lost). fn runs on the owner goroutine and must not block.
+type watch struct {
+	s       *subscriber
 	channel string
-	c       chan struct{}
+	fn      func(payload string)
 }
+
+// resubscribed is the payload a watcher receives when its channel was
+// subscribed again after the connection broke.
+const resubscribed = "resubscribed"
 
 func newSubscriber(n *node) *subscriber {
-	s := &subscriber{n: n, chans: make(map[string]*watched), open: make(map[*redis.PubSub]struct{})}
+	s := &subscriber{n: n, ops: make(chan func(*subState)), msgs: make(chan any, 64), done: make(chan struct{})}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s
 }
 
-// watch registers c to receive a value (without blocking the sender) each
-// time key is released on this node. ready is closed once the server has
-// confirmed the subscription: any release after that reaches c (unless the
-// connection breaks). The caller must call unwatch.
-func (s *subscriber) watch(key string, c chan struct{}) (w *waiter, ready <-chan struct{}, err error) {
-	name := wakeChannel(key)
-	w = &waiter{channel: name, c: c}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return nil, nil, ErrClosed
+// do runs op on the owner goroutine and reports whether it ran (false once
+// the subscriber is closed).
+func (s *subscriber) do(op func(*subState)) bool {
+	s.start.Do(func() { go s.run() })
+	ran := make(chan struct{})
+	select {
+	case s.ops <- func(st *subState) { op(st); close(ran) }:
+		<-ran
+		return true
+	case <-s.ctx.Done():
+		return false
 	}
-	ch := s.chans[name]
-	if ch == nil {
-		ch = &watched{waiters: make(map[*waiter]struct{}), ready: make(chan struct{})}
-		s.chans[name] = ch
-		s.subscribe(ch, name)
-	}
-	ch.waiters[w] = struct{}{}
-	return w, ch.ready, nil
 }
 
-// subscribe starts the subscription of a new channel. Errors are not
-// returned: a failed subscription only means the waiter relies on its timer.
-// Called with s.mu held.
-//
-// Creating a PubSub without channels sends nothing, but subscribing may
-// have to open a connection, which a slow or stopped server can hold up for
-// the go-redis read timeout; so that no waiter waits for that (nor for
-// s.mu), the command is sent in the background (send).
-func (s *subscriber) subscribe(ch *watched, name string) {
-	ctx := s.ctx
-	// The receive loop starts after the PubSub's first subscription, which
-	// opens its connection: in a cluster, to the node that serves name.
-	loop := func(ps *redis.PubSub) {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if !s.closed {
-			s.startLoop(ps)
+// watch registers fn for channel's messages. ready is closed once the
+// server has confirmed the subscription: any message after that reaches fn
+// (unless the connection breaks). The caller must cancel the watch.
+func (s *subscriber) watch(channel string, fn func(payload string)) (w *watch, ready <-chan struct{}) {
+	w = &watch{s: s, channel: channel, fn: fn}
+	never := make(chan struct{})
+	ready = never
+	s.do(func(st *subState) {
+		ch := st.chans[channel]
+		if ch == nil {
+			ch = &watched{watchers: map[*watch]struct{}{}, ready: make(chan struct{})}
+			st.chans[channel] = ch
+			s.subscribe(st, ch, channel)
 		}
-	}
-	if s.n.cluster {
-		ps := s.n.rdb.SSubscribe(ctx)
-		ch.ps = ps
-		s.open[ps] = struct{}{}
-		s.send(func() { _ = ps.SSubscribe(ctx, name); loop(ps) })
-		return
-	}
-	first := s.shared == nil
-	if first {
-		s.shared = s.n.rdb.Subscribe(ctx)
-		s.open[s.shared] = struct{}{}
-	}
-	ps := s.shared
-	s.send(func() {
-		_ = ps.Subscribe(ctx, name)
-		if first {
-			loop(ps)
+		ch.watchers[w] = struct{}{}
+		ready = ch.ready
+	})
+	return w, ready
+}
+
+// cancel removes the watcher, and the channel's subscription with its last
+// watcher.
+func (w *watch) cancel() {
+	s := w.s
+	s.do(func(st *subState) {
+		ch := st.chans[w.channel]
+		if ch == nil {
+			return
+		}
+		delete(ch.watchers, w)
+		if len(ch.watchers) > 0 {
+			return
+		}
+		delete(st.chans, w.channel)
+		if ps := ch.ps; ps != nil {
+			st.pending = append(st.pending, func() { _ = ps.Close() }) // ends its receiver
+		} else if ps := st.shared; ps != nil {
+			st.pending = append(st.pending, func() { _ = ps.Unsubscribe(s.ctx, w.channel) })
 		}
 	})
 }
 
-// send queues fn, a subscription change, to be sent after those queued
-// before it, by a goroutine that runs while there is something to send.
-// Called with s.mu held, and not once s is closed.
-func (s *subscriber) send(fn func()) {
-	s.ops = append(s.ops, fn)
-	if s.sending {
+// subscribe queues the subscription of a new channel. Errors are not
+// reported: a failed subscription only means the watchers rely on their
+// fallbacks. Creating a PubSub without channels sends nothing; the first
+// subscription opens its connection, after which its receiver starts.
+func (s *subscriber) subscribe(st *subState, ch *watched, name string) {
+	ctx := s.ctx
+	receive := func(ps *redis.PubSub) {
+		st.helpers.Add(1)
+		go s.receive(ps, &st.helpers)
+	}
+	if s.n.cluster {
+		ps := s.n.rdb.SSubscribe(ctx)
+		ch.ps = ps
+		st.open = append(st.open, ps)
+		st.pending = append(st.pending, func() { _ = ps.SSubscribe(ctx, name); receive(ps) })
 		return
 	}
-	s.sending = true
-	s.loops.Add(1)
-	go func() {
-		defer s.loops.Done()
+	first := st.shared == nil
+	if first {
+		st.shared = s.n.rdb.Subscribe(ctx)
+		st.open = append(st.open, st.shared)
+	}
+	ps := st.shared
+	st.pending = append(st.pending, func() {
+		_ = ps.Subscribe(ctx, name)
+		if first {
+			receive(ps)
+		}
+	})
+}
+
+// receive forwards ps's messages to the owner until ps is closed.
+func (s *subscriber) receive(ps *redis.PubSub, wg *sync.WaitGroup) {
+	defer wg.Done()
+	for m := range ps.ChannelWithSubscriptions() {
+		select {
+		case s.msgs <- m:
+		case <-s.ctx.Done():
+			return
+		}
+	}
+}
+
+// run is the owner goroutine.
+func (s *subscriber) run() {
+	defer close(s.done)
+	st := &subState{chans: map[string]*watched{}}
+	io := make(chan func())
+	st.helpers.Add(1)
+	go func() { // the sender
+		defer st.helpers.Done()
 		for {
-			s.mu.Lock()
-			if len(s.ops) == 0 || s.closed {
-				s.ops, s.sending = nil, false
-				s.mu.Unlock()
+			select {
+			case fn := <-io:
+				fn()
+			case <-s.ctx.Done():
 				return
 			}
-			fn := s.ops[0]
-			s.ops = s.ops[1:]
-			s.mu.Unlock()
-			fn()
 		}
 	}()
-}
-
-// startLoop runs a goroutine that dispatches ps's messages until ps is
-// closed. Called with s.mu held.
-func (s *subscriber) startLoop(ps *redis.PubSub) {
-	msgs := ps.ChannelWithSubscriptions()
-	s.loops.Add(1)
-	go func() {
-		defer s.loops.Done()
-		for m := range msgs {
-			switch m := m.(type) {
-			case *redis.Subscription:
-				if m.Kind == "subscribe" || m.Kind == "ssubscribe" {
-					s.confirmed(m.Channel)
-				}
-			case *redis.Message:
-				s.notify(m.Channel)
-			}
+	defer func() {
+		for _, ps := range st.open {
+			_ = ps.Close()
 		}
+		st.helpers.Wait()
 	}()
-}
-
-func (s *subscriber) confirmed(name string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if ch := s.chans[name]; ch != nil {
-		ch.once.Do(func() { close(ch.ready) })
+	for {
+		var send chan func()
+		var next func()
+		if len(st.pending) > 0 {
+			send, next = io, st.pending[0]
+		}
+		select {
+		case op := <-s.ops:
+			op(st)
+		case send <- next:
+			st.pending = st.pending[1:]
+		case m := <-s.msgs:
+			s.dispatch(st, m)
+		case <-s.ctx.Done():
+			return
+		}
 	}
 }
 
-func (s *subscriber) notify(name string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if ch := s.chans[name]; ch != nil {
-		for w := range ch.waiters {
-			select {
-			case w.c <- struct{}{}:
-			default: // a wake-up is already pending
+// dispatch hands a message to its channel's watchers.
+func (s *subscriber) dispatch(st *subState, m any) {
+	switch m := m.(type) {
+	case *redis.Subscription:
+		if m.Kind != "subscribe" && m.Kind != "ssubscribe" {
+			return
+		}
+		if ch := st.chans[m.Channel]; ch != nil {
+			if !ch.confirmed {
+				ch.confirmed = true
+				close(ch.ready)
+				return
+			}
+			for w := range ch.watchers {
+				w.fn(resubscribed)
+			}
+		}
+	case *redis.Message:
+		if ch := st.chans[m.Channel]; ch != nil {
+			for w := range ch.watchers {
+				w.fn(m.Payload)
 			}
 		}
 	}
 }
 
-// unwatch removes a waiter, and the channel's subscription with its last
-// waiter.
-func (s *subscriber) unwatch(w *waiter) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ch := s.chans[w.channel]
-	if ch == nil {
-		return
-	}
-	delete(ch.waiters, w)
-	if len(ch.waiters) > 0 {
-		return
-	}
-	delete(s.chans, w.channel)
-	if s.closed {
-		return
-	}
-	if ps := ch.ps; ps != nil {
-		s.send(func() {
-			_ = ps.Close() // ends its loop
-			s.mu.Lock()
-			delete(s.open, ps)
-			s.mu.Unlock()
-		})
-	} else if ps := s.shared; ps != nil {
-		s.send(func() { _ = ps.Unsubscribe(s.ctx, w.channel) })
-	}
-}
-
-// close ends every subscription and waits for the receive loops and the
-// sender to stop. A PubSub that is still opening its connection is closed
-// once that ends (bounded by the go-redis timeouts).
+// close ends every subscription and waits for the owner and its helpers to
+// stop. A PubSub that is still opening its connection is closed once that
+// ends (bounded by the go-redis timeouts).
 func (s *subscriber) close() {
-	s.mu.Lock()
-	s.closed = true
-	s.cancel() // ends dialling
-	var all []*redis.PubSub
-	for ps := range s.open {
-		all = append(all, ps)
+	s.cancel() // ends dialling, and the owner
+	started := true
+	s.start.Do(func() { started = false })
+	if started {
+		<-s.done
 	}
-	s.mu.Unlock()
-	for _, ps := range all {
-		_ = ps.Close()
-	}
-	s.loops.Wait()
 }

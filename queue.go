@@ -4,7 +4,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"log/slog"
+	"sort"
+	"strconv"
+	"sync"
 	"time"
 )
 
@@ -14,25 +19,57 @@ import (
 // woken with everyone else: it joins a FIFO queue kept in Redis, in the lock
 // key's hash slot, ordered by the server's time when it joined (never a
 // client clock). The release script deletes the lock and, in the same atomic
-// step, sets it to the first live waiter's token and pushes the grant onto
-// that waiter's own list, on which the waiter is blocked (BLPOP). The
-// hand-off costs the new holder one message from the server, not a wake-up
-// and a new race; newcomers (TryLock, or Lock's first attempt) cannot jump
-// the queue, because the lock is never free while someone live is waiting.
+// step, sets it to the first live waiter's token and publishes the grant on
+// the key's wake channel, naming the waiter. Newcomers (TryLock, or Lock's
+// first attempt) cannot jump the line: the acquire script refuses a key
+// that has a queue, and the lock is never free while someone live waits.
 //
-// A waiter proves it is alive with a step of the wait script every
-// waitStep; one that has not for aliveWindow is dead and is skipped. A
-// hand-off gives the lock for at most claimTime; the new holder extends it
-// to its TTL at once, so a waiter that died just before it was granted holds
-// up the queue for claimTime at most. A waiter that gives up (its context
-// ended) leaves the queue, and passes the lock on if it was granted it
-// meanwhile. If the holder's key expires instead of being released, the
-// next wait step of any waiter hands the lock to the first in line.
+// What a waiter costs. A Client's waiters on one key form a group
+// (waitGroup). The group subscribes to the key's wake channel through the
+// node's one subscription connection (notify.go), and the subscriber hands
+// each grant to the waiter it names; no waiter holds a connection, and the
+// user's pool is used only for each waiter's join (one script) and for the
+// group's keepalive step: one script every keepalive period, however many
+// waiters the group has. So waiting costs a Client, per node, one pub/sub
+// connection (per cluster shard: one per key waited on) and, briefly, one
+// pooled connection per step.
 //
-// A grant's lease counts from the send time of a wait step that the server
-// ran before the grant (the grant carries its sequence number), so the
-// holder's estimate of its validity stays conservative however long it
-// waited.
+// Liveness. A waiter is alive while its group is: the join and every
+// keepalive record the group's sign of life (server time and step
+// number), and a waiter whose group has shown none for aliveWindow is dead
+// and skipped. A waiter that stops waiting leaves the queue before Lock
+// returns (or, when a step was in flight, right after that step's answer,
+// in work that Close waits for); one whose leave failed is remembered by
+// the group, which passes on any grant it is given and tries again at each
+// keepalive. If the holder's key expires instead of being released, the
+// next keepalive of any group hands the lock to the first in line.
+//
+// Lost messages. A grant is also recorded in the queue (the grant record),
+// and each keepalive reports a grant to one of the group's waiters, so a
+// message lost while the subscription reconnects costs at most one
+// keepalive period; a roll call every aliveWindow finds waiters that are
+// neither queued nor granted (their grant lapsed unseen), which rejoin.
+//
+// The lease of a hand-off (safety). The release script runs at server
+// time Tg, gives the key PX px = min(TTL, claimTime), and publishes
+// lease = (Tg - Tk) + px, where Tk is when the server ran the group's last
+// step, k, on its own clock (rounded down). The waiter recorded when it
+// sent step k, Sk, before sending it, so Sk <= Tk in real time, and it
+// counts its lease as Sk + lease - drift(lease): no later than Tg + px, when
+// the key expires, with the drift margin for the clocks' rates over the
+// whole interval. This holds however long ago step k was and however late
+// the message arrives; a late message only leaves less of the lease.
+//
+// Progress (liveness). A grant is never refused for the age of the step
+// it counts from. A waiter refuses it only when less than a quarter of px
+// is left; it then joins again at once, keeping its score: if the key still
+// holds its token the join gives it a full px counted from that join, and
+// if the grant lapsed meanwhile the waiter is back at the head of the line.
+// A hand-off gives at most claimTime, so a waiter that died just before it
+// was granted holds the line up for claimTime at most; a granted waiter
+// whose TTL is longer extends the key to its TTL a third of the way into
+// the claim, retrying within the claim (renew.go), and never after an
+// Extend of its holder's.
 //
 // Redlock does not queue: each node would order its waiters on its own, and
 // a release would grant different waiters on different nodes. There,
@@ -40,129 +77,560 @@ import (
 // pause (acquire.go); fairness is best-effort.
 const (
 	aliveWindow = time.Second
-	waitStep    = aliveWindow / 3
 	claimTime   = aliveWindow
+	// waitStep is the longest keepalive period; a group whose waiters have
+	// short TTLs steps more often (keepalivePeriod), so that a hand-off's
+	// lease counts from a recent step.
+	waitStep = aliveWindow / 3
+	// queueKeep is how long the queue's keys outlive the last step.
+	queueKeep = 2 * aliveWindow
 )
 
-// aliveMillis is aliveWindow as the wait script takes it (boxed once, not
-// per call). The scripts have claimTime as a constant of their own
-// (prelude.lua).
-var aliveMillis any = aliveWindow.Milliseconds()
+// keepalivePeriod returns how often a group whose shortest TTL is ttl
+// steps: five TTLs, at least 20 ms, at most waitStep.
+func keepalivePeriod(ttl time.Duration) time.Duration {
+	return min(max(5*ttl, 20*time.Millisecond), waitStep)
+}
 
-// lockQueued waits in the key's queue until the lock is granted or ctx
-// ends. It is Lock's path on a single node after a failed first attempt.
-func (c *Client) lockQueued(ctx context.Context, key string, o options, contended *bool) (*Lock, error) {
-	n := c.nodes[0]
-	nm := c.names.get(key)
+// waitQueued waits in key's queue until the lock is granted or ctx ends.
+// It is Lock's path on a single node after a failed first attempt.
+func (c *Client) waitQueued(ctx context.Context, nm *lockNames, o options) (*Lock, error) {
+	done, ok := c.hold() // Close waits for this call, leave included
+	if !ok {
+		return nil, notObtained(ErrClosed)
+	}
+	defer done()
+	parent := ctx
+	ctx, unbind := c.bind(ctx)
+	defer unbind()
+	w, err := newQueuedWaiter(o)
+	if err != nil {
+		return nil, err
+	}
+	g := c.groups.enter(c, nm, w)
+	select { // a grant published before the subscription is caught by a keepalive
+	case <-g.ready:
+	case <-time.After(waitStep):
+	case <-ctx.Done():
+	}
+	l, err := w.wait(ctx, g)
+	if err != nil && ctx.Err() != nil {
+		if errors.Is(context.Cause(ctx), ErrClosed) && parent.Err() == nil {
+			return nil, notObtained(ErrClosed)
+		}
+		return nil, notObtained(parent.Err())
+	}
+	return l, err
+}
+
+// queuedWaiter is one Lock call waiting in line. The group delivers to it
+// through its mailbox; its own goroutine (in wait) acts on what arrives.
+type queuedWaiter struct {
+	id, token string
+	o         options
+	px        time.Duration // what a hand-off gives: min(TTL, claimTime)
+
+	signal chan struct{} // something is in the mailbox
+	mu     sync.Mutex    // guards the mailbox and joined
+	grant  *handedOff    // the latest grant delivered
+	check  bool          // rejoin: a grant lapsed, or the roll call missed it
+	err    error         // the group's keepalive failed
+	joined bool          // answered a join: the roll call may include it
+	score  string        // its place in line, from its first join
+}
+
+// handedOff is a grant as the release script published it.
+type handedOff struct {
+	fence int64
+	seq   int64         // the group's step the lease counts from
+	lease time.Duration // from the send of step seq
+}
+
+func newQueuedWaiter(o options) (*queuedWaiter, error) {
 	token, err := newToken()
 	if err != nil {
 		return nil, err
 	}
-	var idBytes [8]byte
-	_, _ = rand.Read(idBytes[:])
-	id := hex.EncodeToString(idBytes[:])
-	step := min(waitStep, n.blockLimit)
+	var id [8]byte
+	_, _ = rand.Read(id[:])
+	return &queuedWaiter{
+		id: hex.EncodeToString(id[:]), token: token, o: o,
+		px: min(o.ttl, claimTime), signal: make(chan struct{}, 1), score: "0",
+	}, nil
+}
 
-	leave := func() {
-		c.cleanup(func(ctx context.Context) { _, _ = n.leave(ctx, nm, token, id) })
+// deliver puts a grant, a request to rejoin, or an error in the mailbox.
+// Called by the group, never blocking.
+func (w *queuedWaiter) deliver(h *handedOff, check bool, err error) {
+	w.mu.Lock()
+	if h != nil {
+		w.grant = h
 	}
-	leaveLate := func(*node, waitReply, error) { leave() }
-	one := []*node{n}
-
-	// sent[seq] is when wait step seq was sent: a grant that names seq
-	// happened after the server ran that step, so after that time.
-	sent := map[int64]time.Time{}
-	for seq := int64(1); ; seq++ {
-		sent[seq] = time.Now()
-		a := fanout(c, ctx, one, 0, "wait", func(ctx context.Context, n *node) (waitReply, error) {
-			return n.wait(ctx, nm, token, id, o.ttl, seq)
-		}, leaveLate)[0]
-		if a.err == nil && !a.v.granted { // queued: block on the grant list for a step
-			*contended = true
-			a = fanout(c, ctx, one, 0, "wait", func(ctx context.Context, n *node) (waitReply, error) {
-				st, _, err := n.awaitGrant(ctx, nm, id, step)
-				return st, err
-			}, leaveLate)[0]
-		}
-		if a.err == nil && a.v.granted {
-			if l := c.granted(nm, token, o, a.v, sent); l != nil {
-				return l, nil
-			}
-			c.passOn(ctx, n, nm, token, id)
-			continue
-		}
-		switch {
-		case ctx.Err() != nil:
-			if !a.abandoned {
-				leave()
-			}
-			return nil, notObtained(ctx.Err())
-		case a.err != nil:
-			leave()
-			return nil, a.err
-		case c.closed.Load():
-			// Noticed within a wait step of Close.
-			leave()
-			return nil, notObtained(ErrClosed)
-		}
-		delete(sent, seq-1) // a grant names the latest step the server ran: seq or seq+1
+	w.check = w.check || check
+	if err != nil && w.err == nil {
+		w.err = err
+	}
+	w.mu.Unlock()
+	select {
+	case w.signal <- struct{}{}:
+	default:
 	}
 }
 
-// granted turns a grant into a Lock. Its lease counts from the send time of
-// the wait step the grant names, for the expiry the key was given. A
-// hand-off gives only a short claim; a lock still held a third of the way
-// into it is extended to its TTL in the background, and the lease follows.
-//
-// A grant that arrives when its lease may already be over (the hand-off or
-// its message was held up: a paused server, a slow network) is of no use:
-// granted returns nil, and the caller passes the lock on and waits again.
-func (c *Client) granted(nm *lockNames, token string, o options, st waitReply, sent map[int64]time.Time) *Lock {
-	from, ok := sent[st.seq]
-	if !ok {
-		// Cannot happen: the script names a step it ran, and we keep the
-		// last two. Count from the oldest we have, the safer choice.
-		for _, t := range sent {
-			if from.IsZero() || t.Before(from) {
-				from = t
+func (w *queuedWaiter) take() (h *handedOff, check bool, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	h, check, err = w.grant, w.check, w.err
+	w.grant, w.check, w.err = nil, false, nil
+	return h, check, err
+}
+
+// wait joins the queue and waits for the grant. Whenever it returns without
+// the lock, the waiter has left the queue (or its leave is under way after
+// a step still in flight, or remembered by the group).
+func (w *queuedWaiter) wait(ctx context.Context, g *waitGroup) (*Lock, error) {
+	check := true // the first join
+	for {
+		if check {
+			l, err, inFlight := g.join(ctx, w)
+			if l != nil || err != nil {
+				g.exit(w, l == nil && !inFlight)
+				return l, err
 			}
 		}
+		select {
+		case <-w.signal:
+		case <-ctx.Done():
+			g.exit(w, true)
+			return nil, ctx.Err()
+		}
+		var h *handedOff
+		var err error
+		h, check, err = w.take()
+		if err != nil {
+			g.exit(w, true)
+			return nil, err
+		}
+		if h != nil {
+			if l := g.accept(w, h); l != nil {
+				g.exit(w, false)
+				return l, nil
+			}
+			check = true // too little left: confirm it, or get back in line
+		}
 	}
-	if !time.Now().Before(from.Add(st.px - drift(st.px))) {
+}
+
+// waitGroup is a Client's waiters on one key: it owns their subscription
+// to the wake channel, their keepalive step and the log of when each step
+// was sent.
+type waitGroup struct {
+	c     *Client
+	n     *node
+	nm    *lockNames
+	id    string          // this group's name in the queue
+	ready <-chan struct{} // closed once the wake channel is subscribed
+	watch *watch
+
+	mu       sync.Mutex
+	waiters  map[string]*queuedWaiter
+	departed map[string]string // id -> token: gone, leave not yet confirmed
+	seq      int64
+	sent     []stepSent // recent steps, in seq order
+	stop     chan struct{}
+	stopped  bool
+}
+
+type stepSent struct {
+	seq int64
+	at  time.Time
+}
+
+// groups is a Client's wait groups, by key.
+type groups struct {
+	mu sync.Mutex
+	m  map[string]*waitGroup
+}
+
+// enter adds w to the Client's group for nm's key, starting the group if
+// there is none.
+func (gs *groups) enter(c *Client, nm *lockNames, w *queuedWaiter) *waitGroup {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	g := gs.m[nm.key]
+	if g == nil {
+		g = newWaitGroup(c, nm)
+		if gs.m == nil {
+			gs.m = map[string]*waitGroup{}
+		}
+		gs.m[nm.key] = g
+	}
+	g.mu.Lock()
+	g.waiters[w.id] = w
+	g.mu.Unlock()
+	return g
+}
+
+func newWaitGroup(c *Client, nm *lockNames) *waitGroup {
+	var id [8]byte
+	_, _ = rand.Read(id[:])
+	g := &waitGroup{
+		c: c, n: c.nodes[0], nm: nm, id: hex.EncodeToString(id[:]),
+		waiters: map[string]*queuedWaiter{}, departed: map[string]string{},
+		stop: make(chan struct{}),
+	}
+	g.watch, g.ready = g.n.sub.watch(nm.wake, g.message)
+	c.spawn(g.keepalive)
+	return g
+}
+
+// stamp numbers a step and records when it is sent (just before it is).
+func (g *waitGroup) stamp() (int64, time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.seq++
+	now := time.Now()
+	for len(g.sent) > 0 && now.Sub(g.sent[0].at) > 3*aliveWindow {
+		g.sent = g.sent[1:]
+	}
+	g.sent = append(g.sent, stepSent{g.seq, now})
+	return g.seq, now
+}
+
+// sentAt returns when step seq was sent, if it is still in the log (a
+// grant names a step at most aliveWindow older than the grant).
+func (g *waitGroup) sentAt(seq int64) (time.Time, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	i := sort.Search(len(g.sent), func(i int) bool { return g.sent[i].seq >= seq })
+	if i < len(g.sent) && g.sent[i].seq == seq {
+		return g.sent[i].at, true
+	}
+	return time.Time{}, false
+}
+
+// join runs the join script for w: its first join, or a rejoin that keeps
+// its place (and confirms a grant that came too late). It returns the lock
+// when granted, or an error; inFlight reports that the step was left
+// unanswered (ctx ended, or the node timeout), in which case the step's
+// answer is followed by w's leave.
+func (g *waitGroup) join(ctx context.Context, w *queuedWaiter) (l *Lock, err error, inFlight bool) {
+	w.mu.Lock()
+	score := w.score
+	w.mu.Unlock()
+	seq, sent := g.stamp()
+	a := fanout(g.c, ctx, []*node{g.n}, w.o.nodeTimeoutFor(1), "wait",
+		func(ctx context.Context, n *node) (joinReply, error) {
+			return n.join(ctx, g.nm, w, g.id, seq, score)
+		},
+		func(*node, joinReply, error) { g.leave(w.id, w.token) })[0]
+	switch {
+	case a.abandoned:
+		return nil, a.err, true
+	case a.err != nil:
+		return nil, a.err, false
+	case a.v.granted:
+		l := newLock(g.c, g.nm, w.token, a.v.fence, w.o, sent, a.v.px)
+		if a.v.px < w.o.ttl {
+			l.claimed()
+		}
+		return l, nil, false
+	}
+	w.mu.Lock()
+	w.joined = true
+	if w.score == "0" {
+		w.score = a.v.score
+	}
+	w.mu.Unlock()
+	return nil, nil, false
+}
+
+// accept turns a grant delivered to w into its Lock, or returns nil when
+// too little of the lease is left to use (less than a quarter of what a
+// hand-off gives), or its step is no longer known.
+func (g *waitGroup) accept(w *queuedWaiter, h *handedOff) *Lock {
+	from, ok := g.sentAt(h.seq)
+	if !ok || time.Until(from.Add(h.lease-drift(h.lease))) < w.px/4 {
 		return nil
 	}
-	l := newLock(c, nm, token, st.fence, o, from, st.px)
-	if st.px < o.ttl {
-		// Most holds are short: extend only if the lock is still held a
-		// third of the way into the claim, which leaves two thirds of it
-		// for the extension to land.
-		c.spawn(func() {
-			t := time.NewTimer(time.Until(from.Add(st.px / 3)))
-			defer t.Stop()
-			select {
-			case <-t.C:
-			case <-l.stop:
-				return
-			case <-l.lease.ctx.Done():
-				return
-			case <-c.done:
-				return
-			}
-			ctx, cancel := context.WithDeadline(context.Background(), l.lease.validUntil())
-			defer cancel()
-			_, _ = l.renew(ctx, o.ttl)
-		})
+	l := newLock(g.c, g.nm, w.token, h.fence, w.o, from, h.lease)
+	if w.px < w.o.ttl {
+		l.claimed()
 	}
 	return l
 }
 
-// passOn gives back a grant that came too late to use: the lock goes to the
-// next waiter (or is freed), and this waiter queues again.
-func (c *Client) passOn(ctx context.Context, n *node, nm *lockNames, token, id string) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-	defer cancel()
-	if _, err := n.leave(ctx, nm, token, id); err != nil {
-		c.warn("dlock: could not pass on a grant that came too late; it expires by its claim",
-			slog.String("key", nm.key), slog.Any("err", err))
+// exit takes w out of the group; leave says whether its leave must be sent
+// now (it has not been granted, and no step of its is in flight). The
+// leave is sent before exit returns.
+func (g *waitGroup) exit(w *queuedWaiter, leave bool) {
+	g.mu.Lock()
+	delete(g.waiters, w.id)
+	if leave {
+		g.departed[w.id] = w.token
 	}
+	g.mu.Unlock()
+	if leave {
+		g.leave(w.id, w.token)
+	}
+	g.c.groups.release(g)
+}
+
+// leave sends the leave script for a departed waiter; once the server has
+// it, the group forgets the waiter.
+func (g *waitGroup) leave(id, token string) {
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	if _, err := g.n.leave(ctx, g.nm, token, id); err != nil {
+		g.c.warn("dlock: a waiter that gave up could not leave the queue; retrying while its Client waits for the key",
+			slog.String("key", g.nm.key), slog.Any("err", err))
+		g.mu.Lock()
+		g.departed[id] = token
+		g.mu.Unlock()
+		return
+	}
+	g.mu.Lock()
+	delete(g.departed, id)
+	g.mu.Unlock()
+}
+
+// release stops the group once its last waiter has gone. A group that is
+// stopped is out of the map, so the next waiter starts a new one.
+func (gs *groups) release(g *waitGroup) {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.waiters) > 0 || g.stopped {
+		return
+	}
+	g.stopped = true
+	close(g.stop)
+	if gs.m[g.nm.key] == g {
+		delete(gs.m, g.nm.key)
+	}
+}
+
+// message receives a message of the wake channel (from the subscriber's
+// goroutine; it must not block): a grant to one of the group's waiters is
+// delivered, one to a waiter that has gone is passed on.
+func (g *waitGroup) message(payload string) {
+	id, h, ok := parseGrant(payload)
+	if !ok {
+		return
+	}
+	g.mu.Lock()
+	w := g.waiters[id]
+	token, gone := g.departed[id]
+	g.mu.Unlock()
+	switch {
+	case w != nil:
+		w.deliver(h, false, nil)
+	case gone:
+		g.c.spawn(func() { g.leave(id, token) })
+	}
+}
+
+// parseGrant reads a hand-off message: "g id fence seq lease_ms".
+func parseGrant(payload string) (id string, h *handedOff, ok bool) {
+	var fence, seq, lease int64
+	if len(payload) < 2 || payload[:2] != "g " {
+		return "", nil, false
+	}
+	if _, err := fmt.Sscanf(payload[2:], "%s %d %d %d", &id, &fence, &seq, &lease); err != nil || fence <= 0 {
+		return "", nil, false
+	}
+	return id, &handedOff{fence: fence, seq: seq, lease: time.Duration(lease) * time.Millisecond}, true
+}
+
+// keepalive runs the group's keepalive step until the group stops or the
+// Client closes.
+func (g *waitGroup) keepalive() {
+	defer g.watch.cancel()
+	t := time.NewTimer(g.period())
+	defer t.Stop()
+	lastRoll := time.Now()
+	for {
+		select {
+		case <-t.C:
+		case <-g.stop:
+			return
+		case <-g.c.done:
+			return
+		}
+		var roll []string
+		if time.Since(lastRoll) >= aliveWindow {
+			roll, lastRoll = g.rollCall(), time.Now()
+		}
+		g.step(roll)
+		t.Reset(g.period())
+	}
+}
+
+// period is the keepalive period for the group's shortest TTL.
+func (g *waitGroup) period() time.Duration {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	ttl := claimTime
+	for _, w := range g.waiters {
+		ttl = min(ttl, w.o.ttl)
+	}
+	return keepalivePeriod(ttl)
+}
+
+// rollCall lists the waiters whose join has been answered.
+func (g *waitGroup) rollCall() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var ids []string
+	for id, w := range g.waiters {
+		w.mu.Lock()
+		if w.joined {
+			ids = append(ids, id)
+		}
+		w.mu.Unlock()
+	}
+	return ids
+}
+
+// step runs one keepalive and acts on its report; it also retries the
+// leaves that failed.
+func (g *waitGroup) step(roll []string) {
+	timeout := g.nodeTimeout()
+	seq, _ := g.stamp()
+	a := fanout(g.c, g.c.ctx, []*node{g.n}, timeout, "wait",
+		func(ctx context.Context, n *node) (keepaliveReply, error) {
+			ctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
+			defer cancel()
+			return n.keepalive(ctx, g.nm, g.id, seq, roll)
+		}, nil)[0]
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if a.err != nil {
+		if g.c.ctx.Err() != nil {
+			return
+		}
+		slow := isSlow(a.err)
+		for _, w := range g.waiters {
+			if !slow || w.o.hasNodeTimeout { // a timeout ends only bounded waits
+				w.deliver(nil, false, a.err)
+			}
+		}
+		return
+	}
+	if r := a.v; r.grantTo != "" {
+		if w := g.waiters[r.grantTo]; w != nil {
+			if r.held {
+				w.deliver(&r.grant, false, nil)
+			} else {
+				w.deliver(nil, true, nil) // its grant lapsed unseen: rejoin
+			}
+		}
+	}
+	for _, id := range a.v.missing {
+		if w := g.waiters[id]; w != nil {
+			w.deliver(nil, true, nil)
+		}
+	}
+	for id, token := range g.departed {
+		g.c.spawn(func() { g.leave(id, token) })
+	}
+}
+
+// nodeTimeout is the keepalive's bound: the shortest node timeout among the
+// waiters that set one, or none.
+func (g *waitGroup) nodeTimeout() time.Duration {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var d time.Duration
+	for _, w := range g.waiters {
+		if w.o.hasNodeTimeout && (d == 0 || w.o.nodeTimeout < d) {
+			d = w.o.nodeTimeout
+		}
+	}
+	return d
+}
+
+// joinReply is the join script's answer.
+type joinReply struct {
+	granted bool
+	fence   int64
+	px      time.Duration // when granted: the key's PX, counted from the join
+	score   string        // when queued: the waiter's place
+}
+
+// join runs the join script (scripts/join.lua).
+func (n *node) join(ctx context.Context, nm *lockNames, w *queuedWaiter, group string, seq int64, score string) (joinReply, error) {
+	res, err := joinScript.Run(ctx, n.rdb, nm.queueKeys(), w.token, w.o.ttl.Milliseconds(), w.id, group, seq, score, n.publish(), nm.wake).Slice()
+	if err != nil {
+		return joinReply{}, n.fail("wait", err)
+	}
+	if len(res) != 3 {
+		return joinReply{}, n.fail("wait", errors.New("unexpected reply from the join script"))
+	}
+	if ok, _ := res[0].(int64); ok != 1 {
+		s, _ := res[2].(string)
+		return joinReply{score: s}, nil
+	}
+	fence, err := parseFence(res[1])
+	if err != nil {
+		return joinReply{}, n.fail("wait", err)
+	}
+	px, _ := res[2].(int64)
+	if px <= 0 {
+		return joinReply{}, n.fail("wait", fmt.Errorf("unexpected grant expiry %d from the join script", px))
+	}
+	return joinReply{granted: true, fence: fence, px: time.Duration(px) * time.Millisecond}, nil
+}
+
+// keepaliveReply is the keepalive script's report.
+type keepaliveReply struct {
+	grantTo string // a waiter of the group the last hand-off went to
+	held    bool   // the key still holds that waiter's token
+	grant   handedOff
+	missing []string // roll call ids neither queued nor granted
+}
+
+// keepalive runs the keepalive script (scripts/keepalive.lua).
+func (n *node) keepalive(ctx context.Context, nm *lockNames, group string, seq int64, roll []string) (keepaliveReply, error) {
+	args := make([]any, 0, 4+len(roll))
+	args = append(args, group, seq, n.publish(), nm.wake)
+	for _, id := range roll {
+		args = append(args, id)
+	}
+	res, err := keepaliveScript.Run(ctx, n.rdb, nm.queueKeys(), args...).Slice()
+	if err != nil {
+		return keepaliveReply{}, n.fail("wait", err)
+	}
+	var r keepaliveReply
+	if len(res) != 2 {
+		return r, n.fail("wait", errors.New("unexpected reply from the keepalive script"))
+	}
+	if g, _ := res[0].([]any); len(g) == 5 {
+		r.grantTo, _ = g[0].(string)
+		held, _ := g[1].(int64)
+		r.held = held == 1
+		fence, _ := g[2].(string)
+		r.grant.fence, _ = strconv.ParseInt(fence, 10, 64)
+		r.grant.seq, _ = g[3].(int64)
+		lease, _ := g[4].(int64)
+		r.grant.lease = time.Duration(lease) * time.Millisecond
+	}
+	missing, _ := res[1].([]any)
+	for _, m := range missing {
+		if id, ok := m.(string); ok {
+			r.missing = append(r.missing, id)
+		}
+	}
+	return r, nil
+}
+
+// leave takes a waiter out of the queue; if it had been granted the lock
+// meanwhile, the lock goes on to the next waiter. It reports whether it had.
+func (n *node) leave(ctx context.Context, nm *lockNames, token, id string) (bool, error) {
+	v, err := leaveScript.Run(ctx, n.rdb, nm.queueKeys(), token, id, n.publish(), nm.wake).Int64()
+	if err != nil {
+		return false, n.fail("leave", err)
+	}
+	return v == 1, nil
 }

@@ -122,10 +122,12 @@ func TestADeadWaiterIsSkipped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ms := now.UnixMilli()
+	us := now.UnixMicro()
 	queue, waiters := "dlock:queue:{"+k+"}", "dlock:waiters:{"+k+"}"
 	rdb.ZAdd(ctx, queue, redis.Z{Score: 1, Member: "gone"}, redis.Z{Score: 2, Member: "recent"})
-	rdb.HSet(ctx, waiters, "gone", fmt.Sprintf("tok-gone 60000 %d 1", ms-1000), "recent", fmt.Sprintf("tok-recent 60000 %d 1", ms+5000))
+	rdb.HSet(ctx, waiters,
+		"gone", "tok-gone 60000 g1", "@g1", fmt.Sprintf("%d 1", us-2_000_000),
+		"recent", "tok-recent 60000 g2", "@g2", fmt.Sprintf("%d 1", us+5_000_000))
 	live := startWaiter(t, rdb, k, 3, dlock.WithTTL(time.Minute))
 	if err := holder.Unlock(ctx); err != nil {
 		t.Fatal(err)

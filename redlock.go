@@ -69,7 +69,7 @@ func (c *Client) quorum() int { return len(c.nodes)/2 + 1 }
 type answer[T any] struct {
 	v         T
 	err       error
-	abandoned bool // no answer in time; late was or will be called with it
+	abandoned bool // sent, no answer in time; late was or will be called with it
 }
 
 // fanout runs call on every node in nodes in parallel and returns their
@@ -97,8 +97,8 @@ func fanoutUntil[T any](c *Client, ctx context.Context, nodes []*node, timeout t
 		if late != nil {
 			lateN = func(v T, err error) { late(n, v, err) }
 		}
-		v, err := await(c, ctx, func(ctx context.Context) (T, error) { return call(ctx, n) }, lateN)
-		answers[0] = answer[T]{v: v, err: err, abandoned: err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err())}
+		v, err, left := await(c, ctx, func(ctx context.Context) (T, error) { return call(ctx, n) }, lateN)
+		answers[0] = answer[T]{v: v, err: err, abandoned: left}
 		return answers
 	}
 

@@ -2,6 +2,7 @@ package dlock
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -76,9 +77,24 @@ func (ls *lease) watch() *lease {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	if ls.timer == nil && ls.ctx.Err() == nil {
-		ls.timer = time.AfterFunc(time.Until(ls.deadline), ls.expire)
+		if left := time.Until(ls.deadline); left > 0 {
+			ls.timer = time.AfterFunc(left, ls.expire)
+		} else {
+			ls.endLocked() // a lease that is over is done when it is looked at
+		}
 	}
 	return ls
+}
+
+// over reports whether the lease has ended, ending it first if its
+// deadline has passed (its timer may not have run yet, or never started).
+func (ls *lease) over() bool {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.ctx.Err() == nil && !time.Now().Before(ls.deadline) {
+		ls.endLocked()
+	}
+	return ls.ctx.Err() != nil
 }
 
 // until returns the validity that a grant or renewal of ttl, sent at sent,
@@ -128,6 +144,12 @@ func (ls *lease) expire() {
 	if time.Now().Before(ls.deadline) {
 		return // renewed; the timer was reset
 	}
+	ls.endLocked()
+}
+
+// endLocked ends the lease at its deadline, with the cause that says
+// which limit it reached. Called with ls.mu held.
+func (ls *lease) endLocked() {
 	if ls.capped {
 		ls.cancel(ErrMaxHold)
 	} else {
@@ -167,9 +189,19 @@ func (c leaseContext) Deadline() (time.Time, bool) { return c.ls.validUntil(), t
 // lost, the hold ceiling leaves no room for another renewal, or the Client
 // is closed. A failed renewal (Redis unreachable) is retried while the lease
 // lasts; if none succeeds in time, the lease's own timer ends the Context.
-func (l *Lock) watchdog(stop <-chan struct{}) {
+// Its first renewal comes a third of the way into what the grant gave: the
+// TTL, or a hand-off's shorter claim.
+//
+// once is for a hand-off without WithAutoRenew (Lock.claimed): a single
+// renewal to the TTL, retried like the watchdog's, and none once an Extend
+// has been asked for.
+//
+// Renewals ask for the TTL, or for what the last Extend asked for: nothing
+// in the background undoes an explicit Extend.
+func (l *Lock) watchdog(stop <-chan struct{}, once bool) {
 	interval := l.ttl / 3
-	timer := time.NewTimer(time.Until(l.acquired.Add(interval)))
+	first := min(l.ttl, l.valid) / 3
+	timer := time.NewTimer(time.Until(l.acquired.Add(first)))
 	defer timer.Stop()
 	for {
 		select {
@@ -181,17 +213,23 @@ func (l *Lock) watchdog(stop <-chan struct{}) {
 		case <-l.lease.ctx.Done():
 			return
 		}
+		ttl := l.ttl
+		if e := l.extended.Load(); e > 0 {
+			ttl = time.Duration(e)
+		}
 		// Bound the attempt by the lease: past it, renewing is pointless.
 		ctx, cancel := context.WithDeadline(context.Background(), l.lease.validUntil())
-		sent, err := l.renew(ctx, l.ttl)
+		sent, err := l.renew(ctx, ttl, once)
 		cancel()
 		switch {
-		case err == errNoRoom, l.lease.ctx.Err() != nil:
-			return // the lease ends at the ceiling, or has ended
+		case err == errNoRoom, err == errExtended, errors.Is(err, ErrNotHeld), l.lease.ctx.Err() != nil:
+			return // the lease ends at the ceiling, was extended, or has ended
 		case err != nil:
 			// Try again soon, while the lease lasts.
 			l.c.warn("dlock: renewal failed; retrying while the lease lasts", slog.String("key", l.Key()), slog.Int64("fence", l.fence), slog.Any("err", err))
-			timer.Reset(retryDelay(interval/4, -1))
+			timer.Reset(retryDelay(min(interval, first)/4, -1))
+		case once:
+			return
 		default:
 			timer.Reset(time.Until(sent.Add(interval)))
 		}

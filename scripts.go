@@ -23,9 +23,13 @@ var (
 	releaseSrc    string
 	releaseScript = redis.NewScript(preludeSrc + releaseSrc)
 
-	//go:embed scripts/wait.lua
-	waitSrc    string
-	waitScript = redis.NewScript(preludeSrc + waitSrc)
+	//go:embed scripts/join.lua
+	joinSrc    string
+	joinScript = redis.NewScript(preludeSrc + joinSrc)
+
+	//go:embed scripts/keepalive.lua
+	keepaliveSrc    string
+	keepaliveScript = redis.NewScript(preludeSrc + keepaliveSrc)
 
 	//go:embed scripts/leave.lua
 	leaveSrc    string

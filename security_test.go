@@ -18,10 +18,10 @@ var minimalACL = []any{"ACL", "SETUSER", "locker", "on", ">s3cret",
 	"resetkeys", "~lock:*", "~dlock:*{lock:*",
 	"resetchannels", "&dlock:wake:{lock:*",
 	"-@all", "+@connection",
-	"+evalsha", "+eval", "+script|load", "+command|info", "+blpop", "+wait", "+scan",
+	"+evalsha", "+eval", "+script|load", "+command|info", "+wait", "+scan",
 	"+subscribe", "+unsubscribe", "+ssubscribe", "+sunsubscribe", "+publish", "+spublish",
 	"+get", "+set", "+del", "+exists", "+pttl", "+pexpire", "+time",
-	"+zrange", "+zadd", "+zrem", "+zcard", "+hget", "+hset", "+hdel", "+rpush", "+lpop"}
+	"+zrange", "+zadd", "+zrem", "+zcard", "+zscore", "+hget", "+hset", "+hdel"}
 
 func TestARestrictedACLUserCanLockItsKeysAndNothingElse(t *testing.T) {
 	s := redistest.Start(t)

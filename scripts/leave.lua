@@ -1,12 +1,11 @@
--- leave: a waiter gives up. It leaves the queue; if a handoff granted it the
--- lock meanwhile, the lock goes on to the next live waiter (or is announced
--- free). (prelude.lua is prepended.)
+-- leave: a waiter gives up. It leaves the queue; if a hand-off granted it
+-- the lock meanwhile, the lock goes on to the next live waiter (or is
+-- announced free). (prelude.lua is prepended.)
 --
 -- KEYS[1]  lock key
 -- KEYS[2]  fencing counter of the lock key
 -- KEYS[3]  wait queue (sorted set)       all in the lock key's hash slot
 -- KEYS[4]  waiters (hash)
--- KEYS[5]  this waiter's grant list
 -- ARGV[1]  token
 -- ARGV[2]  waiter id
 -- ARGV[3]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
@@ -14,15 +13,14 @@
 --
 -- Returns 1 when the waiter had been granted the lock (and passed it on),
 -- 0 otherwise.
-local handoff = queue(issue_fence)
 redis.call('ZREM', KEYS[3], ARGV[2])
 redis.call('HDEL', KEYS[4], ARGV[2])
-redis.call('DEL', KEYS[5])
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return 0
 end
 redis.call('DEL', KEYS[1])
-if not handoff(KEYS[1], KEYS[2], KEYS[3], KEYS[4]) then
+local handoff = queue(issue_fence)
+if not handoff(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[3], ARGV[4]) then
   redis.call(ARGV[3], ARGV[4], 'released')
 end
 return 1

@@ -1,6 +1,6 @@
 -- prelude: functions shared by the scripts that grant locks. It is
--- prepended to acquire, release, wait and leave (scripts.go); it declares
--- functions only and runs nothing.
+-- prepended to acquire, release, join, keepalive and leave (scripts.go); it
+-- declares functions only and runs nothing.
 --
 -- Declaring a function costs on every run of a script (Lua builds the
 -- closure each time), and most runs, an uncontended acquire or release,
@@ -8,11 +8,19 @@
 -- the queue's functions are built by queue(), which only the paths that
 -- need them call.
 --
--- The wait queue of a lock key lives in two keys of its hash slot: a sorted
--- set of waiter ids ordered by the server time (microseconds) at which they
--- queued, and a hash from waiter id to "token ttl_ms alive_until_ms seq".
--- A waiter keeps alive_until in the future while it waits; a waiter whose
--- alive_until has passed is dead, and is dropped when reached.
+-- The wait queue of a lock key lives in two keys of its hash slot (queue.go
+-- has the design):
+--   queue    sorted set: waiter id -> the server time (microseconds) at
+--            which it first queued; a waiter that rejoins keeps its score
+--   waiters  hash:
+--              <id>     "token ttl_ms group"   one queued waiter
+--              @<group> "time_us seq"          the group's last sign of
+--                       life: the server time a step of that Client ran,
+--                       and the step's sequence number
+--              !        "group id token fence seq lease_ms" the last
+--                       hand-off (the grant record)
+-- A waiter is alive while its group's last sign of life is less than
+-- alive_us old; a dead waiter is dropped when reached.
 
 -- issue_fence issues the next fencing token of a lock: max(counter + 1,
 -- server time in microseconds), and keeps the counter for a day after
@@ -35,67 +43,73 @@ local function issue_fence(fence_key)
   return fence
 end
 
--- queue returns the functions that work a lock's wait queue: handoff and
--- now. issue_fence is passed in, so that building them costs no upvalue
--- unless they are built.
+-- queue returns the functions that work a lock's wait queue: handoff, now
+-- and alive. issue_fence is passed in, so that building them costs no
+-- upvalue unless they are built.
 local function queue(issue_fence)
-  -- now returns the server time in milliseconds and in microseconds (as
-  -- numbers; the wait queue is ordered by the latter).
+  -- now returns the server time in microseconds (a number).
   local function now()
     local t = redis.call('TIME')
-    local s, us = tonumber(t[1]), tonumber(t[2])
-    return s * 1000 + math.floor(us / 1000), s * 1000000 + us
+    return tonumber(t[1]) * 1000000 + tonumber(t[2])
   end
 
-  -- claim_ms is how long a hand-off gives the lock to a waiter before the
-  -- waiter has extended it to its TTL: claimTime in queue.go, whose tests
-  -- check that the two agree.
-  local claim_ms = '1000'
+  -- claim_ms is the longest a hand-off gives the lock to a waiter before
+  -- the waiter has extended it to its TTL (claimTime in queue.go), and
+  -- alive_us how long a group stays alive without a step (aliveWindow);
+  -- keep is how long the queue's keys outlive the last step. A test
+  -- checks these against queue.go.
+  local claim_ms, alive_us, keep = 1000, 1000000, '2000'
 
-  -- grant_list returns the name of a waiter's grant list: keys.go's grant
-  -- prefix and the waiter's id. The prefix is the queue key's, with "grant"
-  -- for "queue" (both are derived from the lock key the same way, keys.go),
-  -- so it keeps the lock key's hash slot.
-  local function grant_list(queue_key, id)
-    return 'dlock:grant:' .. string.sub(queue_key, 13) .. ':' .. id
+  -- alive records a step of group at server time now_us with sequence
+  -- number seq, and keeps the queue's keys for twice the alive window.
+  local function alive(queue_key, waiters_key, group, now_us, seq)
+    redis.call('HSET', waiters_key, '@' .. group, string.format('%.0f', now_us) .. ' ' .. seq)
+    redis.call('PEXPIRE', queue_key, keep)
+    redis.call('PEXPIRE', waiters_key, keep)
   end
 
-  -- handoff gives a free lock to the first live waiter of its queue: sets the
-  -- lock to the waiter's token for at most claim_ms (the waiter extends it to
-  -- its TTL once it knows), issues its fence, and pushes "fence seq" onto the
-  -- waiter's grant list, which the waiter is blocked on (BLPOP). Dead waiters
-  -- met on the way are dropped. Returns the waiter id, or false when nobody
-  -- live is waiting.
-  local function handoff(lock_key, fence_key, queue_key, waiters_key)
-    local now_ms
+  -- handoff gives a free lock to the first live waiter of its queue: sets
+  -- the lock to the waiter's token for its TTL but at most claim_ms,
+  -- issues its fence, writes the grant record and publishes the grant on
+  -- the wake channel ("g id fence seq lease_ms"). Dead waiters met on the
+  -- way are dropped. Returns the waiter id, or false when nobody live is
+  -- waiting.
+  --
+  -- lease_ms is how long the lock lives counted from the group's last step
+  -- (seq) that the server ran: the time since that step, on this server's
+  -- clock, rounded down, plus the key's PX. The waiter counts its lease
+  -- from when it sent that step, which was no later than the server ran
+  -- it, so its estimate ends no later than the key expires (queue.go).
+  local function handoff(lock_key, fence_key, queue_key, waiters_key, pub, chan)
+    local now_us = now()
     while true do
       local head = redis.call('ZRANGE', queue_key, '0', '0')[1]
       if not head then
         return false
       end
-      if not now_ms then
-        now_ms = now()
-      end
       local data = redis.call('HGET', waiters_key, head)
       redis.call('ZREM', queue_key, head)
       redis.call('HDEL', waiters_key, head)
+      local token, ttl, group
       if data then
-        local token, ttl, alive, seq = string.match(data, '^(%S+) (%d+) (%d+) (%d+)$')
-        if token and tonumber(alive) >= now_ms then
-          local px = ttl
-          if tonumber(ttl) > tonumber(claim_ms) then
-            px = claim_ms
-          end
-          redis.call('SET', lock_key, token, 'PX', px)
+        token, ttl, group = string.match(data, '^(%S+) (%d+) (%S+)$')
+      end
+      local life = group and redis.call('HGET', waiters_key, '@' .. group)
+      if life then
+        local at, seq = string.match(life, '^(%d+) (%d+)$')
+        if at and tonumber(at) + alive_us >= now_us then
+          local px = math.min(tonumber(ttl), claim_ms)
+          redis.call('SET', lock_key, token, 'PX', tostring(px))
           local fence = issue_fence(fence_key)
-          local grant = grant_list(queue_key, head)
-          redis.call('RPUSH', grant, fence .. ' ' .. seq .. ' ' .. px)
-          redis.call('PEXPIRE', grant, px)
+          local lease = tostring(math.floor((now_us - tonumber(at)) / 1000) + px)
+          redis.call('HSET', waiters_key, '!', group .. ' ' .. head .. ' ' .. token .. ' ' .. fence .. ' ' .. seq .. ' ' .. lease)
+          redis.call(pub, chan, 'g ' .. head .. ' ' .. fence .. ' ' .. seq .. ' ' .. lease)
           return head
         end
+        redis.call('HDEL', waiters_key, '@' .. group)
       end
     end
   end
 
-  return handoff, now
+  return handoff, now, alive
 end

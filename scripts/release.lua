@@ -11,9 +11,7 @@
 -- ARGV[1]  token
 -- ARGV[2]  the holder's fence, or 0
 -- ARGV[3]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
---
--- The release message goes to the lock key's wake channel, whose name is
--- the notify key's with "wake" for "notify" (keys.go).
+-- ARGV[4]  the lock key's wake channel
 --
 -- Returns 1 when released, 0 when the key does not hold the token (expired,
 -- taken by someone else, or already released): then nothing is changed.
@@ -35,8 +33,8 @@ end
 -- Usually nobody waits, and one EXISTS says so for both kinds of waiter.
 if redis.call('EXISTS', KEYS[3], KEYS[5]) > 0 then
   local handoff = queue(issue_fence)
-  if not handoff(KEYS[1], KEYS[2], KEYS[3], KEYS[4]) then
-    redis.call(ARGV[3], 'dlock:wake:' .. string.sub(KEYS[5], 14), 'released')
+  if not handoff(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[3], ARGV[4]) then
+    redis.call(ARGV[3], ARGV[4], 'released')
   end
 end
 return 1
