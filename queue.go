@@ -323,7 +323,7 @@ func (g *waitGroup) join(ctx context.Context, w *queuedWaiter) (l *Lock, err err
 		func(ctx context.Context, n *node) (joinReply, error) {
 			return n.join(ctx, g.nm, w, g.id, seq, score)
 		},
-		func(*node, joinReply, error) { g.leave(w.id, w.token) })[0]
+		func(*node, joinReply, error) { g.leave(w.id, w.token, 0) })[0]
 	switch {
 	case a.abandoned:
 		return nil, a.err, true
@@ -371,27 +371,37 @@ func (g *waitGroup) exit(w *queuedWaiter, leave bool) {
 	}
 	g.mu.Unlock()
 	if leave {
-		g.leave(w.id, w.token)
+		g.leave(w.id, w.token, w.o.nodeTimeoutFor(1))
 	}
 	g.c.groups.release(g)
 }
 
 // leave sends the leave script for a departed waiter; once the server has
-// it, the group forgets the waiter.
-func (g *waitGroup) leave(id, token string) {
+// it, the group forgets the waiter. It waits for the answer at most
+// timeout (none if 0); a leave still running then finishes in the
+// background.
+func (g *waitGroup) leave(id, token string, timeout time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
-	if _, err := g.n.leave(ctx, g.nm, token, id); err != nil {
-		g.c.warn("dlock: a waiter that gave up could not leave the queue; retrying while its Client waits for the key",
-			slog.String("key", g.nm.key), slog.Any("err", err))
-		g.mu.Lock()
-		g.departed[id] = token
-		g.mu.Unlock()
+	a := fanout(g.c, ctx, []*node{g.n}, timeout, "leave",
+		func(ctx context.Context, n *node) (bool, error) { return n.leave(ctx, g.nm, token, id) },
+		func(_ *node, _ bool, err error) { g.left(id, token, err) })[0]
+	if !a.abandoned {
+		g.left(id, token, a.err)
+	}
+}
+
+// left records the answer to a leave: a failed one is tried again.
+func (g *waitGroup) left(id, token string, err error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if err == nil {
+		delete(g.departed, id)
 		return
 	}
-	g.mu.Lock()
-	delete(g.departed, id)
-	g.mu.Unlock()
+	g.departed[id] = token
+	g.c.warn("dlock: a waiter that gave up could not leave the queue; retrying while its Client waits for the key",
+		slog.String("key", g.nm.key), slog.Any("err", err))
 }
 
 // release stops the group once its last waiter has gone. A group that is
@@ -427,7 +437,7 @@ func (g *waitGroup) message(payload string) {
 	case w != nil:
 		w.deliver(h, false, nil)
 	case gone:
-		g.c.spawn(func() { g.leave(id, token) })
+		g.c.spawn(func() { g.leave(id, token, 0) })
 	}
 }
 
@@ -533,7 +543,7 @@ func (g *waitGroup) step(roll []string) {
 		}
 	}
 	for id, token := range g.departed {
-		g.c.spawn(func() { g.leave(id, token) })
+		g.c.spawn(func() { g.leave(id, token, 0) })
 	}
 }
 

@@ -20,7 +20,7 @@
 -- ms counted from this step (the waiter counts its lease from when it sent
 -- it). Returns {0, pttl, score} when the waiter is queued: the holder's
 -- remaining TTL and the waiter's place, to rejoin with.
-local handoff, now, alive = queue(issue_fence)
+local handoff, now, alive, claim_ms = queue(issue_fence)
 local now_us = now()
 alive(KEYS[3], KEYS[4], ARGV[4], now_us, ARGV[5])
 local value = redis.call('GET', KEYS[1])

@@ -43,8 +43,8 @@ local function issue_fence(fence_key)
   return fence
 end
 
--- queue returns the functions that work a lock's wait queue: handoff, now
--- and alive. issue_fence is passed in, so that building them costs no
+-- queue returns the functions that work a lock's wait queue, handoff, now
+-- and alive, and claim_ms. issue_fence is passed in, so that building them costs no
 -- upvalue unless they are built.
 local function queue(issue_fence)
   -- now returns the server time in microseconds (a number).
@@ -111,5 +111,5 @@ local function queue(issue_fence)
     end
   end
 
-  return handoff, now, alive
+  return handoff, now, alive, claim_ms
 end

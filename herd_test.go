@@ -1,0 +1,389 @@
+package dlock_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/redistest"
+)
+
+// connectedClients returns the server's connected_clients.
+func connectedClients(t testing.TB, rdb *redis.Client) int {
+	t.Helper()
+	info, err := rdb.Info(context.Background(), "clients").Result()
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "connected_clients:"); ok {
+			n, _ := strconv.Atoi(v)
+			return n
+		}
+	}
+	return 0
+}
+
+// herd runs n goroutines that each take the lock on key once through c,
+// hold it for hold, and unlock; it fails the test on an overlap, a fence
+// that does not grow, or a Lock that fails.
+func herd(t *testing.T, c *dlock.Client, key string, n int, hold time.Duration, opts ...dlock.Option) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	var (
+		inside    atomic.Int32
+		mu        sync.Mutex
+		lastFence int64
+		served    atomic.Int32
+		wg        sync.WaitGroup
+	)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l, err := c.Lock(ctx, key, opts...)
+			if err != nil {
+				t.Errorf("Lock: %v", err)
+				return
+			}
+			if inside.Add(1) != 1 {
+				t.Error("two holders at once")
+			}
+			mu.Lock()
+			if l.Fence() <= lastFence {
+				t.Errorf("fence %d after %d", l.Fence(), lastFence)
+			}
+			lastFence = l.Fence()
+			mu.Unlock()
+			time.Sleep(hold)
+			inside.Add(-1)
+			if err := l.Unlock(ctx); err != nil && !errors.Is(err, dlock.ErrNotHeld) {
+				t.Errorf("Unlock: %v", err)
+			}
+			served.Add(1)
+		}()
+	}
+	wg.Wait()
+	if got := served.Load(); int(got) != n {
+		t.Fatalf("%d of %d served", got, n)
+	}
+}
+
+// A thousand goroutines wait on one key through one Client on a go-redis
+// client with its default options: all are served once, in turn; the
+// user's pool stays free for the application (an unrelated GET keeps
+// answering), and the server sees no more connections than the pool holds
+// plus dlock's subscription.
+func TestAThousandWaitersOnADefaultClientAreAllServed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a thousand waiters")
+	}
+	s := redistest.Start(t)
+	rdb := redis.NewClient(&redis.Options{Addr: s.Addr()})
+	c := dlock.New(rdb)
+	defer rdb.Close()
+	defer c.Close()
+	admin := s.Client(t)
+	k := key(t)
+
+	stop := make(chan struct{})
+	var watchers sync.WaitGroup
+	var maxConns atomic.Int64
+	watchers.Add(1)
+	go func() { // the application's own traffic, and the server's view
+		defer watchers.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			if err := rdb.Get(context.Background(), "unrelated").Err(); err != nil && !errors.Is(err, redis.Nil) {
+				t.Errorf("an unrelated GET on the same client: %v", err)
+			}
+			if n := int64(connectedClients(t, admin)); n > maxConns.Load() {
+				maxConns.Store(n)
+			}
+		}
+	}()
+	herd(t, c, k, 1000, time.Millisecond, dlock.WithTTL(5*time.Second))
+	close(stop)
+	watchers.Wait()
+	// The pool, dlock's one subscription, the admin client.
+	if limit := int64(10*runtime.GOMAXPROCS(0) + 2); maxConns.Load() > limit {
+		t.Errorf("the server saw %d connections, more than the pool and the subscription (%d)", maxConns.Load(), limit)
+	}
+}
+
+// At the shortest TTL the API accepts, a hundred waiters that each take
+// the lock twice all get it: a grant is never refused for the age of the
+// step it counts from, and a waiter that cannot use one keeps its place.
+func TestShortTTLWaitersAllAcquire(t *testing.T) {
+	c, _ := newClient(t, shared)
+	k := key(t)
+	var wg sync.WaitGroup
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var got atomic.Int32
+	for i := 0; i < 100; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := 0; j < 2; j++ {
+				l, err := c.Lock(ctx, k, dlock.WithTTL(dlock.MinTTL))
+				if err != nil {
+					t.Errorf("Lock at MinTTL: %v", err)
+					return
+				}
+				got.Add(1)
+				time.Sleep(2 * time.Millisecond)
+				_ = l.Unlock(ctx) // may find it expired: 2 ms of a 10 ms lease on a loaded machine
+			}
+		}()
+	}
+	wg.Wait()
+	if n := got.Load(); n != 200 {
+		t.Fatalf("%d of 200 acquisitions", n)
+	}
+}
+
+// failNext is a go-redis hook that fails the next script call once armed.
+type failNext struct{ armed atomic.Bool }
+
+func (f *failNext) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (f *failNext) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (f *failNext) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if name := cmd.Name(); (name == "evalsha" || name == "eval") && f.armed.CompareAndSwap(true, false) {
+			err := &net.OpError{Op: "read", Net: "tcp", Err: errors.New("injected failure")}
+			cmd.SetErr(err)
+			return err
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// handedOver returns a lock on k that c obtained by a hand-off from another
+// holder (so its key starts with the short claim, not the TTL).
+func handedOver(t *testing.T, c *dlock.Client, k string, opts ...dlock.Option) *dlock.Lock {
+	t.Helper()
+	other, rdb := newClient(t, shared)
+	holder := mustLock(t, other, k, dlock.WithTTL(time.Minute))
+	got := make(chan *dlock.Lock, 1)
+	go func() {
+		l, err := c.Lock(ctxT(t), k, opts...)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	eventually(t, "queued", func() bool { return queueLen(t, rdb, k) == 1 })
+	if err := holder.Unlock(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	l := <-got
+	if l == nil {
+		t.FailNow()
+	}
+	return l
+}
+
+// The first command after a hand-off fails (the extension from the claim to
+// the TTL): it is retried within the claim, and the lock survives.
+func TestAHandOffSurvivesAFailedExtension(t *testing.T) {
+	for name, opts := range map[string][]dlock.Option{
+		"plain":      {dlock.WithTTL(30 * time.Second)},
+		"auto-renew": {dlock.WithTTL(30 * time.Second), dlock.WithAutoRenew()},
+	} {
+		t.Run(name, func(t *testing.T) {
+			hook := &failNext{}
+			rdb := shared.Client(t)
+			rdb.AddHook(hook)
+			c := dlock.New(rdb)
+			t.Cleanup(func() { c.Close() })
+			k := key(t)
+			l := handedOver(t, c, k, opts...)
+			hook.armed.Store(true)
+			eventually(t, "the lock is extended to its TTL", func() bool {
+				return !hook.armed.Load() && shared.Client(t).PTTL(ctxT(t), k).Val() > 10*time.Second
+			})
+			time.Sleep(1500 * time.Millisecond) // past the claim
+			if err := l.Context().Err(); err != nil {
+				t.Fatalf("the lock was lost: %v", context.Cause(l.Context()))
+			}
+			if err := l.Unlock(ctxT(t)); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// An Extend right after a hand-off is not undone by the extension of the
+// claim.
+func TestExtendJustAfterAHandOffIsKept(t *testing.T) {
+	c, rdb := newClient(t, shared)
+	k := key(t)
+	l := handedOver(t, c, k, dlock.WithTTL(30*time.Second))
+	if err := l.Extend(ctxT(t), 5*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond) // past the claim and its extension
+	if pttl := rdb.PTTL(ctxT(t), k).Val(); pttl < 4*time.Minute {
+		t.Fatalf("PTTL %v after Extend(5m): the extension was undone", pttl)
+	}
+	_ = l.Unlock(ctxT(t))
+}
+
+// A waiter whose context ends while it waits (between two steps, or with
+// its join in flight) leaves no ghost: once the holder releases, the lock
+// is free for the next TryLock at once.
+func TestAWaiterThatGivesUpLeavesNoGhost(t *testing.T) {
+	c, rdb := newClient(t, shared)
+	other, _ := newClient(t, shared)
+	for i, after := range []time.Duration{-1, 0, 50 * time.Microsecond, 300 * time.Microsecond, time.Millisecond, 5 * time.Millisecond, 100 * time.Millisecond, 400 * time.Millisecond} {
+		k := key(t) + strconv.Itoa(i)
+		holder := mustLock(t, other, k, dlock.WithTTL(time.Minute))
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { _, err := c.Lock(ctx, k); done <- err }()
+		if after < 0 {
+			eventually(t, "queued", func() bool { return queueLen(t, rdb, k) == 1 })
+		} else {
+			time.Sleep(after)
+		}
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("Lock: %v, want context.Canceled", err)
+		}
+		// A join still in flight is followed by its leave: wait for it.
+		eventually(t, "the waiter left", func() bool { return queueLen(t, rdb, k) == 0 })
+		if err := holder.Unlock(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+		l, err := other.TryLock(ctxT(t), k)
+		if err != nil {
+			t.Fatalf("cancel after %v: TryLock after the release: %v (the lock went to a departed waiter)", after, err)
+		}
+		_ = l.Unlock(ctxT(t))
+	}
+}
+
+// Close, then the go-redis client's Close, as the usual defers run: waiting
+// Lock calls end with ErrClosed, and nobody is left in line.
+func TestCloseThenRedisCloseGivesWaitersErrClosed(t *testing.T) {
+	holderC, admin := newClient(t, shared)
+	rdb := shared.Client(t)
+	c := dlock.New(rdb)
+	k := key(t)
+	holder := mustLock(t, holderC, k, dlock.WithTTL(time.Minute))
+	const n = 5
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		go func() { _, err := c.Lock(context.Background(), k); errs <- err }()
+	}
+	eventually(t, "all queued", func() bool { return queueLen(t, admin, k) == n })
+	c.Close()
+	rdb.Close()
+	for i := 0; i < n; i++ {
+		if err := <-errs; !errors.Is(err, dlock.ErrClosed) || !errors.Is(err, dlock.ErrNotObtained) {
+			t.Fatalf("a waiting Lock after Close: %v, want ErrClosed and ErrNotObtained", err)
+		}
+	}
+	if got := queueLen(t, admin, k); got != 0 {
+		t.Fatalf("%d waiters left in line after Close", got)
+	}
+	if err := holder.Unlock(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if v := admin.Get(ctxT(t), k).Val(); v != "" {
+		t.Fatal("the released lock went to a closed Client's waiter")
+	}
+}
+
+// WithNodeTimeout bounds single-node Lock too: on a paused server, before
+// and while it waits, Lock ends with a *NodeError, not at the context's end.
+func TestLockWithNodeTimeoutOnAPausedServer(t *testing.T) {
+	for _, when := range []string{"before", "while waiting"} {
+		t.Run(when, func(t *testing.T) {
+			s := redistest.Start(t)
+			c, _ := newClient(t, s)
+			other, _ := newClient(t, s)
+			k := key(t)
+			mustLock(t, other, k, dlock.WithTTL(time.Minute))
+			if when == "before" {
+				s.Pause()
+			}
+			t.Cleanup(s.Resume)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { _, err := c.Lock(ctx, k, dlock.WithNodeTimeout(100*time.Millisecond)); done <- err }()
+			if when != "before" {
+				eventually(t, "queued", func() bool { st, _ := other.Inspect(ctxT(t), k); return st.Waiters == 1 })
+				s.Pause()
+			}
+			err := <-done
+			var ne *dlock.NodeError
+			if !errors.As(err, &ne) || errors.Is(err, dlock.ErrNotObtained) || ctx.Err() != nil {
+				t.Fatalf("Lock on a paused server: %v, want a *NodeError before the context ends", err)
+			}
+		})
+	}
+}
+
+// A grant published while the Client's subscription is down is found by
+// the group's keepalive: the waiter gets that very grant (its fence), not a
+// later one after the claim lapsed.
+func TestAGrantWhoseMessageIsLostIsFoundByTheKeepalive(t *testing.T) {
+	c, _ := newClient(t, shared)
+	other, admin := newClient(t, shared)
+	k := key(t)
+	holder := mustLock(t, other, k, dlock.WithTTL(time.Minute))
+	got := make(chan *dlock.Lock, 1)
+	go func() {
+		l, err := c.Lock(ctxT(t), k, dlock.WithTTL(time.Minute))
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	eventually(t, "queued", func() bool { return queueLen(t, admin, k) == 1 })
+	if err := admin.Do(ctxT(t), "CLIENT", "KILL", "TYPE", "pubsub").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := holder.Unlock(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	fence, _ := admin.Get(ctxT(t), "dlock:fence:{"+k+"}").Int64()
+	l := <-got
+	if l == nil {
+		t.FailNow()
+	}
+	if l.Fence() != fence {
+		t.Fatalf("the waiter's fence %d, the hand-off's %d: the grant was lost", l.Fence(), fence)
+	}
+	_ = l.Unlock(ctxT(t))
+}
+
+// Three hundred goroutines wait on one key through one Redlock Client: all
+// are served, one at a time, with fences that grow.
+func TestRedlockHerdIsServed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a herd")
+	}
+	c, _ := newRedlock(t, startNodes(t, 3))
+	herd(t, c, key(t), 300, time.Millisecond, dlock.WithTTL(5*time.Second), dlock.WithNodeTimeout(time.Second))
+}

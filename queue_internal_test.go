@@ -1,0 +1,93 @@
+package dlock
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/dlock-go/dlock/internal/redistest"
+)
+
+// A waiter that could not use its grant joins again with its score: if the
+// key still holds its token, the join confirms the grant with a fresh
+// claim; if the grant lapsed, the waiter is back at the head of the line,
+// ahead of those who queued after it.
+func TestARefusedGrantKeepsItsPlace(t *testing.T) {
+	s := redistest.Start(t)
+	rdb := s.Client(t)
+	n := newNode(rdb)
+	ctx := context.Background()
+	const k = "lock:keep-place"
+	nm := namesOf(k)
+	if g, err := n.acquire(ctx, nm, "holder", options{ttl: time.Minute}, false); err != nil || !g.ok {
+		t.Fatal(g, err)
+	}
+	a := &queuedWaiter{id: "a", token: "tok-a", o: options{ttl: time.Minute}}
+	b := &queuedWaiter{id: "b", token: "tok-b", o: options{ttl: time.Minute}}
+	ra, err := n.join(ctx, nm, a, "ga", 1, "0")
+	if err != nil || ra.granted || ra.score == "" {
+		t.Fatalf("a's join: %+v %v", ra, err)
+	}
+	if rb, err := n.join(ctx, nm, b, "gb", 1, "0"); err != nil || rb.granted {
+		t.Fatalf("b's join: %+v %v", rb, err)
+	}
+	if ok, err := n.release(ctx, nm, "holder", 0); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	if got := rdb.Get(ctx, k).Val(); got != "tok-a" {
+		t.Fatalf("the hand-off went to %q, want a", got)
+	}
+	// Too late to use: a joins again while the key still holds its token.
+	rdb.PExpire(ctx, k, 50*time.Millisecond)
+	r, err := n.join(ctx, nm, a, "ga", 2, ra.score)
+	if err != nil || !r.granted || r.px != claimTime {
+		t.Fatalf("confirming join: %+v %v, want granted with a fresh claim", r, err)
+	}
+	if pttl := rdb.PTTL(ctx, k).Val(); pttl < claimTime/2 {
+		t.Fatalf("PTTL %v after the confirming join", pttl)
+	}
+	// Lapsed: the key expired before a joined again. a queues ahead of b.
+	rdb.Del(ctx, k)
+	r, err = n.join(ctx, nm, a, "ga", 3, ra.score)
+	if err != nil || !r.granted {
+		t.Fatalf("rejoin after the grant lapsed: %+v %v, want a, first in line, to take the free lock", r, err)
+	}
+	if got := rdb.Get(ctx, k).Val(); got != "tok-a" {
+		t.Fatalf("the key holds %q, want a's token", got)
+	}
+	if head := rdb.ZRange(ctx, "dlock:queue:{"+k+"}", 0, 0).Val(); len(head) != 1 || head[0] != "b" {
+		t.Fatalf("queue head %v, want b still in line", head)
+	}
+}
+
+// The lease of a hand-off counts from the group's step it names, plus the
+// time the server saw pass since that step.
+func TestAHandOffsLeaseCountsFromTheGroupsStep(t *testing.T) {
+	s := redistest.Start(t)
+	rdb := s.Client(t)
+	n := newNode(rdb)
+	ctx := context.Background()
+	const k = "lock:lease"
+	nm := namesOf(k)
+	if g, err := n.acquire(ctx, nm, "holder", options{ttl: time.Minute}, false); err != nil || !g.ok {
+		t.Fatal(g, err)
+	}
+	w := &queuedWaiter{id: "w", token: "tok-w", o: options{ttl: 100 * time.Millisecond}}
+	if r, err := n.join(ctx, nm, w, "g", 7, "0"); err != nil || r.granted {
+		t.Fatal(r, err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if ok, err := n.release(ctx, nm, "holder", 0); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	rec := rdb.HGet(ctx, "dlock:waiters:{"+k+"}", "!").Val()
+	// The record is "group id token fence seq lease"; the message the
+	// same without group and token.
+	id, h, ok := parseGrant("g w " + rec[len("g w tok-w "):])
+	if !ok || id != "w" {
+		t.Fatalf("grant record %q", rec)
+	}
+	if h.seq != 7 || h.lease < 300*time.Millisecond || h.lease > 2*time.Second {
+		t.Fatalf("grant %+v: want step 7 and a lease of the 200 ms since it plus the 100 ms TTL", h)
+	}
+}
