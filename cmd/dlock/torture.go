@@ -30,10 +30,16 @@ faults meanwhile. Then the history is checked:
 
 Scenarios (single = one master; redlock = five): baseline, client-pause,
 kill-restart, kill-restart-aof, redis-pause, failover, failover+replica-ack,
-partition-minority, partition-majority, latency.
+partition-minority, partition-majority, latency; and the herds: herd,
+herd+client-pause, herd+redis-pause, herd+kill-restart, where 10 processes
+(--quick: 3) of 500 waiters each (--quick: 100) on go-redis's default
+options wait on one key until each is served once:
 
-Exit codes: 0 every scenario kept stale_accepted and fence_regressions at 0;
-1 one did not; 64 usage; 70 the run itself failed.
+  served             waiters that obtained the lock, of all: MUST BE ALL
+  max conns          the most client connections a master saw at once
+
+Exit codes: 0 every scenario kept stale_accepted and fence_regressions at 0
+(and served every herd waiter); 1 one did not; 64 usage; 70 the run itself failed.
 
 Examples:
   dlock torture --quick
@@ -95,7 +101,7 @@ func tortureMain(args []string, stdout, stderr io.Writer) int {
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	if !*asJSON {
 		fmt.Fprintf(stdout, "dlock torture: %d clients, %v per scenario, TTL %v\n\n", cfg.Clients, cfg.Duration, cfg.TTL)
-		fmt.Fprintln(tw, "SCENARIO\tMODE\tGRANTS\tOVERLAPS\tACCEPTED\tSTALE REJECTED\tSTALE ACCEPTED\tFENCE REGRESSIONS\tLOSS NOTICES (IN TIME)\tERRORS\tRESULT")
+		fmt.Fprintln(tw, "SCENARIO\tMODE\tGRANTS\tOVERLAPS\tACCEPTED\tSTALE REJECTED\tSTALE ACCEPTED\tFENCE REGRESSIONS\tLOSS NOTICES (IN TIME)\tSERVED\tMAX CONNS\tERRORS\tRESULT")
 	}
 	failed, passed := 0, 0
 	for _, sc := range runs {
@@ -117,8 +123,12 @@ func tortureMain(args []string, stdout, stderr io.Writer) int {
 				continue
 			}
 			fmt.Fprintf(stderr, "dlock: torture: %s/%s done\n", sc.Name, mode)
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d (%d)\t%s\t%s\n", r.Scenario, r.Mode, r.Grants, r.Overlaps,
-				r.Accepted, r.StaleRejected, r.StaleAccepted, r.FenceRegressions, r.LossNotices, r.LossOnTime, errorList(r.Errors), verdict)
+			served := "-"
+			if r.Waiters > 0 {
+				served = fmt.Sprintf("%d/%d", r.Waiters-r.Unserved, r.Waiters)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d (%d)\t%s\t%d\t%s\t%s\n", r.Scenario, r.Mode, r.Grants, r.Overlaps,
+				r.Accepted, r.StaleRejected, r.StaleAccepted, r.FenceRegressions, r.LossNotices, r.LossOnTime, served, r.MaxConnections, errorList(r.Errors), verdict)
 		}
 	}
 	tw.Flush()
@@ -158,6 +168,7 @@ func workerMain(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.Hold, "hold", 200*time.Millisecond, "")
 	fs.DurationVar(&cfg.Duration, "duration", 10*time.Second, "")
 	fs.IntVar(&cfg.ReplicaAck, "replica-ack", 0, "")
+	fs.IntVar(&cfg.Waiters, "waiters", 0, "")
 	fs.Var(&nodes, "node", "")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage

@@ -32,10 +32,18 @@ type Result struct {
 	// told before the lease could have expired on the server.
 	LossNotices int `json:"loss_notices"`
 	LossOnTime  int `json:"loss_on_time"`
+	// Waiters counts a herd's waiters; Unserved, those that gave up
+	// without ever obtaining the lock. Must be 0: every live waiter is
+	// served.
+	Waiters  int `json:"waiters,omitempty"`
+	Unserved int `json:"unserved,omitempty"`
+	// MaxConnections is the most client connections any master saw at
+	// once during the run.
+	MaxConnections int `json:"max_connections"`
 }
 
 // OK reports whether the hard assertions hold.
-func (r Result) OK() bool { return r.StaleAccepted == 0 && r.FenceRegressions == 0 }
+func (r Result) OK() bool { return r.StaleAccepted == 0 && r.FenceRegressions == 0 && r.Unserved == 0 }
 
 // check computes a Result from the clients' events and the resource's log.
 func check(events []Event, writes []Write, end int64) Result {
@@ -53,6 +61,11 @@ func check(events []Event, writes []Write, end int64) Result {
 		switch e.Kind {
 		case "attempt":
 			r.Attempts++
+		case "served":
+			r.Waiters++
+		case "unserved":
+			r.Waiters++
+			r.Unserved++
 		case "error":
 			r.Errors[e.Detail]++
 		case "grant":

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -23,19 +24,31 @@ type Config struct {
 	Duration time.Duration // per scenario
 	TTL      time.Duration // the clients' lock TTL
 	Hold     time.Duration // how long a client holds the lock each time
+	// HerdClients and HerdWaiters size the herd scenarios: that many
+	// client processes, each with that many goroutines waiting on one key
+	// through one Client on go-redis's default options, each holding for
+	// HerdHold once served.
+	HerdClients, HerdWaiters int
+	HerdHold                 time.Duration
 	// OnEvent, if set, receives every client event as it arrives (for
 	// metrics).
 	OnEvent func(Event)
 }
 
+// herdBound is how long a herd's waiters keep trying before they give up
+// (they normally finish far sooner, once all are served).
+func (c Config) herdBound() time.Duration { return 3*c.Duration + 30*time.Second }
+
 // Quick is the small, bounded configuration CI runs.
 func Quick(exe string) Config {
-	return Config{Exe: exe, Clients: 3, Duration: 4 * time.Second, TTL: 500 * time.Millisecond, Hold: 120 * time.Millisecond}
+	return Config{Exe: exe, Clients: 3, Duration: 4 * time.Second, TTL: 500 * time.Millisecond, Hold: 120 * time.Millisecond,
+		HerdClients: 3, HerdWaiters: 100, HerdHold: time.Millisecond}
 }
 
 // Full is the default configuration.
 func Full(exe string) Config {
-	return Config{Exe: exe, Clients: 5, Duration: 20 * time.Second, TTL: time.Second, Hold: 250 * time.Millisecond}
+	return Config{Exe: exe, Clients: 5, Duration: 20 * time.Second, TTL: time.Second, Hold: 250 * time.Millisecond,
+		HerdClients: 10, HerdWaiters: 500, HerdHold: time.Millisecond}
 }
 
 // Scenario is a fault pattern, run in one or both modes.
@@ -48,7 +61,10 @@ type Scenario struct {
 	ServerArgs []string
 	Replica    bool // single mode: a replica behind its own proxy
 	ReplicaAck int  // clients ask for this many replica acknowledgements
-	Nemesis    func(ctx context.Context, e *Env)
+	// Herd runs Config.HerdClients processes of Config.HerdWaiters waiters
+	// each, every waiter served once, instead of Clients looping.
+	Herd    bool
+	Nemesis func(ctx context.Context, e *Env)
 }
 
 // Env is a running scenario: servers, the proxies in front of them, the
@@ -61,12 +77,14 @@ type Env struct {
 	Replica      *redistest.Server   // single mode with Scenario.Replica
 	ReplicaProxy *Proxy              // the replica's link to the master
 	workers      []*exec.Cmd
+	perProcess   int // client IDs per process: 1, or a herd's waiters
 
 	mu     sync.Mutex
 	events []Event
 }
 
-// holders returns the clients that hold the lock, as far as the events tell.
+// holders returns the client processes (indexes into workers) that hold
+// the lock, as far as the events tell.
 func (e *Env) holders() []int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -81,7 +99,7 @@ func (e *Env) holders() []int {
 	}
 	var out []int
 	for c := range open {
-		out = append(out, c)
+		out = append(out, c/max(1, e.perProcess))
 	}
 	return out
 }
@@ -102,12 +120,7 @@ func Scenarios() []Scenario {
 			Nemesis: func(ctx context.Context, e *Env) {
 				for i := 0; i < 2 && ctx.Err() == nil; i++ {
 					sleep(ctx, e.Cfg.Duration/5)
-					if hs := e.holders(); len(hs) > 0 {
-						w := e.workers[hs[0]]
-						_ = w.Process.Signal(syscall.SIGSTOP)
-						sleep(ctx, 3*e.Cfg.TTL)
-						_ = w.Process.Signal(syscall.SIGCONT)
-					}
+					pauseHolder(ctx, e)
 				}
 			}},
 		{Name: "kill-restart", Modes: []string{"single", "redlock"}, What: "kill a Redis node and restart it at once, without persistence",
@@ -140,7 +153,42 @@ func Scenarios() []Scenario {
 					p.SetDelay(0)
 				}
 			}},
+		{Name: "herd", Modes: []string{"single", "redlock"}, Herd: true, What: "processes × waiters on one key, each served once, no faults"},
+		{Name: "herd+client-pause", Modes: []string{"single", "redlock"}, Herd: true, What: "the herd; SIGSTOP a holder's process for 3 TTLs",
+			Nemesis: func(ctx context.Context, e *Env) { e.firstGrant(ctx); pauseHolder(ctx, e) }},
+		{Name: "herd+redis-pause", Modes: []string{"single"}, Herd: true, What: "the herd; SIGSTOP the Redis node for 3 TTLs",
+			Nemesis: func(ctx context.Context, e *Env) {
+				e.firstGrant(ctx)
+				e.Servers[0].Pause()
+				sleep(ctx, 3*e.Cfg.TTL)
+				e.Servers[0].Resume()
+			}},
+		{Name: "herd+kill-restart", Modes: []string{"single"}, Herd: true, What: "the herd; kill Redis and restart it without persistence (the queue is lost)",
+			Nemesis: func(ctx context.Context, e *Env) {
+				e.firstGrant(ctx)
+				e.Servers[0].Kill()
+				_ = e.Servers[0].Restart()
+			}},
 	}
+}
+
+// pauseHolder stops a holder's process for 3 TTLs (while holders exist).
+func pauseHolder(ctx context.Context, e *Env) {
+	if hs := e.holders(); len(hs) > 0 {
+		w := e.workers[hs[0]]
+		_ = w.Process.Signal(syscall.SIGSTOP)
+		sleep(ctx, 3*e.Cfg.TTL)
+		_ = w.Process.Signal(syscall.SIGCONT)
+	}
+}
+
+// firstGrant waits until some client holds the lock, and a little longer,
+// so that a herd's fault strikes while most of it still waits.
+func (e *Env) firstGrant(ctx context.Context) {
+	for ctx.Err() == nil && len(e.holders()) == 0 {
+		sleep(ctx, time.Millisecond)
+	}
+	sleep(ctx, 50*time.Millisecond)
 }
 
 func killRestart(ctx context.Context, e *Env) {
@@ -219,11 +267,19 @@ func Run(cfg Config, sc Scenario, mode string) (Result, error) {
 	defer res.Close()
 
 	start := time.Now()
+	clients, hold, duration, waiters := cfg.Clients, cfg.Hold, cfg.Duration, 0
+	bound := cfg.Duration + 10*cfg.TTL + 10*time.Second
+	if sc.Herd {
+		clients, hold, duration, waiters = cfg.HerdClients, cfg.HerdHold, cfg.herdBound(), cfg.HerdWaiters
+		bound = duration + 10*time.Second
+	}
+	e.perProcess = waiters
+	stopSampling := e.sampleConnections()
 	var wg sync.WaitGroup
-	for i := 0; i < cfg.Clients; i++ {
+	for i := 0; i < clients; i++ {
 		args := []string{"torture-worker", "--id", strconv.Itoa(i), "--resource", res.Addr(),
-			"--ttl", cfg.TTL.String(), "--hold", cfg.Hold.String(), "--duration", cfg.Duration.String(),
-			"--key", "torture:" + sc.Name, "--replica-ack", strconv.Itoa(sc.ReplicaAck)}
+			"--ttl", cfg.TTL.String(), "--hold", hold.String(), "--duration", duration.String(),
+			"--key", "torture:" + sc.Name, "--replica-ack", strconv.Itoa(sc.ReplicaAck), "--waiters", strconv.Itoa(waiters)}
 		for _, p := range e.Proxies {
 			args = append(args, "--node", p.Addr())
 		}
@@ -271,18 +327,69 @@ func Run(cfg Config, sc Scenario, mode string) (Result, error) {
 	}()
 	select {
 	case <-done:
-	case <-time.After(cfg.Duration + 10*cfg.TTL + 10*time.Second):
+	case <-time.After(bound):
 		for _, w := range e.workers {
 			_ = w.Process.Kill()
 		}
 		<-done
 	}
 	end := time.Now().UnixNano()
+	maxConns := stopSampling()
 	e.mu.Lock()
 	r := check(e.events, res.Log(), end)
 	e.mu.Unlock()
-	r.Scenario, r.Mode, r.Clients, r.Seconds = sc.Name, mode, cfg.Clients, time.Since(start).Seconds()
+	r.Scenario, r.Mode, r.Clients, r.Seconds = sc.Name, mode, clients, time.Since(start).Seconds()
+	r.MaxConnections = maxConns
 	return r, nil
+}
+
+// sampleConnections polls every master's connected_clients (less its own
+// connection) until stopped, and returns the most any one of them had.
+func (e *Env) sampleConnections() (stop func() int) {
+	var rdbs []*redis.Client
+	for _, s := range e.Servers {
+		rdbs = append(rdbs, redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1, PoolSize: 1}))
+	}
+	quit, done := make(chan struct{}), make(chan int)
+	go func() {
+		most := 0
+		t := time.NewTicker(20 * time.Millisecond)
+		defer t.Stop()
+		for {
+			for _, rdb := range rdbs {
+				if n := connectedClients(rdb); n-1 > most {
+					most = n - 1
+				}
+			}
+			select {
+			case <-t.C:
+			case <-quit:
+				for _, rdb := range rdbs {
+					rdb.Close()
+				}
+				done <- most
+				return
+			}
+		}
+	}()
+	return func() int { close(quit); return <-done }
+}
+
+// connectedClients reads a server's connected_clients, 0 if it cannot.
+func connectedClients(rdb *redis.Client) int {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	info, err := rdb.Info(ctx, "clients").Result()
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "connected_clients:"); ok {
+			n, _ := strconv.Atoi(v)
+			return n
+		}
+	}
+	return 0
 }
 
 func (e *Env) close() {

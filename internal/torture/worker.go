@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -24,6 +25,11 @@ type WorkerConfig struct {
 	Hold       time.Duration // how long each hold lasts
 	Duration   time.Duration // how long to keep going
 	ReplicaAck int           // replicas that must acknowledge a grant (0: none)
+	// Waiters, when positive, makes the process a herd: that many
+	// goroutines on one Client, each waiting for the lock until it is
+	// served once (or Duration has passed). Each reports as client
+	// ID*Waiters+i.
+	Waiters int
 }
 
 // RunWorker loops until cfg.Duration has passed: obtain the lock, write to
@@ -35,8 +41,12 @@ func RunWorker(cfg WorkerConfig, out io.Writer) error {
 	rec := newRecorder(out)
 	var ucs []redis.UniversalClient
 	for _, a := range cfg.Redis {
-		rdb := redis.NewClient(&redis.Options{Addr: a, DialTimeout: 200 * time.Millisecond,
-			ReadTimeout: cfg.TTL, WriteTimeout: cfg.TTL, MaxRetries: -1, DisableIdentity: true})
+		opts := &redis.Options{Addr: a, DialTimeout: 200 * time.Millisecond,
+			ReadTimeout: cfg.TTL, WriteTimeout: cfg.TTL, MaxRetries: -1, DisableIdentity: true}
+		if cfg.Waiters > 0 { // a herd runs on go-redis's defaults, as users do
+			opts = &redis.Options{Addr: a, DisableIdentity: true}
+		}
+		rdb := redis.NewClient(opts)
 		defer rdb.Close()
 		ucs = append(ucs, rdb)
 	}
@@ -48,7 +58,10 @@ func RunWorker(cfg WorkerConfig, out io.Writer) error {
 	}
 	defer conn.Close()
 	res := bufio.NewReader(conn)
+	var resMu sync.Mutex // a herd's goroutines share the connection
 	write := func(fence, grant int64) {
+		resMu.Lock()
+		defer resMu.Unlock()
 		fmt.Fprintf(conn, "W %d %d %d\n", cfg.ID, fence, grant)
 		_, _ = res.ReadString('\n')
 	}
@@ -60,6 +73,10 @@ func RunWorker(cfg WorkerConfig, out io.Writer) error {
 		opts = append(opts, dlock.WithReplicaAck(cfg.ReplicaAck, cfg.TTL/10))
 	}
 
+	if cfg.Waiters > 0 {
+		runHerd(cfg, locks, opts, write, rec)
+		return nil
+	}
 	end := time.Now().Add(cfg.Duration)
 	for time.Now().Before(end) {
 		rec.emit(Event{Kind: "attempt", Client: cfg.ID})
@@ -123,4 +140,53 @@ func errorKind(err error) string {
 		return "node"
 	}
 	return "other"
+}
+
+// runHerd is a herd process: cfg.Waiters goroutines on one Client, each
+// waiting for the lock on the one key until it is served once. A waiter
+// whose attempt fails (a fault) tries again; one still unserved when
+// cfg.Duration has passed reports "unserved". Under the lock each writes
+// to the fenced resource after its hold, as a holder that paused would.
+func runHerd(cfg WorkerConfig, locks *dlock.Client, opts []dlock.Option, write func(fence, grant int64), rec *recorder) {
+	end := time.Now().Add(cfg.Duration)
+	var wg sync.WaitGroup
+	for i := 0; i < cfg.Waiters; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id := cfg.ID*cfg.Waiters + i
+			for time.Now().Before(end) {
+				rec.emit(Event{Kind: "attempt", Client: id})
+				ctx, cancel := context.WithDeadline(context.Background(), end)
+				sent := time.Now().UnixNano()
+				l, err := locks.Lock(ctx, cfg.Key, opts...)
+				cancel()
+				if err != nil {
+					rec.emit(Event{Kind: "error", Client: id, Detail: errorKind(err)})
+					time.Sleep(cfg.TTL / 20)
+					continue
+				}
+				now := time.Now()
+				granted := now.UnixNano()
+				dl, _ := l.Context().Deadline()
+				expiry := now.Add(time.Until(dl) + cfg.TTL/100 + 2*time.Millisecond).UnixNano()
+				rec.emit(Event{Kind: "grant", Client: id, Fence: l.Fence(), Sent: sent, Expiry: expiry, At: granted})
+				time.Sleep(cfg.Hold)
+				write(l.Fence(), granted)
+				releasing := time.Now().UnixNano()
+				uctx, ucancel := context.WithTimeout(context.Background(), cfg.TTL)
+				err = l.Unlock(uctx)
+				ucancel()
+				detail := "ok"
+				if err != nil {
+					detail = errorKind(err)
+				}
+				rec.emit(Event{Kind: "release", Client: id, Fence: l.Fence(), Detail: detail, At: releasing})
+				rec.emit(Event{Kind: "served", Client: id})
+				return
+			}
+			rec.emit(Event{Kind: "unserved", Client: id})
+		}()
+	}
+	wg.Wait()
 }
