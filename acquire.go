@@ -94,6 +94,13 @@ func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (l *Lock,
 		return nil, err
 	}
 	notified := len(c.nodes) > 1 || o.replicas > 0
+	if !notified && c.groups.waiting(key) {
+		// Others of this Client wait for the key: the lock is likely
+		// taken, and the join takes it if it is free and nobody is
+		// ahead, so a first attempt would be one round trip too many.
+		contended = true
+		return c.waitQueued(ctx, c.names.get(key), o)
+	}
 	l, pttl, err := c.try(ctx, key, o, notified)
 	if err == nil || !c.mayWait(ctx, err) {
 		return l, err
@@ -126,37 +133,39 @@ func (c *Client) waitNotified(ctx context.Context, key string, o options, pttl t
 		}
 	}
 	slowNodes(err)
-	turn, err := c.gates.enter(ctx, c.done, key)
+	turn, err := c.gates.enter(ctx, c.done, key, c.nodes)
 	if err != nil {
 		return nil, gaveUp(err, last)
 	}
-	defer turn.leave()
+	var l *Lock
+	defer func() { turn.leave(l != nil) }()
 
-	// Subscribe before the next attempt, so that a release between that
-	// attempt and the wait below is not missed. With several nodes, a
-	// release on any of them wakes the waiter.
-	wake := make(chan struct{}, 1)
-	readies := make([]<-chan struct{}, 0, len(c.nodes))
-	for _, n := range c.nodes {
-		w, ready := n.sub.watch(wakeChannel(key), func(payload string) {
-			if payload == "released" {
-				select {
-				case wake <- struct{}{}:
-				default: // a wake-up is already pending
-				}
-			}
-		})
-		defer w.cancel()
-		readies = append(readies, ready)
-	}
+	// The gate's subscriptions were made before this turn's next attempt,
+	// so that a release between that attempt and the wait below is not
+	// missed. With several nodes, a release on any of them wakes the
+	// waiter.
 	wait := minRetryWait
-	confirmed(ctx, readies, wait) // past this, the retry timer covers
+	confirmed(ctx, turn.readies, wait) // past this, the retry timer covers
 	timer := time.NewTimer(0)
 	defer timer.Stop()
-	<-timer.C
+	if !turn.held {
+		<-timer.C // try at once
+	} else {
+		// The turn came from a waiter that just obtained the lock: it
+		// is surely taken, so wait for its release before trying.
+		timer.Reset(retryDelay(wait, o.ttl))
+		select {
+		case <-turn.wake:
+		case <-timer.C:
+		case <-ctx.Done():
+		case <-c.done:
+		}
+	}
 	split := false // the last attempt split the nodes with another waiter
 	for {
-		l, pttl2, err := c.try(ctx, key, o, true)
+		var pttl2 time.Duration
+		turn.attempting()
+		l, pttl2, err = c.try(ctx, key, o, true)
 		switch {
 		case err == nil:
 			return l, nil
@@ -172,7 +181,7 @@ func (c *Client) waitNotified(ctx context.Context, key string, o options, pttl t
 		split = errors.Is(err, errSplit)
 		timer.Reset(retryDelay(wait, pttl)) // go1.23 timers: no stale tick survives Reset
 		select {
-		case <-wake:
+		case <-turn.wake:
 			if split {
 				// Another Client's waiter woke with us last time and
 				// the nodes were split between us: a random pause

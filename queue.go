@@ -110,8 +110,14 @@ func (c *Client) waitQueued(ctx context.Context, nm *lockNames, o options) (*Loc
 	g := c.groups.enter(c, nm, w)
 	select { // a grant published before the subscription is caught by a keepalive
 	case <-g.ready:
-	case <-time.After(waitStep):
-	case <-ctx.Done():
+	default:
+		t := time.NewTimer(waitStep)
+		select {
+		case <-g.ready:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
 	}
 	l, err := w.wait(ctx, g)
 	if err != nil && ctx.Err() != nil {
@@ -250,6 +256,13 @@ type stepSent struct {
 type groups struct {
 	mu sync.Mutex
 	m  map[string]*waitGroup
+}
+
+// waiting reports whether the Client has a group waiting for key.
+func (gs *groups) waiting(key string) bool {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	return gs.m[key] != nil
 }
 
 // enter adds w to the Client's group for nm's key, starting the group if

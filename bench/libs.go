@@ -28,8 +28,12 @@ type locker struct {
 	close func()
 }
 
+// poolSize is the go-redis pool size of the clients newRedis makes: 128,
+// or 0 for go-redis's default (10 per CPU), which the herds use.
+var poolSize = 128
+
 func newRedis(addr string) *redis.Client {
-	return redis.NewClient(&redis.Options{Addr: addr, PoolSize: 128})
+	return redis.NewClient(&redis.Options{Addr: addr, PoolSize: poolSize})
 }
 
 func dlockLocker(addrs []string) locker {

@@ -23,12 +23,13 @@ import (
 )
 
 var (
-	duration = flag.Duration("duration", 3*time.Second, "how long each contended scenario runs")
-	cycles   = flag.Int("cycles", 9000, "lock+unlock cycles in each uncontended scenario")
-	out      = flag.String("out", "BENCHMARKS.md", "where to write the report")
-	chart    = flag.String("chart", "benchmarks.svg", "where to write the chart (next to the report)")
-	only     = flag.String("only", "", "run only the scenarios whose name contains this (no report is written)")
-	rounds   = flag.Int("rounds", 3, "interleaved rounds per scenario (each library runs once per round)")
+	duration  = flag.Duration("duration", 3*time.Second, "how long each contended scenario runs")
+	cycles    = flag.Int("cycles", 9000, "lock+unlock cycles in each uncontended scenario")
+	out       = flag.String("out", "BENCHMARKS.md", "where to write the report")
+	chart     = flag.String("chart", "benchmarks.svg", "where to write the chart (next to the report)")
+	only      = flag.String("only", "", "run only the scenarios whose name contains this (no report is written)")
+	rounds    = flag.Int("rounds", 3, "interleaved rounds per scenario (each library runs once per round)")
+	herdBound = flag.Duration("herd-bound", 60*time.Second, "the longest a herd round may take before its waiters give up")
 )
 
 // result is one library in one scenario.
@@ -40,6 +41,17 @@ type result struct {
 	p50, p99, maxW time.Duration   // of waits
 	errors         int
 	note           string
+	cost           cost
+	herd           int // a herd's goroutines (each to be served once); 0 otherwise
+	served         int // of them, how many were
+}
+
+// perOp returns d per operation.
+func (r result) perOp(d time.Duration) time.Duration {
+	if r.ops == 0 {
+		return 0
+	}
+	return d / time.Duration(r.ops)
 }
 
 func (r *result) setWaits(waits []time.Duration) {
@@ -80,12 +92,15 @@ func main() {
 		return libs
 	}
 
+	m := newMeter(all)
+	defer m.close()
 	var results []result
 	skip := func(scenario string) bool { return *only != "" && !strings.Contains(scenario, *only) }
 	// runRounds measures each library in a scenario in n interleaved
 	// rounds, so that the machine's changing load falls on all of them
 	// alike, and reports the totals.
 	runRounds := func(scenario string, libs []locker, n int, measure func(locker, int) result) {
+		herd := strings.HasPrefix(scenario, "herd") || strings.Contains(scenario, "herd")
 		defer func() {
 			for _, l := range libs {
 				l.close()
@@ -98,7 +113,11 @@ func main() {
 		var waits = make([][]time.Duration, len(libs))
 		for round := 0; round < n; round++ {
 			for i, l := range libs {
-				r := measure(l, round)
+				var r result
+				c := m.measure(herd, func() { r = measure(l, round) })
+				total[i].cost.add(c)
+				total[i].herd += r.herd
+				total[i].served += r.served
 				total[i].scenario, total[i].lib = scenario, l.name
 				total[i].ops += r.ops
 				total[i].elapsed += r.elapsed
@@ -112,8 +131,9 @@ func main() {
 		for i, r := range total {
 			r.setWaits(waits[i])
 			results = append(results, r)
-			fmt.Fprintf(os.Stderr, "%-40s %-14s %10.0f/s  p50 %-9v p99 %-9v max %-9v errors %d %s\n",
-				r.scenario, r.lib, r.perSec(), r.p50, r.p99, r.maxW, r.errors, r.note)
+			fmt.Fprintf(os.Stderr, "%-40s %-14s %10.0f/s  p50 %-9v p99 %-9v max %-9v errors %d  server %v/op client %v/op cmds %.1f/op scripts %.2f/op conns %d served %d/%d %s\n",
+				r.scenario, r.lib, r.perSec(), r.p50, r.p99, r.maxW, r.errors,
+				r.perOp(r.cost.serverCPU), r.perOp(r.cost.clientCPU), float64(r.cost.commands)/float64(max(r.ops, 1)), float64(r.cost.scripts)/float64(max(r.ops, 1)), r.cost.maxConns, r.served, r.herd, r.note)
 		}
 	}
 	run := func(scenario string, libs []locker, measure func(locker, int) result) {
@@ -145,6 +165,24 @@ func main() {
 	run("Redlock 5 nodes, hot key, 16 g, 1ms CS", []locker{dlockLocker(all), redsyncLocker(all)}, func(l locker, _ int) result {
 		return contended(l, 16, time.Millisecond, per, false)
 	})
+	// Herds: many goroutines on one key, each served once, on go-redis's
+	// default options (pool of 10 per CPU) as users have them.
+	herdLibs := func(addrs []string) []locker {
+		poolSize = 0
+		defer func() { poolSize = 128 }()
+		if len(addrs) > 1 {
+			return []locker{dlockLocker(addrs), redsyncLocker(addrs)}
+		}
+		return single()
+	}
+	run("herd, 1000 goroutines, 1ms CS, default pool", herdLibs([]string{addr}), func(l locker, _ int) result {
+		return herdRun(l, 1000, time.Millisecond, *herdBound)
+	})
+	for _, g := range []int{300, 1000} {
+		run(fmt.Sprintf("Redlock 5 nodes, herd, %d goroutines, 1ms CS, default pool", g), herdLibs(all), func(l locker, _ int) result {
+			return herdRun(l, g, time.Millisecond, *herdBound)
+		})
+	}
 	if *only != "" {
 		return
 	}
@@ -234,6 +272,60 @@ func contended(l locker, g int, cs, d time.Duration, manyKeys bool) result {
 	}
 	wg.Wait()
 	r := result{ops: len(waits), elapsed: time.Since(start), errors: int(errs.Load()), waits: waits}
+	if broken.Load() {
+		r.note = "MUTUAL EXCLUSION VIOLATED"
+	}
+	return r
+}
+
+// herdRun starts g goroutines at once, each locking the one key once,
+// holding it for cs and unlocking, and waits until all are served or bound
+// has passed (then the others give up). Throughput is served critical
+// sections per second of the whole run.
+func herdRun(l locker, g int, cs, bound time.Duration) result {
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	key := fmt.Sprintf("bench:herd:%s:%d", l.name, time.Now().UnixNano())
+	var (
+		mu     sync.Mutex
+		waits  []time.Duration
+		errs   atomic.Int64
+		wg     sync.WaitGroup
+		inside atomic.Int32
+		broken atomic.Bool
+	)
+	start := time.Now()
+	for i := 0; i < g; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t0 := time.Now()
+			for ctx.Err() == nil {
+				unlock, err := l.lock(ctx, key)
+				if err != nil {
+					if ctx.Err() == nil {
+						errs.Add(1)
+					}
+					continue
+				}
+				w := time.Since(t0)
+				if inside.Add(1) != 1 {
+					broken.Store(true)
+				}
+				time.Sleep(cs)
+				inside.Add(-1)
+				if err := unlock(); err != nil {
+					errs.Add(1)
+				}
+				mu.Lock()
+				waits = append(waits, w)
+				mu.Unlock()
+				return
+			}
+		}()
+	}
+	wg.Wait()
+	r := result{ops: len(waits), elapsed: time.Since(start), errors: int(errs.Load()), waits: waits, herd: g, served: len(waits)}
 	if broken.Load() {
 		r.note = "MUTUAL EXCLUSION VIOLATED"
 	}
