@@ -26,17 +26,20 @@
 //   - Owner-only release: the value is a fresh 160-bit random token per
 //     acquisition, and Unlock, Extend and TTL act only while the key still
 //     holds that token, checked and applied in one server-side step (a Lua
-//     script, or DELEX/SET IFEQ on Redis 8.4+). A holder whose lock expired
+//     script; Extend uses SET IFEQ on Redis 8.4+). A holder whose lock expired
 //     gets ErrNotHeld and cannot delete or extend the next holder's lock.
 //   - Fencing: every grant carries Fence(), strictly greater than every fence
 //     issued before it for the key, even after Redis lost its data (see
 //     below). A resource that refuses writes with a lower fence than it has
 //     seen is safe even when the lock is not.
 //
-// Every operation is one round trip. Waiting in Lock costs no polling: on
-// one node, waiters queue in Redis in arrival order (by server time) and the
-// release hands the lock straight to the next live one (queue.go); with
-// Redlock, release notifications wake waiters.
+// Every operation is one round trip. Waiting in Lock costs no polling and
+// no connection per waiter: on one node, waiters queue in Redis in arrival
+// order (by server time) and the release hands the lock straight to the
+// next live one, by a message on the Client's one subscription connection
+// (queue.go); with Redlock, release notifications wake one waiter per
+// Client and key at a time (gate.go). A Lock whose context has no deadline
+// waits as long as it takes.
 //
 // # Redlock
 //
@@ -95,7 +98,7 @@
 // set by other means (SET key v NX PX) excludes dlock and the other way
 // round. dlock keeps, per key, a fencing counter, a wait queue and a release
 // channel, named "dlock:fence:{…}", "dlock:queue:{…}" (with
-// "dlock:waiters:{…}", "dlock:grant:{…}:ID" and "dlock:notify:{…}") and
+// "dlock:waiters:{…}" and "dlock:notify:{…}") and
 // "dlock:wake:{…}", always in the key's cluster hash slot, whatever braces
 // the key contains; lock keys may not start with "dlock:". The fencing
 // counter expires a day after the last grant.
