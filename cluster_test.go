@@ -2,9 +2,13 @@ package dlock_test
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/internal/redistest"
@@ -55,4 +59,62 @@ func TestClusterLocksWithTrickyKeys(t *testing.T) {
 			t.Errorf("%q: Unlock: %v", k, err)
 		}
 	}
+}
+
+// On a cluster, a Client's waiters on many keys share one sharded
+// subscription per master: the pub/sub connections do not grow with the
+// keys (nor the waiters), and every waiter is served.
+func TestClusterWaitersShareOneSubscriptionPerShard(t *testing.T) {
+	cl := redistest.StartCluster(t, 3)
+	holders := dlock.New(cl.Client(t))
+	t.Cleanup(func() { holders.Close() })
+	c := dlock.New(cl.Client(t))
+	t.Cleanup(func() { c.Close() })
+	const keys, perKey = 24, 5
+	var held []*dlock.Lock
+	for i := 0; i < keys; i++ {
+		held = append(held, mustLock(t, holders, fmt.Sprintf("shard:%d", i), dlock.WithTTL(time.Minute)))
+	}
+	var wg sync.WaitGroup
+	for i := 0; i < keys; i++ {
+		for j := 0; j < perKey; j++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				l, err := c.Lock(ctxT(t), fmt.Sprintf("shard:%d", i), dlock.WithTTL(time.Minute))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				_ = l.Unlock(ctxT(t))
+			}()
+		}
+	}
+	pubsubs := func() (most int) {
+		for _, addr := range cl.Addrs() {
+			rdb := redis.NewClient(&redis.Options{Addr: addr})
+			list, _ := rdb.ClientList(ctxT(t)).Result()
+			rdb.Close()
+			n := strings.Count(list, "flags=P")
+			most = max(most, n)
+		}
+		return most
+	}
+	eventually(t, "every waiter queued", func() bool {
+		n := 0
+		for i := 0; i < keys; i++ {
+			st, _ := holders.Inspect(ctxT(t), fmt.Sprintf("shard:%d", i))
+			n += st.Waiters
+		}
+		return n == keys*perKey
+	})
+	if n := pubsubs(); n > 1 {
+		t.Errorf("a master has %d pub/sub connections for %d keys waited on, want 1", n, keys)
+	}
+	for _, l := range held {
+		if err := l.Unlock(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
 }

@@ -29,9 +29,10 @@ import (
 // sender goroutine sends the subscription changes, in order; one receiver
 // per PubSub forwards its messages to the owner. On a standalone server
 // one connection carries every channel. Redis Cluster serves a shard
-// channel only from the node that owns its slot, so there each watched
-// channel has its own sharded subscription (SSUBSCRIBE, one connection per
-// key waited on, shared by all of this Client's waiters on it).
+// channel only from the master that owns its slot, so there the Client
+// keeps one sharded subscription (SSUBSCRIBE) per master it waits on, found
+// when the channel is first watched (a slot that moves later costs its
+// watchers their messages, which the fallbacks cover).
 type subscriber struct {
 	n     *node
 	start sync.Once
@@ -50,6 +51,11 @@ type subState struct {
 	open    []*redis.PubSub // every PubSub made, closed at the end
 	pending []func()        // subscription changes not yet handed to the sender
 	helpers sync.WaitGroup  // the sender and the receivers
+
+	// Cluster: one PubSub per master, by address, and each channel's
+	// master. Only the sender touches these (in the pending functions).
+	shards  map[string]*redis.PubSub
+	shardOf map[string]string
 }
 
 // watched is one subscribed channel and its watchers.
@@ -57,7 +63,6 @@ type watched struct {
 	watchers  map[*watch]struct{}
 	ready     chan struct{} // closed once the server confirmed the subscription
 	confirmed bool
-	ps        *redis.PubSub // cluster: this channel's own subscription
 }
 
 // watch is one watcher of a channel: fn receives each message's payload
@@ -127,8 +132,13 @@ func (w *watch) cancel() {
 			return
 		}
 		delete(st.chans, w.channel)
-		if ps := ch.ps; ps != nil {
-			st.pending = append(st.pending, func() { _ = ps.Close() }) // ends its receiver
+		if s.n.cluster {
+			st.pending = append(st.pending, func() {
+				if ps := st.shards[st.shardOf[w.channel]]; ps != nil {
+					_ = ps.SUnsubscribe(s.ctx, w.channel)
+				}
+				delete(st.shardOf, w.channel)
+			})
 		} else if ps := st.shared; ps != nil {
 			st.pending = append(st.pending, func() { _ = ps.Unsubscribe(s.ctx, w.channel) })
 		}
@@ -145,11 +155,25 @@ func (s *subscriber) subscribe(st *subState, ch *watched, name string) {
 		st.helpers.Add(1)
 		go s.receive(ps, &st.helpers)
 	}
-	if s.n.cluster {
-		ps := s.n.rdb.SSubscribe(ctx)
-		ch.ps = ps
-		st.open = append(st.open, ps)
-		st.pending = append(st.pending, func() { _ = ps.SSubscribe(ctx, name); receive(ps) })
+	if cc, ok := s.n.rdb.(*redis.ClusterClient); ok {
+		st.pending = append(st.pending, func() {
+			master, err := cc.MasterForKey(ctx, name)
+			if err != nil {
+				return
+			}
+			addr := master.Options().Addr
+			st.shardOf[name] = addr
+			ps, known := st.shards[addr]
+			if !known {
+				// Its first channel decides the node it connects to.
+				ps = cc.SSubscribe(ctx)
+				st.shards[addr] = ps
+			}
+			_ = ps.SSubscribe(ctx, name)
+			if !known {
+				receive(ps)
+			}
+		})
 		return
 	}
 	first := st.shared == nil
@@ -181,11 +205,16 @@ func (s *subscriber) receive(ps *redis.PubSub, wg *sync.WaitGroup) {
 // run is the owner goroutine.
 func (s *subscriber) run() {
 	defer close(s.done)
-	st := &subState{chans: map[string]*watched{}}
+	st := &subState{chans: map[string]*watched{}, shards: map[string]*redis.PubSub{}, shardOf: map[string]string{}}
 	io := make(chan func())
 	st.helpers.Add(1)
 	go func() { // the sender
 		defer st.helpers.Done()
+		defer func() {
+			for _, ps := range st.shards {
+				_ = ps.Close() // ends its receiver
+			}
+		}()
 		for {
 			select {
 			case fn := <-io:
