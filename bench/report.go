@@ -28,21 +28,35 @@ func writeReport(path, chartName string, results []result) error {
 	fmt.Fprintf(&b, "numbers move by 10-30%% between runs on a shared 2-core machine. For the uncontended single-node cycle,\n")
 	fmt.Fprintf(&b, "`go test -run '^$' -bench VsRawFloor .` in the repository root is steadier: it interleaves the raw floor,\n")
 	fmt.Fprintf(&b, "the fenced floor (SET NX PX and a fence in one script, nothing else) and dlock every 100 cycles.\n\n")
-	fmt.Fprintf(&b, "![throughput and p99 wait](%s)\n\n", chartName)
+	fmt.Fprintf(&b, "![throughput, p99 wait and server CPU](%s)\n\n", chartName)
 
+	fmt.Fprintf(&b, "**Cost columns**: *server µs/op* is redis-server CPU (user+system, `INFO cpu` deltas summed over the nodes)\n")
+	fmt.Fprintf(&b, "per operation, *client µs/op* the bench process's CPU (`getrusage`) per operation; they move far less between\n")
+	fmt.Fprintf(&b, "runs than wall-clock figures. *scripts/op* counts the EVALSHA/EVAL calls the servers ran per operation (for\n")
+	fmt.Fprintf(&b, "dlock every operation is a script, so on 5 Redlock nodes scripts/op ÷ 5 − 1 (the release) is the attempts per\n")
+	fmt.Fprintf(&b, "release, first tries included). The *herd* scenarios start all their goroutines at once, each to be served\n")
+	fmt.Fprintf(&b, "once, on go-redis's default options (a pool of 10 per CPU); *served* is how many were before the %v bound,\n", *herdBound)
+	fmt.Fprintf(&b, "and *conns* the most client connections one node saw meanwhile (`INFO clients`).\n")
 	scenario := ""
 	for _, r := range results {
 		if r.scenario != scenario {
 			scenario = r.scenario
-			fmt.Fprintf(&b, "\n### %s\n\n| library | ops/s | wait p50 | wait p99 | wait max | errors | |\n|---|---:|---:|---:|---:|---:|---|\n", scenario)
+			fmt.Fprintf(&b, "\n### %s\n\n| library | ops/s | wait p50 | wait p99 | wait max | server µs/op | client µs/op | scripts/op | served | conns | errors | |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n", scenario)
 		}
-		fmt.Fprintf(&b, "| %s | %.0f | %s | %s | %s | %d | %s |\n", r.lib, r.perSec(), dur(r.p50), dur(r.p99), dur(r.maxW), r.errors, r.note)
+		served, conns := "-", "-"
+		if r.herd > 0 {
+			served, conns = fmt.Sprintf("%d/%d", r.served, r.herd), fmt.Sprint(r.cost.maxConns)
+		}
+		fmt.Fprintf(&b, "| %s | %.0f | %s | %s | %s | %.0f | %.0f | %.2f | %s | %s | %d | %s |\n", r.lib, r.perSec(), dur(r.p50), dur(r.p99), dur(r.maxW),
+			us(r.perOp(r.cost.serverCPU)), us(r.perOp(r.cost.clientCPU)), float64(r.cost.scripts)/float64(max(r.ops, 1)), served, conns, r.errors, r.note)
 	}
 	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
 		return err
 	}
 	return os.WriteFile(filepath.Join(filepath.Dir(path), chartName), svgChart(results), 0o644)
 }
+
+func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
 func dur(d time.Duration) string {
 	if d == 0 {
@@ -83,7 +97,7 @@ func machine() string {
 func svgChart(results []result) []byte {
 	var hot []result
 	for _, r := range results {
-		if strings.HasPrefix(r.scenario, "hot key") {
+		if strings.HasPrefix(r.scenario, "hot key") || strings.HasPrefix(r.scenario, "herd") {
 			hot = append(hot, r)
 		}
 	}
@@ -100,16 +114,17 @@ func svgChart(results []result) []byte {
 		}
 	}
 	colors := []string{"#2b7bb9", "#e08a1e", "#5a9e4b", "#b94a48", "#7d5ba6"}
-	var maxOps, maxP99 float64
+	var maxOps, maxP99, maxCPU float64
 	for _, r := range hot {
 		maxOps = max(maxOps, r.perSec())
 		maxP99 = max(maxP99, float64(r.p99.Microseconds())/1000)
+		maxCPU = max(maxCPU, us(r.perOp(r.cost.serverCPU)))
 	}
 	const (
 		groupW, barW, chartH, top, left = 150.0, 24.0, 200.0, 40.0, 60.0
 	)
 	width := left + groupW*float64(len(scenarios)) + 40
-	height := top + 2*(chartH+70) + 40
+	height := top + 3*(chartH+70) + 40
 	var b bytes.Buffer
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="sans-serif" font-size="11">`+"\n", width, height)
 	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
@@ -131,12 +146,13 @@ func svgChart(results []result) []byte {
 					fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="9" text-anchor="middle">%.0f</text>`+"\n", x+barW/2, y0+chartH-h-3, v)
 				}
 			}
-			label := strings.TrimPrefix(s, "hot key, ")
+			label := strings.TrimSuffix(strings.TrimPrefix(s, "hot key, "), ", default pool")
 			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", gx+groupW/2-10, y0+chartH+16, label)
 		}
 	}
 	panel(top, "Hot key: critical sections per second (higher is better)", func(r result) float64 { return r.perSec() }, maxOps, "/s")
 	panel(top+chartH+70, "Hot key: p99 wait in ms (lower is better)", func(r result) float64 { return float64(r.p99.Microseconds()) / 1000 }, maxP99, "ms")
+	panel(top+2*(chartH+70), "Hot key: redis-server CPU per critical section in µs (lower is better)", func(r result) float64 { return us(r.perOp(r.cost.serverCPU)) }, maxCPU, "µs")
 	for li, lib := range libs {
 		x := left + float64(li)*130
 		y := height - 20
