@@ -8,7 +8,10 @@ import (
 	"math/rand/v2"
 	"net"
 	"strings"
+	"syscall"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // reservedPrefix starts the keys and channels dlock derives from lock keys
@@ -333,6 +336,17 @@ func (c *Client) mayWait(ctx context.Context, err error) bool {
 	return down <= len(c.nodes)-c.quorum()
 }
 
+// neverSent reports whether err shows that the command never reached the
+// server (no connection could be had), so that it cannot have granted
+// anything and there is nothing to give back.
+func neverSent(err error) bool {
+	var oe *net.OpError
+	return errors.As(err, &oe) && oe.Op == "dial" ||
+		errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, redis.ErrPoolTimeout) ||
+		errors.Is(err, redis.ErrClosed)
+}
+
 // isSlow reports whether a node's error only says that it did not answer
 // in time: the node timeout, or the go-redis client's own read timeout.
 func isSlow(err error) bool {
@@ -440,7 +454,7 @@ func (c *Client) try(ctx context.Context, key string, o options, listens bool) (
 	// that a retry does not meet our own leftovers.
 	var back []*node
 	for i, a := range answers {
-		if !a.abandoned && (a.err != nil || a.v.ok) {
+		if !a.abandoned && (a.err != nil && !neverSent(a.err) || a.v.ok) {
 			back = append(back, c.nodes[i])
 		}
 	}

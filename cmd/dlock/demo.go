@@ -66,8 +66,8 @@ func demoMain(args []string, stdout, stderr io.Writer) int {
 	where := "embedded Redis (miniredis)"
 	if *url != "" {
 		var err error
-		if opts, err = redis.ParseURL(*url); err != nil {
-			return usageError(stderr, "demo: bad Redis URL %s: %v", redact(*url), scrub(err, *url))
+		if opts, err = parseRedisURL(*url); err != nil {
+			return usageError(stderr, "demo: %v", err)
 		}
 		where = redact(*url)
 	} else {

@@ -3,8 +3,11 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/dlock-go/dlock"
@@ -24,7 +27,7 @@ func (w *waitFlag) String() string {
 }
 
 func (w *waitFlag) Set(v string) error {
-	d, err := time.ParseDuration(v)
+	d, err := parseDuration(v)
 	if err != nil {
 		return err
 	}
@@ -33,6 +36,42 @@ func (w *waitFlag) Set(v string) error {
 	}
 	w.set, w.d = true, d
 	return nil
+}
+
+// durationValue is a duration flag whose error says what a duration looks
+// like (flag.Duration says only "parse error").
+type durationValue time.Duration
+
+func (d *durationValue) String() string { return time.Duration(*d).String() }
+
+func (d *durationValue) Set(v string) error {
+	p, err := parseDuration(v)
+	if err != nil {
+		return err
+	}
+	*d = durationValue(p)
+	return nil
+}
+
+// durationFlag defines a duration flag with durationValue's errors.
+func durationFlag(fs *flag.FlagSet, name string, value time.Duration, usage string) *time.Duration {
+	p := new(time.Duration)
+	*p = value
+	fs.Var((*durationValue)(p), name, usage)
+	return p
+}
+
+// parseDuration is time.ParseDuration with an error that says what is
+// wrong: a number without a unit, most often.
+func parseDuration(v string) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	if err == nil {
+		return d, nil
+	}
+	if _, nerr := strconv.ParseFloat(v, 64); nerr == nil {
+		return 0, fmt.Errorf("%q needs a unit: %ss, %sms or %sm, for example", v, v, v, v)
+	}
+	return 0, fmt.Errorf("%q is not a duration (examples: 10s, 500ms, 1m30s)", v)
 }
 
 // acquire obtains the lock as --wait says: one try for 0, waiting up to d
@@ -68,7 +107,23 @@ func acquireFailed(stderr io.Writer, key string, err error, conflict int) int {
 		fmt.Fprintf(stderr, "%v\n", err)
 		return exitUsage
 	}
-	fmt.Fprintf(stderr, "dlock: cannot lock %q: %v\n", key, err)
+	return redisFailed(stderr, "cannot lock", key, err)
+}
+
+// redisFailed reports a Redis failure of what on key and returns its exit
+// code: 64 for a database number the server does not have (the URL is
+// wrong), 69 otherwise. A key that holds something other than a lock is
+// said to, instead of quoting a script's error.
+func redisFailed(stderr io.Writer, what, key string, err error) int {
+	switch msg := err.Error(); {
+	case strings.Contains(msg, "DB index is out of range"):
+		fmt.Fprintf(stderr, "dlock: the database number in the Redis URL is out of range for this server (%s %q)\n", what, key)
+		return exitUsage
+	case strings.Contains(msg, "WRONGTYPE"):
+		fmt.Fprintf(stderr, "dlock: %s %q: the key is not a lock: it holds another kind of value (redis-cli TYPE shows which)\n", what, key)
+		return exitRedis
+	}
+	fmt.Fprintf(stderr, "dlock: %s %q: %v\n", what, key, err)
 	return exitRedis
 }
 

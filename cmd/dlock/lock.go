@@ -20,7 +20,9 @@ The lock is not renewed: extend it with 'dlock extend' before its TTL runs
 out, and release it with 'dlock unlock'.
 
 Exit codes: 0 obtained; 75 not obtained (see --conflict-exit-code); 69 Redis
-unavailable; 64 usage.
+unavailable; 64 usage. With --json, "result" is obtained, not_obtained (held
+by someone else), unavailable (Redis failed or refused), invalid (usage) or
+interrupted.
 
 Examples:
   eval "$(dlock lock --key backup --ttl 10m)" || exit 1
@@ -43,8 +45,8 @@ Examples:
 `
 
 const extendHelp = `
-Reset the TTL of the lock on NAME to D, if it is still held with TOKEN.
---key and --token default to $DLOCK_KEY and $DLOCK_TOKEN.
+Reset the TTL of the lock on NAME to the --ttl given, if it is still held
+with TOKEN. --key and --token default to $DLOCK_KEY and $DLOCK_TOKEN.
 
 Exit codes: 0 extended; 76 not held with this token (nothing was changed);
 69 Redis unavailable; 64 usage.
@@ -70,13 +72,13 @@ func lockMain(args []string, stdout, stderr io.Writer) int {
 		rf       redisFlags
 		wait     waitFlag
 		key      = fs.String("key", "", "lock `NAME` (required)")
-		ttl      = fs.Duration("ttl", dlock.DefaultTTL, "lease (not renewed: extend it or lose it)")
+		ttl      = durationFlag(fs, "ttl", dlock.DefaultTTL, "lease (not renewed: extend it or lose it)")
 		asJSON   = fs.Bool("json", false, "print JSON")
 		conflict = fs.Int("conflict-exit-code", exitConflict, "exit code when the lock is held by someone else")
 	)
 	rf.register(fs)
 	wait.set = true // one try unless --wait says otherwise
-	fs.Var(&wait, "wait", "how long to wait for the lock (default 0: one try)")
+	fs.Var(&wait, "wait", "how long to wait for the lock; 0 is one try")
 	if stop, code := parse(fs, args); stop {
 		return code
 	}
@@ -92,7 +94,7 @@ func lockMain(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		code := acquireFailed(stderr, *key, err, *conflict)
 		if *asJSON {
-			printJSON(stdout, lockResult{Key: *key, Result: "not_obtained", Error: err.Error()})
+			printJSON(stdout, lockResult{Key: *key, Result: acquireResult(code, *conflict), Error: err.Error()})
 		}
 		return code
 	}
@@ -102,6 +104,20 @@ func lockMain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "DLOCK_KEY=%s\nDLOCK_TOKEN=%s\nDLOCK_FENCE=%d\n", shellQuote(*key), l.Token(), l.Fence())
 	}
 	return exitOK
+}
+
+// acquireResult is --json's result for acquireFailed's exit code: a broken
+// server is never reported as a held lock.
+func acquireResult(code, conflict int) string {
+	switch code {
+	case conflict:
+		return "not_obtained"
+	case exitUsage:
+		return "invalid"
+	case 130:
+		return "interrupted"
+	}
+	return "unavailable"
 }
 
 func unlockMain(args []string, stdout, stderr io.Writer) int {
@@ -128,7 +144,7 @@ func tokenCommand(name, help string, args []string, stdout, stderr io.Writer, ac
 		ttl    *time.Duration
 	)
 	if name == "extend" {
-		ttl = fs.Duration("ttl", 0, "new TTL (required)")
+		ttl = durationFlag(fs, "ttl", 0, "new TTL (required)")
 	} else {
 		ttl = new(time.Duration)
 	}
@@ -173,8 +189,10 @@ func tokenCommand(name, help string, args []string, stdout, stderr io.Writer, ac
 		code, result = exitLost, "not_held"
 		fmt.Fprintf(stderr, "dlock: %q is not held with this token (nothing changed)\n", *key)
 	default:
-		code, result = exitRedis, "error"
-		fmt.Fprintf(stderr, "dlock: %s %q: %v\n", name, *key, err)
+		code, result = redisFailed(stderr, name, *key, err), "unavailable"
+		if code == exitUsage {
+			result = "invalid"
+		}
 	}
 	if *asJSON {
 		r := lockResult{Key: *key, Result: result}

@@ -89,6 +89,9 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 	if args[0] == "torture-worker" { // torture's client processes
 		return workerMain(args[1:], stdout, stderr)
 	}
+	if args[0] == "run-guard" { // run's guardian of CMD (guard_linux.go)
+		return guardMain(args[1:])
+	}
 	fmt.Fprintf(stderr, "dlock: unknown command %q\n\n", args[0])
 	usage(stderr)
 	return exitUsage
@@ -115,42 +118,94 @@ command's own exit status (128+N when killed by signal N).
 `)
 }
 
-// newFlagSet returns a flag set whose --help prints summary, the flags and
-// the examples.
+// newFlagSet returns a flag set for subcommand name. --help prints the
+// synopsis, help, the flags and the examples; a bad flag prints only the
+// flag package's one-line error and a hint to --help.
 func newFlagSet(name, synopsis, help string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		out := fs.Output()
+		fmt.Fprintf(fs.Output(), "Run 'dlock %s --help' for its flags and examples.\n", name)
+	}
+	helps[fs] = func(out io.Writer) {
 		fmt.Fprintf(out, "Usage: dlock %s %s\n\n%s\n\nFlags:\n", name, synopsis, strings.TrimSpace(help))
+		fs.SetOutput(out)
 		fs.PrintDefaults()
+		fs.SetOutput(stderr)
 	}
 	return fs
 }
 
+// helps holds each flag set's full --help text.
+var helps = map[*flag.FlagSet]func(io.Writer){}
+
 // parse parses args; it reports the exit code to return when the caller
-// should stop (help asked for, or bad flags).
-// Help goes to standard output (it was asked for); errors to stderr.
+// should stop (help asked for, or bad flags). Help goes to standard output
+// (it was asked for); errors to stderr. Flags may follow the positional
+// arguments (dlock status KEY --json), up to a "--", after which everything
+// is the command's.
 func parse(fs *flag.FlagSet, args []string) (stop bool, code int) {
 	for _, a := range args {
 		if a == "--" {
 			break
 		}
 		if a == "-h" || a == "-help" || a == "--help" {
-			stderr := fs.Output()
-			fs.SetOutput(os.Stdout)
-			fs.Usage()
-			fs.SetOutput(stderr)
+			helps[fs](os.Stdout)
 			return true, exitOK
 		}
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(interspersed(fs, args)); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return true, exitOK
 		}
 		return true, exitUsage
 	}
 	return false, 0
+}
+
+// interspersed moves the flags among args (before any "--") ahead of the
+// positional arguments, keeping each flag's value with it, so that the flag
+// package, which stops at the first positional argument, sees them all. A
+// "--" and what follows stay at the end, as given. A subcommand whose
+// positional arguments are a command line (run) has them after "--" or as
+// the first non-flag, from which on nothing is moved.
+func interspersed(fs *flag.FlagSet, args []string) []string {
+	var flags, positional []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" || (fs.Name() == "run" && !strings.HasPrefix(a, "-")) {
+			positional = append(positional, args[i:]...)
+			break
+		}
+		if !strings.HasPrefix(a, "-") || a == "-" {
+			positional = append(positional, a)
+			continue
+		}
+		flags = append(flags, a)
+		name := strings.TrimLeft(a, "-")
+		if strings.Contains(name, "=") {
+			continue
+		}
+		if f := fs.Lookup(name); f != nil && !isBoolFlag(f) && i+1 < len(args) {
+			flags = append(flags, args[i+1])
+			i++
+		}
+	}
+	if len(positional) > 0 && positional[0] != "--" && fs.Name() != "run" {
+		// The flag package stops at the first positional argument:
+		// put a "--" before them only if one of them looks like a flag.
+		for _, p := range positional {
+			if strings.HasPrefix(p, "-") && p != "-" {
+				return append(append(flags, "--"), positional...)
+			}
+		}
+	}
+	return append(flags, positional...)
+}
+
+func isBoolFlag(f *flag.Flag) bool {
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
 }
 
 // usageError prints a usage problem and returns exitUsage.

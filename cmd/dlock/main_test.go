@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -433,5 +434,123 @@ func TestRedlockWaitWithoutAMajorityIsUnavailable(t *testing.T) {
 	}
 	if !strings.Contains(stderr, "waiting for a majority of nodes") {
 		t.Fatalf("the wait for slow nodes was not reported while it lasted: %q", stderr)
+	}
+}
+
+// A URL that does not parse is a usage error that says what is wrong and
+// masks the password, on every subcommand that takes one, through --redis
+// and $DLOCK_REDIS alike.
+func TestUnparsableURLsNeverShowThePassword(t *testing.T) {
+	for _, u := range []string{
+		"redis://:s3cr3tPW@127.0.0.1:6379 ", // a pasted trailing space
+		"redis://:s3cr3tPW@127.0.0.1:notaport",
+		"redis://:s3cr3tPW@127.0.0.1:6379/%ZZ",
+		"redis://:s3cr3tPW@[::1",
+		"redis://user:s3cr3tPW@127.0.0.1:6379/x",
+	} {
+		for _, args := range [][]string{
+			{"status", "k"}, {"lock", "--key", "k"}, {"lock", "--json", "--key", "k"}, {"run", "--key", "k", "--", "true"},
+		} {
+			for _, viaEnv := range []bool{false, true} {
+				if viaEnv && strings.TrimSpace(u) != u {
+					continue // $DLOCK_REDIS is split at commas and trimmed: that one parses
+				}
+				cmd := dlockCmd(args...)
+				if viaEnv {
+					cmd.Env = append(cmd.Env, "DLOCK_REDIS="+u)
+				} else {
+					cmd.Args = append(cmd.Args[:2], append([]string{"--redis", u}, cmd.Args[2:]...)...)
+				}
+				var out bytes.Buffer
+				cmd.Stdout, cmd.Stderr = &out, &out
+				err := cmd.Run()
+				var ee *exec.ExitError
+				if !errors.As(err, &ee) || ee.ExitCode() != exitUsage {
+					t.Errorf("%q %q: %v, want exit %d", u, args, err, exitUsage)
+				}
+				if strings.Contains(out.String(), "s3cr3tPW") || !strings.Contains(out.String(), "xxxxx") {
+					t.Errorf("%q %q: output %q shows the password or not the masked URL", u, args, out.String())
+				}
+			}
+		}
+	}
+	code, _, stderr := run(t, "status", "--redis", "127.0.0.1:6379", "k")
+	if code != exitUsage || !strings.Contains(stderr, "redis://127.0.0.1:6379") {
+		t.Errorf("a URL without scheme: exit %d, %q; want a usage error suggesting redis://", code, stderr)
+	}
+}
+
+// --json never reports a broken server as a held lock, and a refused
+// connection warns of no grant to give back.
+func TestJSONSaysRedisIsUnavailable(t *testing.T) {
+	code, out, stderr := run(t, "lock", "--json", "--key", key(t), "--redis", "redis://127.0.0.1:1")
+	if code != exitRedis || !strings.Contains(out, `"result":"unavailable"`) {
+		t.Errorf("lock --json on a refused connection: exit %d, %q", code, out)
+	}
+	if strings.Contains(stderr, "give back") {
+		t.Errorf("a refused connection warned of a grant to give back: %q", stderr)
+	}
+}
+
+// Flags may come after the key, as users type them; a database number the
+// server does not have is a usage error.
+func TestFlagsAfterTheKeyAndABadDatabase(t *testing.T) {
+	k := key(t)
+	if code, out, stderr := run(t, "status", k, "--json", "--redis", serverURL()); code != exitFree || !strings.Contains(out, `"held":false`) {
+		t.Errorf("status KEY --json --redis URL: exit %d, %q %q", code, out, stderr)
+	}
+	if code, _, stderr := run(t, "ls", "cli:*", "--redis", serverURL()); code != exitOK {
+		t.Errorf("ls PATTERN --redis URL: exit %d, %q", code, stderr)
+	}
+	if code, _, stderr := run(t, "status", k, "--redis", serverURL()+"/99"); code != exitUsage || !strings.Contains(stderr, "database") {
+		t.Errorf("status on database 99: exit %d, %q; want a usage error", code, stderr)
+	}
+	if code, _, stderr := run(t, "lock", "--key", k, "--ttl", "10"); code != exitUsage || !strings.Contains(stderr, "unit") {
+		t.Errorf("--ttl 10: exit %d, %q; want a usage error that asks for a unit", code, stderr)
+	}
+	if _, _, stderr := run(t, "status", "--bogus", k); strings.Count(stderr, "\n") > 3 || !strings.Contains(stderr, "--help") {
+		t.Errorf("a bad flag printed %q, want its error and a hint to --help", stderr)
+	}
+}
+
+// kill -9 of dlock run kills the command, and what it started, with it: no
+// copy of it goes on running without the lock.
+func TestRunKilledOutrightTakesItsCommandWithIt(t *testing.T) {
+	if !guarded {
+		t.Skip("no parent-death signal on this system")
+	}
+	k := key(t)
+	pidFile := t.TempDir() + "/pids"
+	cmd := dlockCmd("run", "--key", k, "--ttl", "3s", "--", "sh", "-c", `sleep 60 & echo $! > `+pidFile+`.tmp; echo $$ >> `+pidFile+`.tmp; mv `+pidFile+`.tmp `+pidFile+`; wait`)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	deadline := time.Now().Add(20 * time.Second)
+	for len(pids) < 2 {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatal("the command never started")
+		}
+		data, _ := os.ReadFile(pidFile)
+		pids = pids[:0]
+		for _, f := range strings.Fields(string(data)) {
+			if p, err := strconv.Atoi(f); err == nil {
+				pids = append(pids, p)
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	for _, pid := range pids {
+		deadline := time.Now().Add(20 * time.Second)
+		for syscall.Kill(pid, 0) == nil {
+			if time.Now().After(deadline) {
+				syscall.Kill(pid, syscall.SIGKILL)
+				t.Fatalf("process %d of the command outlived the killed dlock", pid)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 	}
 }

@@ -55,16 +55,18 @@ func (r *redisFlags) list() []string {
 
 // connect builds go-redis clients for the URLs and a dlock Client over them,
 // which logs its warnings (a failed renewal, a Redlock wait for slow nodes)
-// to stderr. close closes all of it. Errors never show a URL's password.
+// to stderr. close closes all of it. A URL that does not parse is an error
+// (the callers' usage error) that says what is wrong and shows the URL with
+// its userinfo masked; no error ever shows a password.
 func (r *redisFlags) connect(stderr io.Writer) (c *dlock.Client, rdbs []*redis.Client, close func(), err error) {
 	var ucs []redis.UniversalClient
 	for _, u := range r.list() {
-		opts, err := redis.ParseURL(u)
+		opts, err := parseRedisURL(u)
 		if err != nil {
 			for _, rdb := range rdbs {
 				rdb.Close()
 			}
-			return nil, nil, nil, fmt.Errorf("bad Redis URL %s: %v", redact(u), scrub(err, u))
+			return nil, nil, nil, err
 		}
 		opts.DialTimeout = 5 * time.Second
 		rdb := redis.NewClient(opts)
@@ -89,14 +91,65 @@ func (r *redisFlags) connect(stderr io.Writer) (c *dlock.Client, rdbs []*redis.C
 	}, nil
 }
 
-// redact returns u with any password replaced by "xxxxx".
-func redact(u string) string {
-	p, err := url.Parse(u)
-	if err != nil {
-		return "(unparsable URL)"
+// parseRedisURL parses a Redis URL as go-redis does, with errors that say
+// what is wrong, show the URL masked, and suggest the scheme when it is
+// missing.
+func parseRedisURL(u string) (*redis.Options, error) {
+	opts, err := redis.ParseURL(u)
+	if err == nil {
+		return opts, nil
 	}
-	return p.Redacted()
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err // the url package quotes the whole URL; say only what is wrong
+	}
+	msg := scrub(err, u).Error()
+	if !strings.Contains(u, "://") {
+		msg += fmt.Sprintf(" (a Redis URL starts with redis:// or rediss://: did you mean %q?)", "redis://"+masked(u))
+	}
+	return nil, fmt.Errorf("bad Redis URL %q: %s", masked(u), msg)
 }
+
+// masked returns u with its userinfo (user:password@) masked, whether or
+// not u parses: the password becomes "xxxxx", the user name stays.
+func masked(u string) string {
+	start := 0
+	if i := strings.Index(u, "://"); i >= 0 {
+		start = i + 3
+	}
+	at := strings.LastIndex(u[start:], "@")
+	if at < 0 {
+		return u
+	}
+	userinfo := u[start : start+at]
+	if user, _, ok := strings.Cut(userinfo, ":"); ok {
+		userinfo = user + ":xxxxx"
+	} else {
+		userinfo = "xxxxx" // a bare "secret@host" is go-redis's password
+	}
+	return u[:start] + userinfo + u[start+at:]
+}
+
+// secret returns the password part of u's userinfo ("" if none), whether
+// or not u parses.
+func secret(u string) string {
+	start := 0
+	if i := strings.Index(u, "://"); i >= 0 {
+		start = i + 3
+	}
+	at := strings.LastIndex(u[start:], "@")
+	if at < 0 {
+		return ""
+	}
+	userinfo := u[start : start+at]
+	if _, pw, ok := strings.Cut(userinfo, ":"); ok {
+		return pw
+	}
+	return userinfo
+}
+
+// redact returns u with its password masked (for display).
+func redact(u string) string { return masked(u) }
 
 func redactAll(urls []string) []string {
 	out := make([]string, len(urls))
@@ -106,14 +159,24 @@ func redactAll(urls []string) []string {
 	return out
 }
 
-// scrub removes u's password from err's text, in case a parser quoted it.
+// scrub removes u's password from err's text, in case anything quoted it,
+// the raw URL and its unescaped password alike.
 func scrub(err error, u string) error {
-	p, perr := url.Parse(u)
-	if perr != nil || p.User == nil {
+	text := err.Error()
+	for _, pw := range []string{secret(u), unescaped(secret(u))} {
+		if len(pw) >= 1 {
+			text = strings.ReplaceAll(text, pw, "xxxxx")
+		}
+	}
+	if text == err.Error() {
 		return err
 	}
-	if pw, ok := p.User.Password(); ok && pw != "" {
-		return errors.New(strings.ReplaceAll(err.Error(), pw, "xxxxx"))
+	return errors.New(text)
+}
+
+func unescaped(s string) string {
+	if v, err := url.PathUnescape(s); err == nil {
+		return v
 	}
-	return err
+	return s
 }

@@ -29,7 +29,10 @@ If the lock is lost while CMD runs (a renewal finds it taken, or Redis stops
 answering for longer than the lease, or --max-hold is reached), dlock says so
 on stderr, sends SIGTERM to CMD's process group, SIGKILL after --kill-after,
 and exits 76. SIGINT, SIGTERM and SIGHUP sent to dlock are passed on to CMD;
-the lock is released after CMD exits.
+the lock is released after CMD exits. If dlock itself dies (kill -9), CMD's
+whole process group is killed with it on Linux, so that nothing runs on
+without the lock; on other systems CMD goes on, and the lock expires by its
+TTL while it runs.
 
 Exit codes: CMD's status (128+N if killed by signal N); 75 not obtained (see
 --conflict-exit-code); 76 lock lost while CMD ran; 69 Redis unavailable;
@@ -48,11 +51,11 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 		rf         redisFlags
 		wait       waitFlag
 		key        = fs.String("key", "", "lock `NAME` (required)")
-		ttl        = fs.Duration("ttl", dlock.DefaultTTL, "lease; renewed every TTL/3 while CMD runs")
-		maxHold    = fs.Duration("max-hold", 0, "ceiling on the total hold time (0: none); CMD is stopped when it is reached")
-		killAfter  = fs.Duration("kill-after", 10*time.Second, "after a lost lock, SIGKILL CMD this long after SIGTERM")
+		ttl        = durationFlag(fs, "ttl", dlock.DefaultTTL, "lease; renewed every TTL/3 while CMD runs")
+		maxHold    = durationFlag(fs, "max-hold", 0, "ceiling on the total hold time (0: none); CMD is stopped when it is reached")
+		killAfter  = durationFlag(fs, "kill-after", 10*time.Second, "after a lost lock, SIGKILL CMD this long after SIGTERM")
 		conflict   = fs.Int("conflict-exit-code", exitConflict, "exit code when the lock is held by someone else")
-		nodeTimout = fs.Duration("node-timeout", 0, "per-node timeout for Redlock (0: the library default)")
+		nodeTimout = durationFlag(fs, "node-timeout", 0, "per-node timeout for Redlock (0: the library default)")
 	)
 	rf.register(fs)
 	var mf metricsFlag
@@ -112,15 +115,23 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 		return acquireFailed(stderr, *key, err, *conflict)
 	}
 
-	cmd := exec.Command(cmdArgs[0], cmdArgs[1:]...)
+	cmd, err := guardCommand(cmdArgs)
+	if err != nil {
+		release(lock, stderr)
+		fmt.Fprintf(stderr, "dlock: cannot run %s: %v\n", cmdArgs[0], err)
+		return exitSoftware
+	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
 	cmd.Env = append(os.Environ(),
 		"DLOCK_KEY="+*key,
 		"DLOCK_FENCE="+strconv.FormatInt(lock.Fence(), 10),
 		"DLOCK_TOKEN="+lock.Token(),
 	)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // its own group, so we can signal all of it
-	if err := cmd.Start(); err != nil {
+	// CMD runs in a process group of its own, so that signals reach all
+	// of it (and, on Linux, under a guardian that kills the group if dlock
+	// dies: guard_linux.go).
+	exited, err := startGuarded(cmd)
+	if err != nil {
 		release(lock, stderr)
 		fmt.Fprintf(stderr, "dlock: cannot run %s: %v\n", cmdArgs[0], err)
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
@@ -128,9 +139,6 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 		}
 		return 126
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-
 	var (
 		lost    bool
 		killer  <-chan time.Time

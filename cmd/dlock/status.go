@@ -11,12 +11,9 @@ import (
 )
 
 const statusHelp = `
-Show whether the lock on KEY is held, for how much longer, and the last
-fence issued for it. The holder's token is shown only by its first
-characters.
-
-The output names the holder by the first characters of its token only, and
-says how many Lock calls are queued for it.
+Show whether the lock on KEY is held, for how much longer, the last fence
+issued for it, and how many Lock calls are queued for it. The holder is
+named by the first characters of its token only.
 
 Exit codes: 0 held; 1 not held; 69 Redis unavailable; 64 usage.
 
@@ -77,8 +74,7 @@ func statusMain(args []string, stdout, stderr io.Writer) int {
 	defer cancel()
 	st, err := c.Inspect(ctx, key)
 	if err != nil {
-		fmt.Fprintf(stderr, "dlock: status %q: %v\n", key, err)
-		return exitRedis
+		return redisFailed(stderr, "status", key, err)
 	}
 	if *asJSON {
 		printJSON(stdout, toResult(st))

@@ -51,7 +51,7 @@ func tortureMain(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("torture", "[flags]", tortureHelp, stderr)
 	var (
 		scenario = fs.String("scenario", "all", "scenario `NAME`, or all")
-		duration = fs.Duration("duration", 0, "how long each scenario runs (default 20s; --quick: 4s)")
+		duration = durationFlag(fs, "duration", 0, "how long each scenario runs (default 20s; --quick: 4s)")
 		clients  = fs.Int("clients", 0, "client processes (default 5; --quick: 3)")
 		quick    = fs.Bool("quick", false, "every scenario, small and bounded (CI)")
 		asJSON   = fs.Bool("json", false, "one JSON object per scenario")
