@@ -1,7 +1,7 @@
 # dlock's build and test entry points. `make test` is what CI runs.
 GO ?= go
 
-.PHONY: test deps check bench gobench demo
+.PHONY: test deps check bench-check bench gobench demo
 
 # test installs what the tests need, checks formatting and vet, runs every
 # test with the race detector, then the short fault-injection run, which
@@ -10,26 +10,44 @@ test: deps check
 	$(GO) test -race -count=1 -timeout 8m ./...
 	$(GO) build -o .dlock-torture ./cmd/dlock && ./.dlock-torture torture --quick; status=$$?; rm -f .dlock-torture; exit $$status
 
-# deps installs redis-server (Debian package) when it is not on PATH.
+# deps installs what the tests need when it is missing: redis-server and a
+# C compiler (the race detector needs cgo), from Debian's packages; then it
+# checks that the server is new enough (the README's minimum, 6.2) and fails
+# early, with a clear message, when it is not.
 deps:
-	@command -v redis-server >/dev/null 2>&1 || { \
-		echo "redis-server not found: installing it with apt-get"; \
+	@missing=""; \
+	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
+	command -v gcc >/dev/null 2>&1 || missing="$$missing gcc libc6-dev"; \
+	if [ -n "$$missing" ]; then \
+		echo "installing with apt-get:$$missing"; \
 		SUDO=$$( [ "$$(id -u)" -eq 0 ] || echo sudo ); \
 		$$SUDO apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends redis-server; \
-	}
-	@redis-server --version
+		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+	@v=$$($${REDIS_SERVER:-redis-server} --version | sed -n 's/.* v=\([0-9][0-9.]*\).*/\1/p'); \
+	major=$${v%%.*}; minor=$$(echo $$v | cut -d. -f2); \
+	if [ -z "$$v" ] || [ "$$major" -lt 6 ] || { [ "$$major" -eq 6 ] && [ "$$minor" -lt 2 ]; }; then \
+		echo "redis-server $$v is too old: dlock needs Redis 6.2 or later (7.0 for a cluster's sharded pub/sub)."; \
+		echo "Install a newer one (e.g. Debian 12's, or redis.io's packages) or set REDIS_SERVER to its path."; \
+		exit 1; \
+	fi; \
+	echo "redis-server $$v, $$(gcc --version | head -1)"
 
+# check is gofmt and vet of the library, the command and their tests. The
+# bench/ module (which pulls the peers' modules) is vetted by bench-check
+# and by make bench, not on the test path.
 check:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
+
+bench-check:
 	cd bench && $(GO) vet ./...
 
 # bench compares dlock with its peers (the separate bench/ module, which
 # starts its own redis-servers) and rewrites BENCHMARKS.md and its chart.
 # gobench runs dlock's own Go benchmarks (against the raw floor).
-bench: deps
+bench: deps bench-check
 	cd bench && $(GO) run . -out ../BENCHMARKS.md
 
 gobench: deps

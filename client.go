@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,8 +43,10 @@ type Client struct {
 // context deadlines; otherwise its own read timeout bounds them).
 const cleanupTimeout = 5 * time.Second
 
-// New returns a Client that locks on the given go-redis clients. One client
-// means a single Redis deployment. Several mean Redlock over independent
+// New returns a Client that locks on the given go-redis clients: any go-redis
+// client type, so that New(rdb), New(cluster) and, for Redlock, New(rdbs...)
+// with a []*redis.Client all read naturally (mix types as a
+// []redis.UniversalClient). One client means a single Redis deployment. Several mean Redlock over independent
 // masters (redlock.go): a lock is held when a majority, len(nodes)/2+1,
 // granted it. An even number of nodes works but tolerates no more failures
 // than one node fewer (4 nodes need 3, like 5 do, and survive only one
@@ -57,7 +60,7 @@ const cleanupTimeout = 5 * time.Second
 // goes down, so that two clients could hold the same lock. New panics when
 // given no clients at all, or a nil one, since that can only be a
 // programming error.
-func New(nodes ...redis.UniversalClient) *Client {
+func New[C redis.UniversalClient](nodes ...C) *Client {
 	if len(nodes) == 0 {
 		panic("dlock: New needs at least one Redis client")
 	}
@@ -65,8 +68,9 @@ func New(nodes ...redis.UniversalClient) *Client {
 	c.ctx, c.close = context.WithCancel(context.Background())
 	c.done = c.ctx.Done()
 	seen := map[any]int{}
-	for i, rdb := range nodes {
-		if rdb == nil {
+	for i, node := range nodes {
+		rdb := redis.UniversalClient(node)
+		if isNil(rdb) {
 			panic(fmt.Sprintf("dlock: New: Redis client %d is nil", i))
 		}
 		n := newNode(rdb)
@@ -82,6 +86,15 @@ func New(nodes ...redis.UniversalClient) *Client {
 		c.nodes = append(c.nodes, n)
 	}
 	return c
+}
+
+// isNil reports whether rdb is nil, or a nil pointer in an interface.
+func isNil(rdb redis.UniversalClient) bool {
+	if rdb == nil {
+		return true
+	}
+	v := reflect.ValueOf(rdb)
+	return v.Kind() == reflect.Pointer && v.IsNil()
 }
 
 // Close releases dlock's own resources: its pub/sub subscriptions and

@@ -212,8 +212,10 @@ func TestBadInputIsRefusedBeforeAnythingIsSent(t *testing.T) {
 
 func TestNewWithoutClientsPanics(t *testing.T) {
 	for name, f := range map[string]func(){
-		"no clients": func() { dlock.New() },
-		"nil client": func() { dlock.New(nil) },
+		"no clients":     func() { dlock.New[redis.UniversalClient]() },
+		"nil client":     func() { dlock.New[redis.UniversalClient](nil) },
+		"nil *Client":    func() { dlock.New((*redis.Client)(nil)) },
+		"nil in a slice": func() { dlock.New([]*redis.Client{shared.Client(t), nil}...) },
 	} {
 		func() {
 			defer func() {

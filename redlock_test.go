@@ -501,3 +501,21 @@ func TestRedlockLateGrantsJoinTheLockOrAreGivenBack(t *testing.T) {
 		})
 	})
 }
+
+// The most common way to build a Redlock Client, New with a
+// []*redis.Client, compiles and works.
+func TestNewTakesASliceOfClients(t *testing.T) {
+	var rdbs []*redis.Client
+	for _, s := range startNodes(t, 3) {
+		rdbs = append(rdbs, s.Client(t))
+	}
+	c := dlock.New(rdbs...)
+	defer c.Close()
+	l, err := c.TryLock(ctxT(t), key(t), dlock.WithNodeTimeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Unlock(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+}
