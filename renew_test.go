@@ -288,3 +288,40 @@ func TestBadMaxHoldIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// A Context first asked for after the lease ran out is done the moment it
+// is returned, with the cause.
+func TestContextAskedForAfterTheLeaseIsAlreadyDone(t *testing.T) {
+	c, _ := newClient(t, shared)
+	for i := 0; i < 5; i++ {
+		l := mustLock(t, c, key(t), dlock.WithTTL(100*time.Millisecond))
+		time.Sleep(150 * time.Millisecond)
+		ctx := l.Context()
+		if ctx.Err() == nil {
+			t.Fatalf("try %d: the Context of a lease that ended 50 ms ago is not done", i)
+		}
+		if cause := context.Cause(ctx); !errors.Is(cause, dlock.ErrLeaseExpired) {
+			t.Fatalf("try %d: cause %v, want ErrLeaseExpired", i, cause)
+		}
+	}
+}
+
+// Once a Lock's lease has ended, Extend fails and the key is not extended:
+// a caller that believes the error is never left holding a key it does not
+// know of.
+func TestExtendAfterTheLeaseEndedExtendsNothing(t *testing.T) {
+	c, rdb := newClient(t, shared)
+	for i := 0; i < 5; i++ {
+		k := key(t)
+		// 1 s TTL: the lease ends ~12 ms before the key expires.
+		l := mustLock(t, c, k, dlock.WithTTL(time.Second))
+		<-l.Context().Done()
+		err := l.Extend(ctxT(t), time.Minute)
+		if err == nil || !errors.Is(err, dlock.ErrNotHeld) {
+			t.Fatalf("Extend after the lease ended: %v, want ErrNotHeld", err)
+		}
+		if pttl := rdb.PTTL(ctxT(t), k).Val(); pttl > 2*time.Second {
+			t.Fatalf("try %d: Extend failed but the key now lives %v", i, pttl)
+		}
+	}
+}

@@ -554,3 +554,28 @@ func TestRunKilledOutrightTakesItsCommandWithIt(t *testing.T) {
 		}
 	}
 }
+
+// dlock ls with one Redlock node down lists what the others hold and names
+// the node that did not answer.
+func TestLsWithARedlockNodeDown(t *testing.T) {
+	var urls []string
+	var nodes []*redistest.Server
+	for i := 0; i < 3; i++ {
+		s := redistest.Start(t)
+		nodes = append(nodes, s)
+		urls = append(urls, "--redis", "redis://"+s.Addr())
+	}
+	k := key(t)
+	lock := append([]string{"lock", "--key", k, "--ttl", "1m"}, urls...)
+	if code, _, stderr := run(t, lock...); code != exitOK {
+		t.Fatalf("lock: exit %d, %q", code, stderr)
+	}
+	nodes[1].Kill()
+	code, out, stderr := run(t, append([]string{"ls", "cli:*"}, urls...)...)
+	if code != exitOK || !strings.Contains(out, k) || !strings.Contains(out, "held") {
+		t.Fatalf("ls with a node down: exit %d, %q, %q; want the lock listed", code, out, stderr)
+	}
+	if !strings.Contains(stderr, nodes[1].Addr()) {
+		t.Fatalf("ls did not name the node that did not answer: %q", stderr)
+	}
+}

@@ -93,7 +93,11 @@ with their holders, TTLs, fences and waiters. Keys are found with SCAN,
 never KEYS, so a large database is not blocked; dlock's own bookkeeping keys
 (dlock:*) are left out.
 
-Exit codes: 0 listed (even none); 69 Redis unavailable; 64 usage.
+With Redlock, the nodes that answer are listed and those that do not are
+named on stderr.
+
+Exit codes: 0 listed (even none, or only from the nodes that answered); 69
+no node answered; 64 usage.
 
 Examples:
   dlock ls 'lock:*'
@@ -123,9 +127,11 @@ func lsMain(args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
-	// Every node may know keys the others do not (Redlock): list the union.
+	// Every node may know keys the others do not (Redlock): list the union
+	// of what the nodes that answer hold, and name those that do not.
 	seen := map[string]bool{}
 	var keys []string
+	down := 0
 	for _, rdb := range rdbs {
 		iter := rdb.Scan(ctx, 0, fs.Arg(0), 100).Iterator()
 		for iter.Next(ctx) && len(keys) < *limit {
@@ -137,9 +143,12 @@ func lsMain(args []string, stdout, stderr io.Writer) int {
 			keys = append(keys, k)
 		}
 		if err := iter.Err(); err != nil {
-			fmt.Fprintf(stderr, "dlock: ls: %v\n", err)
-			return exitRedis
+			down++
+			fmt.Fprintf(stderr, "dlock: ls: node %s did not answer: %v\n", rdb.Options().Addr, err)
 		}
+	}
+	if down == len(rdbs) {
+		return exitRedis
 	}
 	for _, k := range keys {
 		st, err := c.Inspect(ctx, k)
@@ -147,8 +156,9 @@ func lsMain(args []string, stdout, stderr io.Writer) int {
 			continue // a key of another type that matches: not a lock
 		}
 		if err != nil {
+			// Too few nodes answered for this key: say so, go on.
 			fmt.Fprintf(stderr, "dlock: ls %q: %v\n", k, err)
-			return exitRedis
+			continue
 		}
 		if *asJSON {
 			printJSON(stdout, toResult(st))
