@@ -316,6 +316,23 @@ func TestDemoPassesWithNoRedisConfigured(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "all experiments passed") || strings.Contains(string(out), "FAIL") {
 		t.Fatalf("dlock demo: %v\n%s", err, out)
 	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if n := len([]rune(line)); n > 100 {
+			t.Errorf("a demo line is %d columns wide: %q", n, line)
+		}
+	}
+	if !strings.Contains(string(out), "the Redis guidance") || !strings.Contains(string(out), "the unsafe way broke, as expected") {
+		t.Errorf("the demo does not explain its references or its mistake rows:\n%s", out)
+	}
+}
+
+// A wrong password is said once, with exit 69, not as a row of failures.
+func TestDemoWithAWrongPasswordSaysSoOnce(t *testing.T) {
+	s := redistest.Start(t, "--requirepass", "right")
+	code, out, stderr := run(t, "demo", "--redis", "redis://:wrong@"+s.Addr(), "--spawn=false")
+	if code != exitRedis || strings.Contains(out, "FAIL") || strings.Count(stderr, "\n") != 1 || strings.Contains(out+stderr, ":wrong@") {
+		t.Fatalf("demo with a wrong password: exit %d\n%s%s", code, out, stderr)
+	}
 }
 
 func TestDemoAgainstARealServer(t *testing.T) {
