@@ -6,7 +6,6 @@ import (
 	"net"
 	"runtime"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,22 +16,6 @@ import (
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/internal/redistest"
 )
-
-// connectedClients returns the server's connected_clients.
-func connectedClients(t testing.TB, rdb *redis.Client) int {
-	t.Helper()
-	info, err := rdb.Info(context.Background(), "clients").Result()
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(info, "\r\n") {
-		if v, ok := strings.CutPrefix(line, "connected_clients:"); ok {
-			n, _ := strconv.Atoi(v)
-			return n
-		}
-	}
-	return 0
-}
 
 // herd runs n goroutines that each take the lock on key once through c,
 // hold it for hold, and unlock; it fails the test on an overlap, a fence
@@ -112,7 +95,7 @@ func TestAThousandWaitersOnADefaultClientAreAllServed(t *testing.T) {
 			if err := rdb.Get(context.Background(), "unrelated").Err(); err != nil && !errors.Is(err, redis.Nil) {
 				t.Errorf("an unrelated GET on the same client: %v", err)
 			}
-			if n := int64(connectedClients(t, admin)); n > maxConns.Load() {
+			if n := int64(redistest.ConnectedClients(admin)); n > maxConns.Load() {
 				maxConns.Store(n)
 			}
 		}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"strconv"
 	"strings"
 	"sync"
@@ -9,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/dlock-go/dlock/internal/redistest"
 )
 
 // cost is what a measurement cost, beside its wall time: redis-server CPU
@@ -55,9 +56,9 @@ type sample struct {
 func (m *meter) sample() sample {
 	var s sample
 	for _, r := range m.admins {
-		info := infoMap(r, "cpu")
+		info := redistest.Info(r, "cpu")
 		s.server += seconds(info["used_cpu_user"]) + seconds(info["used_cpu_sys"])
-		for k, v := range infoMap(r, "commandstats") {
+		for k, v := range redistest.Info(r, "commandstats") {
 			if !strings.HasPrefix(k, "cmdstat_") || k == "cmdstat_info" {
 				continue
 			}
@@ -91,7 +92,7 @@ func (m *meter) measure(conns bool, fn func()) cost {
 			defer wg.Done()
 			for {
 				for _, r := range m.admins {
-					n, _ := strconv.Atoi(infoMap(r, "clients")["connected_clients"])
+					n, _ := strconv.Atoi(redistest.Info(r, "clients")["connected_clients"])
 					most = max(most, n-1)
 				}
 				select {
@@ -109,20 +110,6 @@ func (m *meter) measure(conns bool, fn func()) cost {
 	wg.Wait()
 	return cost{serverCPU: after.server - before.server, clientCPU: after.client - before.client,
 		commands: after.commands - before.commands - int64(len(m.admins)*2), scripts: after.scripts - before.scripts, maxConns: most}
-}
-
-func infoMap(r *redis.Client, section string) map[string]string {
-	out := map[string]string{}
-	s, err := r.Info(context.Background(), section).Result()
-	if err != nil {
-		return out
-	}
-	for _, line := range strings.Split(s, "\r\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok {
-			out[k] = v
-		}
-	}
-	return out
 }
 
 func seconds(s string) time.Duration {

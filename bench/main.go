@@ -220,11 +220,36 @@ func uncontended(l locker, n int) result {
 }
 
 // contended runs g goroutines for d, each locking (one shared key, or a key
-// of its own with manyKeys), holding the lock for cs, and unlocking.
+// of its own with manyKeys), holding the lock for cs, and unlocking, over
+// and over.
 func contended(l locker, g int, cs, d time.Duration, manyKeys bool) result {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	base := fmt.Sprintf("bench:%s:%d", l.name, time.Now().UnixNano())
+	key := func(i int) string { return base }
+	if manyKeys {
+		key = func(i int) string { return fmt.Sprintf("%s:%d", base, i) }
+	}
+	return holders(ctx, l, g, cs, key, !manyKeys, false)
+}
+
+// herdRun starts g goroutines at once, each locking the one key once,
+// holding it for cs and unlocking, and waits until all are served or bound
+// has passed (then the others give up). Throughput is served critical
+// sections per second of the whole run; a wait counts from the start.
+func herdRun(l locker, g int, cs, bound time.Duration) result {
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	key := fmt.Sprintf("bench:herd:%s:%d", l.name, time.Now().UnixNano())
+	r := holders(ctx, l, g, cs, func(int) string { return key }, true, true)
+	r.herd, r.served = g, r.ops
+	return r
+}
+
+// holders runs g goroutines that lock key(i), hold the lock for cs and
+// unlock, until ctx ends, or (once) until each has been served once. With
+// exclusive, it checks that no two hold the lock at once.
+func holders(ctx context.Context, l locker, g int, cs time.Duration, key func(i int) string, exclusive, once bool) result {
 	var (
 		mu     sync.Mutex
 		waits  []time.Duration
@@ -235,16 +260,15 @@ func contended(l locker, g int, cs, d time.Duration, manyKeys bool) result {
 	)
 	start := time.Now()
 	for i := 0; i < g; i++ {
-		key := base
-		if manyKeys {
-			key = fmt.Sprintf("%s:%d", base, i)
-		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			t0 := start
 			for ctx.Err() == nil {
-				t0 := time.Now()
-				unlock, err := l.lock(ctx, key)
+				if !once {
+					t0 = time.Now()
+				}
+				unlock, err := l.lock(ctx, key(i))
 				if err != nil {
 					if ctx.Err() == nil {
 						errs.Add(1)
@@ -252,13 +276,13 @@ func contended(l locker, g int, cs, d time.Duration, manyKeys bool) result {
 					continue
 				}
 				w := time.Since(t0)
-				if !manyKeys && inside.Add(1) != 1 {
+				if exclusive && inside.Add(1) != 1 {
 					broken.Store(true)
 				}
 				if cs > 0 {
 					time.Sleep(cs)
 				}
-				if !manyKeys {
+				if exclusive {
 					inside.Add(-1)
 				}
 				if err := unlock(); err != nil {
@@ -267,65 +291,14 @@ func contended(l locker, g int, cs, d time.Duration, manyKeys bool) result {
 				mu.Lock()
 				waits = append(waits, w)
 				mu.Unlock()
+				if once {
+					return
+				}
 			}
 		}()
 	}
 	wg.Wait()
 	r := result{ops: len(waits), elapsed: time.Since(start), errors: int(errs.Load()), waits: waits}
-	if broken.Load() {
-		r.note = "MUTUAL EXCLUSION VIOLATED"
-	}
-	return r
-}
-
-// herdRun starts g goroutines at once, each locking the one key once,
-// holding it for cs and unlocking, and waits until all are served or bound
-// has passed (then the others give up). Throughput is served critical
-// sections per second of the whole run.
-func herdRun(l locker, g int, cs, bound time.Duration) result {
-	ctx, cancel := context.WithTimeout(context.Background(), bound)
-	defer cancel()
-	key := fmt.Sprintf("bench:herd:%s:%d", l.name, time.Now().UnixNano())
-	var (
-		mu     sync.Mutex
-		waits  []time.Duration
-		errs   atomic.Int64
-		wg     sync.WaitGroup
-		inside atomic.Int32
-		broken atomic.Bool
-	)
-	start := time.Now()
-	for i := 0; i < g; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			t0 := time.Now()
-			for ctx.Err() == nil {
-				unlock, err := l.lock(ctx, key)
-				if err != nil {
-					if ctx.Err() == nil {
-						errs.Add(1)
-					}
-					continue
-				}
-				w := time.Since(t0)
-				if inside.Add(1) != 1 {
-					broken.Store(true)
-				}
-				time.Sleep(cs)
-				inside.Add(-1)
-				if err := unlock(); err != nil {
-					errs.Add(1)
-				}
-				mu.Lock()
-				waits = append(waits, w)
-				mu.Unlock()
-				return
-			}
-		}()
-	}
-	wg.Wait()
-	r := result{ops: len(waits), elapsed: time.Since(start), errors: int(errs.Load()), waits: waits, herd: g, served: len(waits)}
 	if broken.Load() {
 		r.note = "MUTUAL EXCLUSION VIOLATED"
 	}

@@ -110,42 +110,41 @@ func parseRedisURL(u string) (*redis.Options, error) {
 	return nil, fmt.Errorf("bad Redis URL %q: %s", masked(u), msg)
 }
 
-// masked returns u with its userinfo (user:password@) masked, whether or
-// not u parses: the password becomes "xxxxx", the user name stays.
-func masked(u string) string {
-	start := 0
+// userinfo finds the userinfo of u (the part before the host's "@"),
+// whether or not u parses: u[start:end], ok false when there is none.
+func userinfo(u string) (start, end int, ok bool) {
 	if i := strings.Index(u, "://"); i >= 0 {
 		start = i + 3
 	}
 	at := strings.LastIndex(u[start:], "@")
-	if at < 0 {
+	return start, start + at, at >= 0
+}
+
+// masked returns u with its userinfo (user:password@) masked, whether or
+// not u parses: the password becomes "xxxxx", the user name stays.
+func masked(u string) string {
+	start, end, ok := userinfo(u)
+	if !ok {
 		return u
 	}
-	userinfo := u[start : start+at]
-	if user, _, ok := strings.Cut(userinfo, ":"); ok {
-		userinfo = user + ":xxxxx"
-	} else {
-		userinfo = "xxxxx" // a bare "secret@host" is go-redis's password
+	info := "xxxxx" // a bare "secret@host" is go-redis's password
+	if user, _, ok := strings.Cut(u[start:end], ":"); ok {
+		info = user + ":xxxxx"
 	}
-	return u[:start] + userinfo + u[start+at:]
+	return u[:start] + info + u[end:]
 }
 
 // secret returns the password part of u's userinfo ("" if none), whether
 // or not u parses.
 func secret(u string) string {
-	start := 0
-	if i := strings.Index(u, "://"); i >= 0 {
-		start = i + 3
-	}
-	at := strings.LastIndex(u[start:], "@")
-	if at < 0 {
+	start, end, ok := userinfo(u)
+	if !ok {
 		return ""
 	}
-	userinfo := u[start : start+at]
-	if _, pw, ok := strings.Cut(userinfo, ":"); ok {
+	if _, pw, ok := strings.Cut(u[start:end], ":"); ok {
 		return pw
 	}
-	return userinfo
+	return u[start:end]
 }
 
 // redact returns u with its password masked (for display).

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -357,7 +356,7 @@ func (e *Env) sampleConnections() (stop func() int) {
 		defer t.Stop()
 		for {
 			for _, rdb := range rdbs {
-				if n := connectedClients(rdb); n-1 > most {
+				if n := redistest.ConnectedClients(rdb); n-1 > most {
 					most = n - 1
 				}
 			}
@@ -373,23 +372,6 @@ func (e *Env) sampleConnections() (stop func() int) {
 		}
 	}()
 	return func() int { close(quit); return <-done }
-}
-
-// connectedClients reads a server's connected_clients, 0 if it cannot.
-func connectedClients(rdb *redis.Client) int {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	info, err := rdb.Info(ctx, "clients").Result()
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(info, "\r\n") {
-		if v, ok := strings.CutPrefix(line, "connected_clients:"); ok {
-			n, _ := strconv.Atoi(v)
-			return n
-		}
-	}
-	return 0
 }
 
 func (e *Env) close() {

@@ -89,34 +89,42 @@ func RunWorker(cfg WorkerConfig, out io.Writer) error {
 			time.Sleep(cfg.TTL / 20)
 			continue
 		}
-		now := time.Now()
-		granted := now.UnixNano()
-		dl, _ := l.Context().Deadline()
-		expiry := now.Add(time.Until(dl) + cfg.TTL/100 + 2*time.Millisecond).UnixNano()
-		rec.emit(Event{Kind: "grant", Client: cfg.ID, Fence: l.Fence(), Sent: sent, Expiry: expiry, At: granted})
-		stop := context.AfterFunc(l.Context(), func() {
-			if cause := context.Cause(l.Context()); errors.Is(cause, dlock.ErrLost) {
-				rec.emit(Event{Kind: "lost", Client: cfg.ID, Fence: l.Fence(), Detail: cause.Error()})
+		hold(cfg, rec, cfg.ID, l, sent, func(granted int64) {
+			for i := 0; i < 3 && l.Context().Err() == nil; i++ {
+				time.Sleep(cfg.Hold / 3)  // a pause here outlives the lease...
+				write(l.Fence(), granted) // ...and this write goes out regardless
 			}
 		})
-		for i := 0; i < 3 && l.Context().Err() == nil; i++ {
-			time.Sleep(cfg.Hold / 3)  // a pause here outlives the lease...
-			write(l.Fence(), granted) // ...and this write goes out regardless
-		}
-		// The holding interval ends when the holder starts to let go: it
-		// does nothing under the lock after this.
-		releasing := time.Now().UnixNano()
-		uctx, ucancel := context.WithTimeout(context.Background(), cfg.TTL)
-		err = l.Unlock(uctx)
-		ucancel()
-		stop()
-		detail := "ok"
-		if err != nil {
-			detail = errorKind(err)
-		}
-		rec.emit(Event{Kind: "release", Client: cfg.ID, Fence: l.Fence(), Detail: detail, At: releasing})
 	}
 	return nil
+}
+
+// hold reports client id's grant of l (its acquire sent at sent), and any
+// loss, runs work under the lock, releases it and reports the release.
+func hold(cfg WorkerConfig, rec *recorder, id int, l *dlock.Lock, sent int64, work func(granted int64)) {
+	now := time.Now()
+	granted := now.UnixNano()
+	dl, _ := l.Context().Deadline()
+	expiry := now.Add(time.Until(dl) + cfg.TTL/100 + 2*time.Millisecond).UnixNano()
+	rec.emit(Event{Kind: "grant", Client: id, Fence: l.Fence(), Sent: sent, Expiry: expiry, At: granted})
+	stop := context.AfterFunc(l.Context(), func() {
+		if cause := context.Cause(l.Context()); errors.Is(cause, dlock.ErrLost) {
+			rec.emit(Event{Kind: "lost", Client: id, Fence: l.Fence(), Detail: cause.Error()})
+		}
+	})
+	work(granted)
+	// The holding interval ends when the holder starts to let go: it does
+	// nothing under the lock after this.
+	releasing := time.Now().UnixNano()
+	uctx, ucancel := context.WithTimeout(context.Background(), cfg.TTL)
+	err := l.Unlock(uctx)
+	ucancel()
+	stop()
+	detail := "ok"
+	if err != nil {
+		detail = errorKind(err)
+	}
+	rec.emit(Event{Kind: "release", Client: id, Fence: l.Fence(), Detail: detail, At: releasing})
 }
 
 // errorKind names an error for the tallies.
@@ -166,22 +174,10 @@ func runHerd(cfg WorkerConfig, locks *dlock.Client, opts []dlock.Option, write f
 					time.Sleep(cfg.TTL / 20)
 					continue
 				}
-				now := time.Now()
-				granted := now.UnixNano()
-				dl, _ := l.Context().Deadline()
-				expiry := now.Add(time.Until(dl) + cfg.TTL/100 + 2*time.Millisecond).UnixNano()
-				rec.emit(Event{Kind: "grant", Client: id, Fence: l.Fence(), Sent: sent, Expiry: expiry, At: granted})
-				time.Sleep(cfg.Hold)
-				write(l.Fence(), granted)
-				releasing := time.Now().UnixNano()
-				uctx, ucancel := context.WithTimeout(context.Background(), cfg.TTL)
-				err = l.Unlock(uctx)
-				ucancel()
-				detail := "ok"
-				if err != nil {
-					detail = errorKind(err)
-				}
-				rec.emit(Event{Kind: "release", Client: id, Fence: l.Fence(), Detail: detail, At: releasing})
+				hold(cfg, rec, id, l, sent, func(granted int64) {
+					time.Sleep(cfg.Hold)
+					write(l.Fence(), granted)
+				})
 				rec.emit(Event{Kind: "served", Client: id})
 				return
 			}

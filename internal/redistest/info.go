@@ -1,0 +1,35 @@
+package redistest
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Info returns one section of INFO as field -> value (empty if the server
+// does not answer within a second).
+func Info(rdb *redis.Client, section string) map[string]string {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	out := map[string]string{}
+	s, err := rdb.Info(ctx, section).Result()
+	if err != nil {
+		return out
+	}
+	for _, line := range strings.Split(s, "\r\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// ConnectedClients returns the server's connected_clients (its own
+// connection included), 0 if it does not answer.
+func ConnectedClients(rdb *redis.Client) int {
+	n, _ := strconv.Atoi(Info(rdb, "clients")["connected_clients"])
+	return n
+}
