@@ -30,9 +30,9 @@ import (
 // each grant to the waiter it names; no waiter holds a connection, and the
 // user's pool is used only for each waiter's join (one script) and for the
 // group's keepalive step: one script every keepalive period, however many
-// waiters the group has. So waiting costs a Client, per node, one pub/sub
-// connection (per cluster shard: one per key waited on) and, briefly, one
-// pooled connection per step.
+// waiters the group has. So waiting costs a Client, per node (per cluster
+// master), one pub/sub connection and, briefly, one pooled connection per
+// step.
 //
 // Liveness. A waiter is alive while its group is: the join and every
 // keepalive record the group's sign of life (server time and step
