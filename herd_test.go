@@ -370,3 +370,42 @@ func TestRedlockHerdIsServed(t *testing.T) {
 	c, _ := newRedlock(t, startNodes(t, 3))
 	herd(t, c, key(t), 300, time.Millisecond, dlock.WithTTL(5*time.Second), dlock.WithNodeTimeout(time.Second))
 }
+
+// A queued waiter whose context ends while the server has stalled returns
+// with the context, not after its leave's answer: the leave finishes in the
+// background once the server answers again, and leaves no ghost.
+func TestAWaiterOnAStalledServerReturnsWithItsContext(t *testing.T) {
+	s := redistest.Start(t)
+	opts := s.Options()
+	opts.ReadTimeout, opts.WriteTimeout = -1, -1 // only the context bounds a call
+	rdb := redis.NewClient(opts)
+	c := dlock.New(rdb)
+	defer rdb.Close()
+	defer c.Close()
+	other, admin := newClient(t, s)
+	k := key(t)
+	holder := mustLock(t, other, k, dlock.WithTTL(time.Minute))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { _, err := c.Lock(ctx, k); done <- err }()
+	eventually(t, "queued", func() bool { return queueLen(t, admin, k) == 1 })
+	s.Pause()
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Lock: %v, want context.Canceled", err)
+		}
+	case <-time.After(3 * time.Second): // the cleanup timeout is 5 s
+		s.Resume()
+		t.Fatal("Lock waited for the stalled server after its context ended")
+	}
+	s.Resume()
+	eventually(t, "the waiter's leave landed", func() bool { return queueLen(t, admin, k) == 0 })
+	if err := holder.Unlock(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if v := admin.Get(ctxT(t), k).Val(); v != "" {
+		t.Fatal("the released lock went to the departed waiter")
+	}
+}

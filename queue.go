@@ -37,9 +37,11 @@ import (
 // Liveness. A waiter is alive while its group is: the join and every
 // keepalive record the group's sign of life (server time and step
 // number), and a waiter whose group has shown none for aliveWindow is dead
-// and skipped. A waiter that stops waiting leaves the queue before Lock
-// returns (or, when a step was in flight, right after that step's answer,
-// in work that Close waits for); one whose leave failed is remembered by
+// and skipped. A waiter that stops waiting leaves the queue as Lock
+// returns: its leave is waited for leaveWait at most (when a step was in
+// flight, the leave follows that step's answer), and finishes in work that
+// Close waits for; one whose leave failed or is still under way is
+// remembered by
 // the group, which passes on any grant it is given and tries again at each
 // keepalive. If the holder's key expires instead of being released, the
 // next keepalive of any group hands the lock to the first in line.
@@ -373,9 +375,17 @@ func (g *waitGroup) accept(w *queuedWaiter, h *handedOff) *Lock {
 	return l
 }
 
+// leaveWait is how long a waiter that gives up waits for its leave's
+// answer before Lock returns: enough for a server that answers at all, so
+// that a release right after Lock returned meets a queue without it; not
+// so long that Lock outlasts its context by more than a moment when the
+// server has stalled. A leave still running then finishes in the
+// background, in work that Close waits for, and until it lands a grant to
+// the departed waiter is passed on by its group.
+const leaveWait = 50 * time.Millisecond
+
 // exit takes w out of the group; leave says whether its leave must be sent
-// now (it has not been granted, and no step of its is in flight). The
-// leave is sent before exit returns.
+// now (it has not been granted, and no step of its is in flight).
 func (g *waitGroup) exit(w *queuedWaiter, leave bool) {
 	g.mu.Lock()
 	delete(g.waiters, w.id)
@@ -384,7 +394,14 @@ func (g *waitGroup) exit(w *queuedWaiter, leave bool) {
 	}
 	g.mu.Unlock()
 	if leave {
-		g.leave(w.id, w.token, w.o.nodeTimeoutFor(1))
+		wait := leaveWait
+		if w.o.hasNodeTimeout {
+			wait = min(wait, w.o.nodeTimeout)
+		}
+		if g.c.closed.Load() {
+			wait = 0 // Close waits for this call: leave before it returns
+		}
+		g.leave(w.id, w.token, wait)
 	}
 	g.c.groups.release(g)
 }
