@@ -36,7 +36,8 @@ func writeReport(path, chartName string, results []result) error {
 	fmt.Fprintf(&b, "dlock every operation is a script, so on 5 Redlock nodes scripts/op ÷ 5 − 1 (the release) is the attempts per\n")
 	fmt.Fprintf(&b, "release, first tries included). The *herd* scenarios start all their goroutines at once, each to be served\n")
 	fmt.Fprintf(&b, "once, on go-redis's default options (a pool of 10 per CPU); *served* is how many were before the %v bound,\n", *herdBound)
-	fmt.Fprintf(&b, "and *conns* the most client connections one node saw meanwhile (`INFO clients`).\n")
+	fmt.Fprintf(&b, "and *conns* the most connections the library opened to one node (`INFO clients` during its rounds, less the\n")
+	fmt.Fprintf(&b, "count just before each round: a library's pool stays open from round to round, so this is its peak).\n")
 	scenario := ""
 	for _, r := range results {
 		if r.scenario != scenario {
