@@ -6,10 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/internal/redistest"
+	"github.com/dlock-go/dlock/internal/torture"
 )
 
 // waitDone waits, generously, for ctx to end and returns its cause.
@@ -324,4 +326,33 @@ func TestExtendAfterTheLeaseEndedExtendsNothing(t *testing.T) {
 			t.Fatalf("try %d: Extend failed but the key now lives %v", i, pttl)
 		}
 	}
+}
+
+// A renewal whose answer comes after the lease ended has extended the key
+// on the server: the Lock says the lease expired, and gives the key back
+// rather than leave it held for the new TTL by a holder told it is lost.
+func TestALateRenewalGivesTheKeyBack(t *testing.T) {
+	s := redistest.Start(t)
+	p, err := torture.NewProxy(s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	rdb := redis.NewClient(&redis.Options{Addr: p.Addr(), ReadTimeout: 10 * time.Second})
+	c := dlock.New(rdb)
+	defer rdb.Close()
+	defer c.Close()
+	admin := s.Client(t)
+	k := key(t)
+	l := mustLock(t, c, k, dlock.WithTTL(time.Second))
+	if err := l.Extend(ctxT(t), time.Second); err != nil { // loads the script, detects SET IFEQ
+		t.Fatal(err)
+	}
+	p.SetDelay(600 * time.Millisecond) // the Extend lands in time (0.6 s), its answer after the lease (1.2 s)
+	err = l.Extend(ctxT(t), time.Minute)
+	p.SetDelay(0)
+	if !errors.Is(err, dlock.ErrLeaseExpired) {
+		t.Fatalf("Extend answered after the lease: %v, want ErrLeaseExpired", err)
+	}
+	eventually(t, "the key is given back", func() bool { return admin.Exists(ctxT(t), k).Val() == 0 })
 }

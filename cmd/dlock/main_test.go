@@ -596,3 +596,14 @@ func TestLsWithARedlockNodeDown(t *testing.T) {
 		t.Fatalf("ls did not name the node that did not answer: %q", stderr)
 	}
 }
+
+// A key that holds something other than a lock is said to, not quoted as a
+// script's error.
+func TestStatusOfAKeyThatIsNotALock(t *testing.T) {
+	k := key(t)
+	rdb(t).HSet(context.Background(), k, "a", "b")
+	code, _, stderr := run(t, "status", k)
+	if code != exitRedis || !strings.Contains(stderr, "not a lock") || strings.Contains(stderr, "script") {
+		t.Fatalf("status of a hash: exit %d, %q", code, stderr)
+	}
+}
