@@ -14,11 +14,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// reservedPrefix starts the keys and channels dlock derives from lock keys
-// (see keys.go). Lock keys may not start with it, so that no lock can
-// overwrite another lock's bookkeeping.
-const reservedPrefix = "dlock:"
-
 // With Redlock, waiting (Lock) is driven by release notifications; these
 // bound the jittered timer that backs them up (for locks that expire instead
 // of being released, and for lost notifications). The timer starts at
@@ -28,16 +23,6 @@ const (
 	minRetryWait = 16 * time.Millisecond
 	maxRetryWait = time.Second
 )
-
-// notifyWindow is how long a failed attempt of a waiter that listens for
-// release messages keeps the key's notify key alive. The release script
-// publishes only while that key exists, so that a release nobody listens
-// for costs no PUBLISH. A waiter attempts again at least every maxRetryWait,
-// renewing it; if it lapsed anyway, the waiter's timer still retries.
-const notifyWindow = 3 * maxRetryWait
-
-// notifyMillis is notifyWindow as the acquire script takes it (boxed once).
-var notifyMillis any = notifyWindow.Milliseconds()
 
 // TryLock makes one attempt to obtain the lock on key. It returns an error
 // matching ErrNotObtained when someone else holds the lock (or ctx ends
@@ -375,7 +360,16 @@ func (c *Client) prepare(key string, opts []Option) (options, error) {
 	if strings.HasPrefix(key, reservedPrefix) {
 		return options{}, invalid("key %q: keys starting with %q are reserved for dlock's own bookkeeping", key, reservedPrefix)
 	}
-	return newOptions(opts)
+	o, err := newOptions(opts)
+	if err != nil {
+		return o, err
+	}
+	for _, n := range c.nodes {
+		if o.replicas > 0 && o.replicaTimeout > n.blockLimit {
+			return o, invalid("replica acknowledgement timeout %v: the go-redis client's read timeout allows at most %v", o.replicaTimeout, n.blockLimit)
+		}
+	}
+	return o, nil
 }
 
 // try makes one attempt, on every node at once. When the lock is taken it

@@ -279,3 +279,34 @@ func TestReplicaAckRefusesAGrantTheReplicaDidNotGet(t *testing.T) {
 		}
 	}
 }
+
+// A replica acknowledgement timeout that the go-redis client's read timeout
+// cannot wait for is refused before anything is sent.
+func TestTooLongAReplicaAckTimeoutIsRefusedBeforeAnythingIsSent(t *testing.T) {
+	s := redistest.Start(t)
+	opts := s.Options()
+	opts.ReadTimeout = time.Second // blocking commands may wait 500 ms
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
+	c := dlock.New(rdb)
+	defer c.Close()
+	admin := s.Client(t)
+	_ = admin.ConfigResetStat(ctxT(t)).Err()
+	for _, try := range []func() error{
+		func() error {
+			_, err := c.TryLock(ctxT(t), key(t), dlock.WithReplicaAck(1, 800*time.Millisecond))
+			return err
+		},
+		func() error {
+			_, err := c.Lock(ctxT(t), key(t), dlock.WithReplicaAck(1, 800*time.Millisecond))
+			return err
+		},
+	} {
+		if err := try(); !errors.Is(err, dlock.ErrInvalidArgument) {
+			t.Fatalf("a replica-ack timeout beyond the read timeout: %v, want ErrInvalidArgument", err)
+		}
+	}
+	if stats := admin.Info(ctxT(t), "commandstats").Val(); strings.Contains(stats, "cmdstat_evalsha") || strings.Contains(stats, "cmdstat_eval:") {
+		t.Fatalf("scripts were sent: %s", stats)
+	}
+}

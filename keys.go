@@ -24,6 +24,11 @@ import (
 // key's tag, and the mapping from key to derived key is one-to-one: T ends at
 // the first '}', and whether anything follows tells which case built it.
 
+// reservedPrefix starts the keys and channels dlock derives from lock keys
+// (see keys.go). Lock keys may not start with it, so that no lock can
+// overwrite another lock's bookkeeping.
+const reservedPrefix = "dlock:"
+
 // Derived key prefixes. They contain no braces, so they never affect slots.
 const (
 	fencePrefix   = "dlock:fence:"   // fencing counter: the last fence issued for the key

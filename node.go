@@ -92,9 +92,6 @@ func (n *node) acquire(ctx context.Context, nm *lockNames, token string, o optio
 		acked = -1
 	)
 	if o.replicas > 0 {
-		if o.replicaTimeout > n.blockLimit {
-			return grant{}, invalid("replica acknowledgement timeout %v: the go-redis client's read timeout allows at most %v", o.replicaTimeout, n.blockLimit)
-		}
 		res, acked, err = n.acquireAcked(ctx, keys, args, o)
 	} else {
 		res, err = acquireScript.Run(ctx, n.rdb, keys, args...).Slice()

@@ -44,6 +44,16 @@ type subscriber struct {
 	done   chan struct{} // closed when the owner and its helpers have stopped
 }
 
+// notifyWindow is how long a failed attempt of a waiter that listens for
+// release messages keeps the key's notify key alive. The release script
+// publishes only while that key exists, so that a release nobody listens
+// for costs no PUBLISH. A waiter attempts again at least every maxRetryWait,
+// renewing it; if it lapsed anyway, the waiter's timer still retries.
+const notifyWindow = 3 * maxRetryWait
+
+// notifyMillis is notifyWindow as the acquire script takes it (boxed once).
+var notifyMillis any = notifyWindow.Milliseconds()
+
 // subState is what the owner goroutine owns.
 type subState struct {
 	chans   map[string]*watched

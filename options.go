@@ -54,18 +54,6 @@ type options struct {
 	replicaTimeout time.Duration
 }
 
-// nodeTimeoutFor returns the per-node timeout for a Client of n nodes
-// (0: none).
-func (o options) nodeTimeoutFor(n int) time.Duration {
-	switch {
-	case o.hasNodeTimeout:
-		return o.nodeTimeout
-	case n == 1:
-		return 0
-	}
-	return min(DefaultNodeTimeout, o.ttl/10)
-}
-
 // WithTTL sets the lock's time to live (default DefaultTTL, from MinTTL to
 // MaxTTL).
 // Redis keeps milliseconds, so finer precision is truncated.

@@ -58,6 +58,18 @@ import (
 // the context bounds the call.
 const DefaultNodeTimeout = 50 * time.Millisecond
 
+// nodeTimeoutFor returns the per-node timeout for a Client of n nodes
+// (0: none).
+func (o options) nodeTimeoutFor(n int) time.Duration {
+	switch {
+	case o.hasNodeTimeout:
+		return o.nodeTimeout
+	case n == 1:
+		return 0
+	}
+	return min(DefaultNodeTimeout, o.ttl/10)
+}
+
 // errNodeTimeout is a node's error when it did not answer within the
 // per-node timeout.
 var errNodeTimeout = errors.New("no answer within the node timeout")
