@@ -110,17 +110,8 @@ func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (l *Lock,
 // per Client, not every waiter into a round on every node.
 func (c *Client) waitNotified(ctx context.Context, key string, o options, pttl time.Duration, err error, contended *bool) (*Lock, error) {
 	last := err // the last attempt's error
-	warned := false
-	slowNodes := func(err error) {
-		if !warned && errors.Is(err, ErrNoQuorum) {
-			// Said once per call: a Lock without a deadline could
-			// otherwise wait for slow nodes in silence.
-			warned = true
-			c.warn("dlock: Lock is waiting for a majority of nodes to answer",
-				slog.String("key", key), slog.Any("err", err))
-		}
-	}
-	slowNodes(err)
+	slow := slowNodes{c: c, key: key}
+	slow.note(err)
 	turn, err := c.gates.enter(ctx, c.done, key, c.nodes)
 	if err != nil {
 		return nil, gaveUp(err, last)
@@ -130,30 +121,17 @@ func (c *Client) waitNotified(ctx context.Context, key string, o options, pttl t
 
 	// The gate's subscriptions were made before this turn's next attempt,
 	// so that a release between that attempt and the wait below is not
-	// missed. With several nodes, a release on any of them wakes the
-	// waiter.
+	// missed. With several nodes, a majority's releases wake the waiter.
 	wait := minRetryWait
 	confirmed(ctx, turn.readies, wait) // past this, the retry timer covers
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	if !turn.held {
-		<-timer.C // try at once
-	} else {
+	if turn.held {
 		// The turn came from a waiter that just obtained the lock: it
 		// is surely taken, so wait for its release before trying.
-		timer.Reset(retryDelay(wait, o.ttl))
-		select {
-		case <-turn.wake:
-		case <-timer.C:
-		case <-ctx.Done():
-		case <-c.done:
-		}
+		turn.await(ctx, c.done, retryDelay(wait, o.ttl))
 	}
-	split := false // the last attempt split the nodes with another waiter
 	for {
-		var pttl2 time.Duration
 		turn.attempting()
-		l, pttl2, err = c.try(ctx, key, o, true)
+		l, pttl, err = c.try(ctx, key, o, true)
 		switch {
 		case err == nil:
 			return l, nil
@@ -162,29 +140,17 @@ func (c *Client) waitNotified(ctx context.Context, key string, o options, pttl t
 		case !c.mayWait(ctx, err):
 			return nil, err
 		}
-		pttl = pttl2
 		*contended = *contended || isContended(ctx, err)
-		slowNodes(err)
+		slow.note(err)
 		last = err
-		split = errors.Is(err, errSplit)
-		timer.Reset(retryDelay(wait, pttl)) // go1.23 timers: no stale tick survives Reset
-		select {
-		case <-turn.wake:
-			if split {
-				// Another Client's waiter woke with us last time and
-				// the nodes were split between us: a random pause
-				// keeps us from splitting them again.
-				timer.Reset(rand.N(minRetryWait))
-				select {
-				case <-timer.C:
-				case <-ctx.Done():
-				case <-c.done:
-				}
-			}
-		case <-timer.C:
+		switch released := turn.await(ctx, c.done, retryDelay(wait, pttl)); {
+		case !released:
 			wait = min(2*wait, maxRetryWait)
-		case <-ctx.Done():
-		case <-c.done:
+		case errors.Is(err, errSplit):
+			// Another Client's waiter woke with us last time and the
+			// nodes were split between us: a random pause keeps us
+			// from splitting them again.
+			pause(ctx, c.done, rand.N(minRetryWait))
 		}
 		switch {
 		case ctx.Err() != nil:
@@ -192,6 +158,34 @@ func (c *Client) waitNotified(ctx context.Context, key string, o options, pttl t
 		case c.closed.Load():
 			return nil, gaveUp(ErrClosed, last)
 		}
+	}
+}
+
+// slowNodes says, once per Lock call, that the call is waiting for a
+// majority of nodes to answer: a Lock without a deadline could otherwise
+// wait for slow nodes in silence.
+type slowNodes struct {
+	c      *Client
+	key    string
+	warned bool
+}
+
+func (s *slowNodes) note(err error) {
+	if !s.warned && errors.Is(err, ErrNoQuorum) {
+		s.warned = true
+		s.c.warn("dlock: Lock is waiting for a majority of nodes to answer",
+			slog.String("key", s.key), slog.Any("err", err))
+	}
+}
+
+// pause waits d, or until ctx ends or closed is closed.
+func pause(ctx context.Context, closed <-chan struct{}, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	case <-closed:
 	}
 }
 

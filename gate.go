@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"time"
 )
 
 // gates keeps a Client's notified waiters (Redlock, WithReplicaAck) on one
@@ -143,6 +144,21 @@ func (t *turn) attempting() {
 	case <-g.wake:
 	default:
 	}
+}
+
+// await waits until a release wakes the turn (true), or d passes, ctx
+// ends or closed is closed (false).
+func (t *turn) await(ctx context.Context, closed <-chan struct{}, d time.Duration) (released bool) {
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-t.wake:
+		return true
+	case <-tm.C:
+	case <-ctx.Done():
+	case <-closed:
+	}
+	return false
 }
 
 // leave passes the turn to the next waiter, telling it whether this one
