@@ -306,13 +306,13 @@ func (c *Client) mayWait(ctx context.Context, err error) bool {
 	if ctx.Err() != nil || !errors.As(err, &qe) {
 		return false
 	}
-	down := 0
+	var down votes // a node that failed outright is a no to "can a majority still answer?"
 	for _, e := range qe.Errs {
 		if !isSlow(e) {
-			down++
+			down.no++
 		}
 	}
-	return down <= len(c.nodes)-c.quorum()
+	return down.of(len(c.nodes)) != refused
 }
 
 // neverSent reports whether err shows that the command never reached the
@@ -364,117 +364,4 @@ func (c *Client) prepare(key string, opts []Option) (options, error) {
 		}
 	}
 	return o, nil
-}
-
-// try makes one attempt, on every node at once. When the lock is taken it
-// returns ErrNotObtained and the holder's remaining TTL (negative if
-// unknown). listens tells that the caller will wait for the key's release
-// messages if the lock is taken (see notifyWindow).
-func (c *Client) try(ctx context.Context, key string, o options, listens bool) (*Lock, time.Duration, error) {
-	token, err := newToken()
-	if err != nil {
-		return nil, 0, err
-	}
-	nm := c.names.get(key)
-	giveBack := func(n *node, fence int64) func(context.Context) {
-		return func(ctx context.Context) {
-			if _, err := n.release(ctx, nm, token, fence); err != nil {
-				c.warn("dlock: could not give back a grant nobody waited for; it expires by its TTL",
-					slog.String("key", key), slog.String("node", n.name), slog.Any("err", err))
-			}
-		}
-	}
-	// The answers are waited for until a majority granted the lock (or
-	// all answered, or the node timeout). A node that answers after that
-	// is late: its grant becomes part of the lock if the lock was obtained
-	// and nothing has been asked of the nodes for it since (an Extend or
-	// Unlock sent later reaches that node after the grant, since the grant
-	// has been answered). Otherwise it is given back at once, as is a late
-	// error, which may hide a grant: an Extend, renewal or release may
-	// have reached that node before the grant did, and must not be undone
-	// by it (a release would leave the key behind for a whole TTL; so would
-	// an Extend that shortened the TTL). Given back by a lock that was
-	// obtained, it raises that node's counter to the lock's fence, as the
-	// lock's own release would have (redlock.go).
-	//
-	// The lock's fence is the maximum over the majority that answered in
-	// time: any later majority shares a node with it, which is all the
-	// fence argument needs (redlock.go), so a late grant's fence need not
-	// be looked at.
-	var held *Lock                 // the lock, once obtained
-	decided := make(chan struct{}) // closed when try returns; held is final then
-	defer close(decided)
-	late := func(n *node, g grant, err error) {
-		<-decided // runs in its own goroutine; try returns right after the fan-out
-		l := held
-		if err == nil && g.ok && l != nil && !l.asked() {
-			return
-		}
-		var fence int64
-		if l != nil {
-			fence = l.fence
-		}
-		if g.ok || err != nil {
-			c.cleanup(giveBack(n, fence))
-		}
-	}
-	sent := time.Now() // the lease counts from here (renew.go)
-	answers := fanoutUntil(c, ctx, c.nodes, o.nodeTimeoutFor(len(c.nodes)), "acquire",
-		func(ctx context.Context, n *node) (grant, error) { return n.acquire(ctx, nm, token, o, listens) },
-		late, c.quorum(), func(g grant) bool { return g.ok })
-	granted, taken, failures := tally(answers, func(g grant) bool { return g.ok })
-	if granted >= c.quorum() && ctx.Err() == nil && time.Since(sent) < o.ttl-drift(o.ttl) {
-		var fence int64
-		for _, a := range answers {
-			if a.err == nil && a.v.ok {
-				fence = max(fence, a.v.fence)
-			}
-		}
-		held = newLock(c, nm, token, fence, o, sent, o.ttl)
-		return held, 0, nil
-	}
-
-	// Not obtained. Give the lock back on every node that may hold our
-	// token: those that granted it and those whose answer was an error (a
-	// connection that failed after the script ran, a script that failed
-	// after its SET). Nodes that have not answered are handled by the late
-	// callback above. With several nodes this is done before returning, so
-	// that a retry does not meet our own leftovers.
-	var back []*node
-	for i, a := range answers {
-		if !a.abandoned && (a.err != nil && !neverSent(a.err) || a.v.ok) {
-			back = append(back, c.nodes[i])
-		}
-	}
-	if len(back) > 0 {
-		if len(c.nodes) == 1 || ctx.Err() != nil {
-			for _, n := range back {
-				c.cleanup(giveBack(n, 0))
-			}
-		} else {
-			fanout(c, context.WithoutCancel(ctx), back, o.nodeTimeoutFor(len(c.nodes)), "release",
-				func(ctx context.Context, n *node) (bool, error) { giveBack(n, 0)(ctx); return true, nil }, nil)
-		}
-	}
-
-	holderTTL := time.Duration(-1)
-	for _, a := range answers {
-		if a.err == nil && !a.v.ok && a.v.pttl > 0 && (holderTTL < 0 || a.v.pttl < holderTTL) {
-			holderTTL = a.v.pttl
-		}
-	}
-	switch {
-	case ctx.Err() != nil:
-		return nil, 0, notObtained(ctx.Err())
-	case granted >= c.quorum():
-		// The answers took so long that the lease may already be over:
-		// the lock is of no use and may be someone else's by now.
-		return nil, 0, notObtained(ErrLeaseExpired)
-	case taken > len(c.nodes)-c.quorum():
-		if granted > 0 {
-			return nil, holderTTL, errNotObtainedSplit
-		}
-		return nil, holderTTL, ErrNotObtained
-	}
-	return nil, 0, c.undecided(ctx, granted, failures)
 }

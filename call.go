@@ -3,64 +3,128 @@ package dlock
 import (
 	"context"
 	"sync"
+	"time"
 )
 
-// await runs op and returns its result, or ctx's error as soon as ctx ends,
-// whichever comes first. left reports that op is still running and that
-// abandoned will receive its result; when ctx has ended before op could
-// start, await returns ctx's error with left false (nothing was sent).
+// Answers that come after the caller has gone
 //
 // go-redis ignores context deadlines unless the client was built with
 // ContextTimeoutEnabled, and even then cannot take back a command the server
-// has already run. So op runs in its own goroutine, on a context that keeps
-// ctx's values but not its cancellation, and always runs to completion
-// (bounded by the go-redis client's own timeouts). If the caller has gone by
-// then, abandoned receives op's result so that its effect can be undone: a
-// lock the server granted after the caller gave up is released, instead of
-// blocking everyone for a TTL. The goroutine belongs to the Client, whose
-// Close waits for it.
-func await[T any](c *Client, ctx context.Context, op func(context.Context) (T, error), abandoned func(T, error)) (v T, err error, left bool) {
-	if ctx.Done() == nil { // cannot end: no goroutine needed
+// has already run. So every request dlock makes runs in its own goroutine,
+// owned by the Client (Close waits for it), on a context that keeps the
+// caller's values but not its cancellation, and always runs to completion
+// (bounded by the go-redis client's own timeouts). The caller waits for the
+// answers until its context ends, a timeout passes, or it has heard enough.
+//
+// Each answer then goes to exactly one place: to the caller, if it was
+// still waiting, or else to a late callback, which can undo the request's
+// effect (a lock the server granted after the caller gave up is released
+// instead of blocking everyone for a TTL). calls is that protocol, written
+// once: a request claims the caller under mu, or finds it gone.
+
+// calls is a set of requests in flight, numbered from 0.
+type calls[T any] struct {
+	mu      sync.Mutex
+	over    bool          // the caller stopped waiting: answers go to late
+	replies chan reply[T] // answers for the caller (one slot per request)
+	late    func(i int, v T, err error)
+}
+
+// reply is request i's answer.
+type reply[T any] struct {
+	i   int
+	v   T
+	err error
+}
+
+// startCalls sends each op in its own goroutine. Answers that come after
+// the caller stopped waiting go to late, if not nil.
+func startCalls[T any](ctx context.Context, c *Client, ops []func(context.Context) (T, error), late func(i int, v T, err error)) *calls[T] {
+	cs := &calls[T]{replies: make(chan reply[T], len(ops)), late: late}
+	bg := context.WithoutCancel(ctx)
+	for i, op := range ops {
+		c.spawn(func() {
+			v, err := op(bg)
+			if !cs.claim(reply[T]{i, v, err}) && cs.late != nil {
+				cs.late(i, v, err)
+			}
+		})
+	}
+	return cs
+}
+
+// claim hands r to the caller, or reports that the caller has gone.
+func (cs *calls[T]) claim(r reply[T]) bool {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.over {
+		return false
+	}
+	cs.replies <- r // never blocks: one slot per request
+	return true
+}
+
+// wait collects answers, in the order they come, until all n are in or
+// enough (if not nil) says that the answers so far suffice; or until ctx
+// ends or timeout (if positive) passes, in which case why is ctx's error or
+// errNodeTimeout. The answers not collected go to late.
+func (cs *calls[T]) wait(ctx context.Context, n int, timeout time.Duration, enough func([]reply[T]) bool) (got []reply[T], why error) {
+	var deadline <-chan time.Time
+	if timeout > 0 {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		deadline = t.C
+	}
+	for len(got) < n && why == nil {
+		select {
+		case r := <-cs.replies:
+			got = append(got, r)
+			if enough != nil && enough(got) {
+				return cs.abandon(got), nil
+			}
+		case <-deadline:
+			why = errNodeTimeout
+		case <-ctx.Done():
+			why = ctx.Err()
+		}
+	}
+	return cs.abandon(got), why
+}
+
+// abandon stops the wait: answers already delivered are added to got, and
+// every later one goes to late.
+func (cs *calls[T]) abandon(got []reply[T]) []reply[T] {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	cs.over = true
+	for len(cs.replies) > 0 {
+		got = append(got, <-cs.replies)
+	}
+	return got
+}
+
+// await runs op and returns its answer, waiting for it until ctx ends or
+// timeout (if positive) passes. left reports that the wait ended first:
+// err is then ctx's error or errNodeTimeout, and late (if not nil)
+// receives op's answer when it comes. op is sent even when ctx has already
+// ended (a release must still happen); callers that should not send then
+// check ctx first.
+//
+// When nothing can end the wait early (ctx never ends, no timeout), op
+// runs in the caller's goroutine.
+func await[T any](ctx context.Context, c *Client, timeout time.Duration, op func(context.Context) (T, error), late func(T, error)) (v T, err error, left bool) {
+	if ctx.Done() == nil && timeout <= 0 {
 		v, err = op(ctx)
 		return v, err, false
 	}
-	var zero T
-	if err := ctx.Err(); err != nil {
-		return zero, err, false
+	var lateI func(int, T, error)
+	if late != nil {
+		lateI = func(_ int, v T, err error) { late(v, err) }
 	}
-	type result struct {
-		v   T
-		err error
+	cs := startCalls(ctx, c, []func(context.Context) (T, error){op}, lateI)
+	got, why := cs.wait(ctx, 1, timeout, nil)
+	if len(got) == 1 {
+		return got[0].v, got[0].err, false
 	}
-	var (
-		mu   sync.Mutex
-		gone bool
-		done = make(chan result, 1)
-	)
-	c.spawn(func() {
-		v, err := op(context.WithoutCancel(ctx))
-		mu.Lock()
-		left := gone
-		if !left {
-			done <- result{v, err}
-		}
-		mu.Unlock()
-		if left && abandoned != nil {
-			abandoned(v, err)
-		}
-	})
-	select {
-	case r := <-done:
-		return r.v, r.err, false
-	case <-ctx.Done():
-		mu.Lock()
-		defer mu.Unlock()
-		select {
-		case r := <-done: // the answer came in time after all
-			return r.v, r.err, false
-		default:
-		}
-		gone = true
-		return zero, ctx.Err(), true
-	}
+	return v, why, true
 }

@@ -20,7 +20,6 @@ import (
 // who gave up.
 type Client struct {
 	nodes []*node
-	err   error // why this Client cannot be used (returned by every call), or nil
 
 	closed    atomic.Bool
 	ctx       context.Context // ended by Close
@@ -43,53 +42,56 @@ type Client struct {
 // context deadlines; otherwise its own read timeout bounds them).
 const cleanupTimeout = 5 * time.Second
 
-// New returns a Client that locks on the given go-redis clients: any go-redis
-// client type, so that New(rdb), New(cluster) and, for Redlock, New(rdbs...)
-// with a []*redis.Client all read naturally (mix types as a
-// []redis.UniversalClient). One client means a single Redis deployment. Several mean Redlock over independent
-// masters (redlock.go): a lock is held when a majority, len(nodes)/2+1,
-// granted it. An even number of nodes works but tolerates no more failures
-// than one node fewer (4 nodes need 3, like 5 do, and survive only one
-// failure), so use an odd number. The go-redis clients stay the caller's:
-// Close does not close them.
+// New returns a Client that locks on the given Redis clients: any go-redis
+// client (or anything that has the RedisClient methods, such as a client
+// wrapped to inject faults or to instrument it, or go-redis's
+// AutoPipeliner), so that New(rdb), New(cluster) and, for Redlock,
+// New(rdbs...) with a []*redis.Client all read naturally (mix types as a
+// []dlock.RedisClient or []redis.UniversalClient). One client means a
+// single Redis deployment. Several mean Redlock over independent masters
+// (redlock.go): a lock is held when a majority, len(nodes)/2+1, granted it.
+// An even number of nodes works but tolerates no more failures than one
+// node fewer (4 nodes need 3, like 5 do, and survive only one failure), so
+// use an odd number. The go-redis clients stay the caller's: Close does not
+// close them.
 //
-// Some inputs give a Client that returns an error from every call instead:
-// the same node given twice (same client, or same address), which would
-// count one node's vote twice (ErrInvalidArgument); and a *redis.Ring
-// (errors.ErrUnsupported), which moves keys to other shards when a shard
-// goes down, so that two clients could hold the same lock. New panics when
-// given no clients at all, or a nil one, since that can only be a
-// programming error.
-func New[C redis.UniversalClient](nodes ...C) *Client {
+// New panics, with an error that matches ErrInvalidArgument or
+// errors.ErrUnsupported, when it is called in a way no Client can work
+// with: no clients, a nil one, the same node twice (the same client, or
+// two clients with the same address), which would count one node's vote
+// twice; or a *redis.Ring, which moves keys to other shards when a shard
+// goes down, so that two clients could hold the same lock. A program that
+// builds its node list from configuration should check it for duplicates
+// first.
+func New[C RedisClient](nodes ...C) *Client {
 	if len(nodes) == 0 {
-		panic("dlock: New needs at least one Redis client")
+		panic(invalid("New needs at least one Redis client"))
 	}
 	c := &Client{}
-	c.ctx, c.close = context.WithCancel(context.Background())
-	c.done = c.ctx.Done()
 	seen := map[any]int{}
-	for i, node := range nodes {
-		rdb := redis.UniversalClient(node)
+	for i, rdb := range nodes {
 		if isNil(rdb) {
-			panic(fmt.Sprintf("dlock: New: Redis client %d is nil", i))
+			panic(invalid("New: Redis client %d is nil", i))
 		}
-		n := newNode(rdb)
+		if _, ok := any(rdb).(*redis.Ring); ok {
+			panic(fmt.Errorf("dlock: New: *redis.Ring is not supported: a ring moves keys between shards when one fails, so two clients could hold the same lock: %w", errors.ErrUnsupported))
+		}
+		n := newNode(rdb, i)
 		for _, id := range []any{rdb, n.name} {
-			if j, dup := seen[id]; dup && c.err == nil {
-				c.err = invalid("Redis clients %d and %d are the same node (%s): each node must be an independent master", j, i, n.name)
+			if j, dup := seen[id]; dup {
+				panic(invalid("New: Redis clients %d and %d are the same node (%s): each node must be an independent master", j, i, n.name))
 			}
 			seen[id] = i
 		}
-		if _, ok := rdb.(*redis.Ring); ok {
-			c.err = fmt.Errorf("dlock: *redis.Ring is not supported: a ring moves keys between shards when one fails, so two clients could hold the same lock: %w", errors.ErrUnsupported)
-		}
 		c.nodes = append(c.nodes, n)
 	}
+	c.ctx, c.close = context.WithCancel(context.Background())
+	c.done = c.ctx.Done()
 	return c
 }
 
 // isNil reports whether rdb is nil, or a nil pointer in an interface.
-func isNil(rdb redis.UniversalClient) bool {
+func isNil(rdb any) bool {
 	if rdb == nil {
 		return true
 	}
@@ -117,11 +119,17 @@ func (c *Client) Close() error {
 	return nil
 }
 
+// nodesAt returns the Client's nodes at the indices idx.
+func (c *Client) nodesAt(idx []int) []*node {
+	nodes := make([]*node, len(idx))
+	for i, j := range idx {
+		nodes[i] = c.nodes[j]
+	}
+	return nodes
+}
+
 // usable returns why the Client cannot be used, or nil.
 func (c *Client) usable() error {
-	if c.err != nil {
-		return c.err
-	}
 	if c.closed.Load() {
 		return ErrClosed
 	}

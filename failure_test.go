@@ -210,42 +210,32 @@ func TestBadInputIsRefusedBeforeAnythingIsSent(t *testing.T) {
 	}
 }
 
-func TestNewWithoutClientsPanics(t *testing.T) {
-	for name, f := range map[string]func(){
-		"no clients":     func() { dlock.New[redis.UniversalClient]() },
-		"nil client":     func() { dlock.New[redis.UniversalClient](nil) },
-		"nil *Client":    func() { dlock.New((*redis.Client)(nil)) },
-		"nil in a slice": func() { dlock.New([]*redis.Client{shared.Client(t), nil}...) },
+func TestABadNewCallPanicsAtOnceWithAnErrorThatSaysWhy(t *testing.T) {
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": shared.Addr()}})
+	t.Cleanup(func() { ring.Close() })
+	twice := redis.NewClient(shared.Options())
+	t.Cleanup(func() { twice.Close() })
+	for name, c := range map[string]struct {
+		new  func()
+		want error
+	}{
+		"no clients":         {func() { dlock.New[redis.UniversalClient]() }, dlock.ErrInvalidArgument},
+		"nil client":         {func() { dlock.New[redis.UniversalClient](nil) }, dlock.ErrInvalidArgument},
+		"nil *Client":        {func() { dlock.New((*redis.Client)(nil)) }, dlock.ErrInvalidArgument},
+		"nil in a slice":     {func() { dlock.New([]*redis.Client{shared.Client(t), nil}...) }, dlock.ErrInvalidArgument},
+		"same client twice":  {func() { dlock.New(twice, twice) }, dlock.ErrInvalidArgument},
+		"same address twice": {func() { dlock.New(twice, shared.Client(t)) }, dlock.ErrInvalidArgument},
+		"a ring":             {func() { dlock.New(ring) }, errors.ErrUnsupported},
 	} {
 		func() {
 			defer func() {
-				if recover() == nil {
-					t.Errorf("%s: New did not panic", name)
+				err, _ := recover().(error)
+				if !errors.Is(err, c.want) {
+					t.Errorf("%s: New panicked with %v, want an error matching %v", name, err, c.want)
 				}
 			}()
-			f()
+			c.new()
 		}()
-	}
-}
-
-func TestUnsupportedDeploymentsAreRefused(t *testing.T) {
-	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": shared.Addr()}})
-	t.Cleanup(func() { ring.Close() })
-	twoNodes := redis.NewClient(shared.Options())
-	t.Cleanup(func() { twoNodes.Close() })
-	c := dlock.New(ring)
-	if _, err := c.TryLock(ctxT(t), key(t)); !errors.Is(err, errors.ErrUnsupported) {
-		t.Errorf("ring: %v, want ErrUnsupported", err)
-	}
-	c.Close()
-	for name, c := range map[string]*dlock.Client{
-		"same client twice":  dlock.New(twoNodes, twoNodes),
-		"same address twice": dlock.New(twoNodes, shared.Client(t)),
-	} {
-		if _, err := c.TryLock(ctxT(t), key(t)); !errors.Is(err, dlock.ErrInvalidArgument) {
-			t.Errorf("%s: %v, want ErrInvalidArgument", name, err)
-		}
-		c.Close()
 	}
 }
 

@@ -36,58 +36,55 @@ func (c *Client) Inspect(ctx context.Context, key string) (Status, error) {
 	if err != nil {
 		return Status{}, err
 	}
-	answers := fanout(c, ctx, c.nodes, o.nodeTimeoutFor(len(c.nodes)), "inspect",
-		func(ctx context.Context, n *node) (keyState, error) { return n.inspect(ctx, key) }, nil)
+	answers := c.inspectAll(ctx, key, o.nodeTimeoutFor(len(c.nodes)), "inspect")
 	st := Status{Key: key}
-	votes := map[string]int{}
-	var failures []error
+	values := map[string]bool{} // the values the nodes hold
 	for _, a := range answers {
-		if a.err != nil {
-			failures = append(failures, a.err)
-			continue
-		}
-		st.Fence = max(st.Fence, a.v.fence)
-		st.Waiters = max(st.Waiters, int(a.v.queued))
-		if a.v.exists {
-			votes[a.v.value]++
+		if a.err == nil {
+			st.Fence = max(st.Fence, a.v.fence)
+			st.Waiters = max(st.Waiters, int(a.v.queued))
+			values[a.v.value] = values[a.v.value] || a.v.exists
 		}
 	}
-	for value, n := range votes {
-		if n >= c.quorum() {
-			st.Held, st.Holder = true, redact(value)
-			st.TTL, _, _, _ = c.majorityTTL(answers, value)
+	for value, held := range values {
+		if v, d := holding(answers, value); held && v.of(len(c.nodes)) == agreed {
+			st.Held, st.Holder, st.TTL = true, redact(value), d
+			return st, nil
 		}
 	}
-	if !st.Held && len(answers)-len(failures) < c.quorum() {
-		return st, c.undecided(ctx, len(answers)-len(failures), failures)
+	// Not held, as far as the nodes that answered can tell: that takes a
+	// majority of answers.
+	if answered := count(answers, func(keyState) bool { return true }); answered.of(len(c.nodes)) != agreed {
+		return st, answered.undecided(ctx.Err(), len(c.nodes))
 	}
 	return st, nil
 }
 
-// majorityTTL reads a fan-out of inspect answers for a lock whose value is
-// token: held when a majority holds it, with the majority-th longest TTL
-// (the lock lasts while a majority holds it); notHeld when too many nodes
-// hold something else or nothing for a majority to remain; otherwise
-// undecided, with the nodes' failures.
-func (c *Client) majorityTTL(answers []answer[keyState], token string) (d time.Duration, held, notHeld bool, failures []error) {
+// inspectAll reads key's state on every node (op names the caller, for
+// errors).
+func (c *Client) inspectAll(ctx context.Context, key string, timeout time.Duration, op string) []answer[keyState] {
+	return round[keyState]{op: op, timeout: timeout,
+		call: func(ctx context.Context, n *node) (keyState, error) { return n.inspect(ctx, key) },
+	}.ask(ctx, c, c.nodes)
+}
+
+// holding counts inspect answers for a lock whose value is token: a yes
+// from each node that holds it, a no from each that holds something else
+// or nothing. d is the majority-th longest TTL of those that hold it: the
+// lock lasts while a majority does.
+func holding(answers []answer[keyState], token string) (v votes, d time.Duration) {
+	v = count(answers, func(st keyState) bool { return st.exists && st.value == token })
 	var ttls []time.Duration
-	others := 0
 	for _, a := range answers {
-		switch {
-		case a.err != nil:
-			failures = append(failures, a.err)
-		case a.v.exists && a.v.value == token:
+		if a.err == nil && a.v.exists && a.v.value == token {
 			ttls = append(ttls, a.v.pttl)
-		default:
-			others++
 		}
 	}
-	q := c.quorum()
-	if len(ttls) >= q {
+	if q := majority(len(answers)); len(ttls) >= q {
 		slices.SortFunc(ttls, func(a, b time.Duration) int { return cmp.Compare(b, a) })
-		return ttls[q-1], true, false, nil
+		d = ttls[q-1]
 	}
-	return 0, false, others > len(c.nodes)-q, failures
+	return v, d
 }
 
 // Attach returns a Lock for a lock obtained elsewhere — by another process,
@@ -107,11 +104,10 @@ func (c *Client) Attach(ctx context.Context, key, token string, opts ...Option) 
 		return nil, invalid("empty token")
 	}
 	sent := time.Now()
-	answers := fanout(c, ctx, c.nodes, o.nodeTimeoutFor(len(c.nodes)), "inspect",
-		func(ctx context.Context, n *node) (keyState, error) { return n.inspect(ctx, key) }, nil)
-	d, held, notHeld, failures := c.majorityTTL(answers, token)
-	switch {
-	case held:
+	answers := c.inspectAll(ctx, key, o.nodeTimeoutFor(len(c.nodes)), "inspect")
+	v, d := holding(answers, token)
+	switch v.of(len(c.nodes)) {
+	case agreed:
 		var fence int64
 		for _, a := range answers {
 			if a.err == nil && a.v.exists && a.v.value == token {
@@ -122,8 +118,8 @@ func (c *Client) Attach(ctx context.Context, key, token string, opts ...Option) 
 			return nil, fmt.Errorf("%w: %q is about to expire: %w", ErrNotHeld, key, ErrLeaseExpired)
 		}
 		return newLock(c, c.names.get(key), token, fence, o, sent, d), nil
-	case notHeld:
+	case refused:
 		return nil, fmt.Errorf("%w: %q", ErrNotHeld, key)
 	}
-	return nil, c.undecided(ctx, 0, failures)
+	return nil, v.undecided(ctx.Err(), len(c.nodes))
 }

@@ -114,7 +114,7 @@ func derive(prefix, key string) string {
 	if !strings.Contains(key, "}") {
 		return prefix + "{" + key + "}"
 	}
-	return prefix + "{" + slotTag(Slot(key)) + "}:" + key
+	return prefix + "{" + slotTag(slot(key)) + "}:" + key
 }
 
 // hashTag returns the part of key that Redis Cluster hashes, if key has a
@@ -131,9 +131,9 @@ func hashTag(key string) (string, bool) {
 	return key[open+1 : open+1+closing], true
 }
 
-// Slot returns the Redis Cluster hash slot of key (0-16383), as CLUSTER
+// slot returns the Redis Cluster hash slot of key (0-16383), as CLUSTER
 // KEYSLOT would, taking hash tags into account.
-func Slot(key string) int {
+func slot(key string) int {
 	if tag, ok := hashTag(key); ok {
 		key = tag
 	}

@@ -22,8 +22,8 @@ func FuzzDerivedKeys(f *testing.F) {
 		}
 		queue, waiters := queueKeys(k1)
 		for _, d := range []string{fenceKey(k1), wakeChannel(k1), notifyKey(k1), queue, waiters} {
-			if Slot(d) != Slot(k1) {
-				t.Fatalf("derived %q of %q: slot %d, key slot %d", d, k1, Slot(d), Slot(k1))
+			if slot(d) != slot(k1) {
+				t.Fatalf("derived %q of %q: slot %d, key slot %d", d, k1, slot(d), slot(k1))
 			}
 			if !strings.HasPrefix(d, reservedPrefix) {
 				t.Fatalf("derived %q is outside the reserved prefix", d)

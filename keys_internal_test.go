@@ -34,8 +34,8 @@ func TestDerivedKeysShareTheLockKeysSlot(t *testing.T) {
 	}
 	for _, k := range trickyKeys {
 		want := keyslot(k)
-		if got := Slot(k); got != want {
-			t.Errorf("Slot(%q) = %d, CLUSTER KEYSLOT says %d", k, got, want)
+		if got := slot(k); got != want {
+			t.Errorf("slot(%q) = %d, CLUSTER KEYSLOT says %d", k, got, want)
 		}
 		queue, waiters := queueKeys(k)
 		for _, d := range []string{fenceKey(k), wakeChannel(k), notifyKey(k), queue, waiters} {
@@ -63,7 +63,7 @@ func TestNativeCommandsAreDetectedOnceAndAbsentOnThisRedis(t *testing.T) {
 	rdb := s.Client(t)
 	ctx := context.Background()
 	version, _ := rdb.InfoMap(ctx, "server").Result()
-	n := newNode(rdb)
+	n := newNode(rdb, 0)
 	got := n.hasNative(ctx)
 	// DELEX and SET IFEQ arrived in Redis 8.4; the Debian server the tests
 	// run on is older. Whatever it is, the answer must match COMMAND INFO.
@@ -161,7 +161,7 @@ func TestReleaseNotifiesWatchers(t *testing.T) {
 func TestLeavingAfterAGrantPassesTheLockOn(t *testing.T) {
 	s := redistest.Start(t)
 	rdb := s.Client(t)
-	n := newNode(rdb)
+	n := newNode(rdb, 0)
 	ctx := context.Background()
 	const k = "lock:leave"
 	nm := namesOf(k)

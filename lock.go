@@ -139,37 +139,35 @@ func (l *Lock) Unlock(ctx context.Context) (err error) {
 		}()
 	}
 	l.stopOnce.Do(func() { close(l.stop) })
-	// On one node the counter already holds the fence; on several, the
-	// release raises each node's counter to it (redlock.go).
-	var fence int64
-	if len(l.c.nodes) > 1 {
-		fence = l.fence
+	// The release raises each node's counter to the fence (redlock.go; on
+	// one node it is there already). Released on a quorum is released: the
+	// others' answers are not waited for. They finish in the background
+	// and still count, so that a verdict they complete ends the Context.
+	b := &ballot{n: len(l.c.nodes), decide: func(vd verdict) { l.gone(vd == agreed) }}
+	answers := round[bool]{op: "release", timeout: l.timeout,
+		call: func(ctx context.Context, n *node) (bool, error) { return n.release(ctx, l.names, l.token, l.fence) },
+		yes:  isYes,
+		late: func(_ *node, ok bool, err error) { b.add(ok, err) },
+	}.ask(ctx, l.c, l.c.nodes)
+	for _, a := range answers {
+		if !a.abandoned {
+			b.add(a.err == nil && a.v, a.err)
+		}
 	}
-	// Released on a quorum is released: the others' answers are not
-	// waited for (they finish in the background).
-	answers := fanoutUntil(l.c, ctx, l.c.nodes, l.timeout, "release",
-		func(ctx context.Context, n *node) (bool, error) { return n.release(ctx, l.names, l.token, fence) },
-		func(n *node, ok bool, err error) {
-			if err == nil && len(l.c.nodes) == 1 {
-				l.gone(ok)
-			}
-		}, l.c.quorum(), func(ok bool) bool { return ok })
 	if l.stopped != nil {
 		select { // the watchdog returns at once unless a renewal is in flight
 		case <-l.stopped:
 		case <-ctx.Done():
 		}
 	}
-	released, notHeld, failures := tally(answers, func(ok bool) bool { return ok })
-	switch {
-	case released >= l.c.quorum():
-		l.gone(true)
+	switch v := count(answers, isYes); v.of(len(l.c.nodes)) {
+	case agreed:
 		return nil
-	case notHeld > len(l.c.nodes)-l.c.quorum():
-		l.gone(false)
+	case refused:
 		return l.notHeld()
+	default:
+		return v.undecided(ctx.Err(), len(l.c.nodes))
 	}
-	return l.c.undecided(ctx, released, failures)
 }
 
 // gone records the answer of a release: the lock is no longer held
@@ -241,12 +239,13 @@ func (l *Lock) renew(ctx context.Context, ttl time.Duration, unlessExtended bool
 		return sent, errNoRoom
 	}
 	// Extended on a quorum is extended: the others are not waited for.
-	answers := fanoutUntil(l.c, ctx, l.c.nodes, l.timeout, "extend",
-		func(ctx context.Context, n *node) (bool, error) { return n.extend(ctx, l.Key(), l.token, ttl) }, nil,
-		l.c.quorum(), func(ok bool) bool { return ok })
-	extended, notHeld, failures := tally(answers, func(ok bool) bool { return ok })
-	switch {
-	case extended >= l.c.quorum():
+	answers := round[bool]{op: "extend", timeout: l.timeout,
+		call: func(ctx context.Context, n *node) (bool, error) { return n.extend(ctx, l.Key(), l.token, ttl) },
+		yes:  isYes,
+	}.ask(ctx, l.c, l.c.nodes)
+	v := count(answers, isYes)
+	switch v.of(len(l.c.nodes)) {
+	case agreed:
 		// Only an extension confirmed within the current validity
 		// counts: past it, someone else may have had the lock meanwhile.
 		if !time.Now().Before(l.lease.validUntil()) {
@@ -256,7 +255,7 @@ func (l *Lock) renew(ctx context.Context, ttl time.Duration, unlessExtended bool
 		}
 		l.lease.renewed(sent, ttl, cut)
 		return sent, nil
-	case notHeld > len(l.c.nodes)-l.c.quorum():
+	case refused:
 		select {
 		case <-l.stop:
 			// Unlock has begun and may have deleted the key before this
@@ -267,7 +266,7 @@ func (l *Lock) renew(ctx context.Context, ttl time.Duration, unlessExtended bool
 		}
 		return sent, l.notHeld()
 	}
-	return sent, l.c.undecided(ctx, extended, failures)
+	return sent, v.undecided(ctx.Err(), len(l.c.nodes))
 }
 
 // TTL returns the lock's remaining time to live as the server sees it, or an
@@ -277,17 +276,16 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	if l.isReleased() {
 		return 0, l.notHeld()
 	}
-	answers := fanout(l.c, ctx, l.c.nodes, l.timeout, "ttl",
-		func(ctx context.Context, n *node) (keyState, error) { return n.inspect(ctx, l.Key()) }, nil)
-	d, held, notHeld, failures := l.c.majorityTTL(answers, l.token)
-	switch {
-	case held:
+	answers := l.c.inspectAll(ctx, l.Key(), l.timeout, "ttl")
+	v, d := holding(answers, l.token)
+	switch v.of(len(l.c.nodes)) {
+	case agreed:
 		return d, nil
-	case notHeld:
+	case refused:
 		l.lease.end(ErrLost)
 		return 0, l.notHeld()
 	}
-	return 0, l.c.undecided(ctx, 0, failures)
+	return 0, v.undecided(ctx.Err(), len(l.c.nodes))
 }
 
 // overErr is the error of an Extend or renewal asked for after the lease
@@ -304,12 +302,8 @@ func (l *Lock) overErr() error {
 // after its lease ended.
 func (l *Lock) giveBack() {
 	l.stopOnce.Do(func() { close(l.stop) })
-	var fence int64
-	if len(l.c.nodes) > 1 {
-		fence = l.fence
-	}
 	for _, n := range l.c.nodes {
-		l.c.cleanup(func(ctx context.Context) { _, _ = n.release(ctx, l.names, l.token, fence) })
+		l.c.cleanup(func(ctx context.Context) { _, _ = n.release(ctx, l.names, l.token, l.fence) })
 	}
 }
 
@@ -318,7 +312,8 @@ func (l *Lock) notHeld() error {
 }
 
 // asked reports whether anything has been asked of the nodes for this lock
-// since it was obtained: a renewal or Extend, or Unlock. (See try.)
+// since it was obtained: a renewal or Extend, or Unlock. Each marks the
+// lock before it sends (see lateGiveBack).
 func (l *Lock) asked() bool {
 	if l.renewed.Load() {
 		return true

@@ -1,6 +1,7 @@
 package dlock_test
 
 import (
+	"context"
 	"encoding/base64"
 	"errors"
 	"strings"
@@ -239,4 +240,19 @@ func TestLockIsSafeForConcurrentUse(t *testing.T) {
 	if err := l.Unlock(ctxT(t)); !errors.Is(err, dlock.ErrNotHeld) {
 		t.Errorf("Unlock after concurrent Unlocks: %v, want ErrNotHeld", err)
 	}
+}
+
+func TestUnlockWithAnEndedContextStillReleases(t *testing.T) {
+	c, rdb := newClient(t, shared)
+	k := key(t)
+	l := mustLock(t, c, k)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := l.Unlock(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatalf("Unlock with an ended context: %v", err)
+	}
+	eventually(t, "the key is released", func() bool { return rdb.Exists(ctxT(t), k).Val() == 0 })
+	eventually(t, "the Context ends with ErrReleased", func() bool {
+		return errors.Is(context.Cause(l.Context()), dlock.ErrReleased)
+	})
 }

@@ -12,10 +12,37 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Conformance of the go-redis clients dlock supports.
+// RedisClient is what dlock needs of a go-redis client: scripts (EVALSHA,
+// with EVAL when the server does not have the script yet), single
+// commands, a pipeline (WithReplicaAck sends the acquire and WAIT
+// together) and pub/sub. *redis.Client, *redis.ClusterClient, a
+// Sentinel-managed client (redis.NewFailoverClient) and go-redis's
+// AutoPipeliner have all of it, as does any client that wraps one (a fault
+// injector, an instrumented client).
+//
+// A cluster client is recognized by its MasterForKey method, which dlock
+// uses to subscribe on the master of each key's slot (sharded pub/sub); a
+// client's address, for errors, by its Options method.
+type RedisClient interface {
+	redis.Scripter
+	Do(ctx context.Context, args ...any) *redis.Cmd
+	Pipelined(ctx context.Context, fn func(redis.Pipeliner) error) ([]redis.Cmder, error)
+	Subscribe(ctx context.Context, channels ...string) *redis.PubSub
+}
+
+// clusterClient is a RedisClient over a Redis Cluster.
+type clusterClient interface {
+	RedisClient
+	MasterForKey(ctx context.Context, key string) (*redis.Client, error)
+	SSubscribe(ctx context.Context, channels ...string) *redis.PubSub
+}
+
+// The go-redis clients dlock is tested with.
 var (
-	_ redis.UniversalClient = (*redis.Client)(nil)
-	_ redis.UniversalClient = (*redis.ClusterClient)(nil)
+	_ RedisClient   = (*redis.Client)(nil)
+	_ clusterClient = (*redis.ClusterClient)(nil)
+	_ RedisClient   = (*redis.AutoPipeliner)(nil)
+	_ RedisClient   = redis.UniversalClient(nil)
 )
 
 // Native (server-side) conditional commands: Redis 8.4 added DELEX key IFEQ
@@ -30,9 +57,9 @@ const (
 // node is one Redis deployment dlock talks to: a standalone server (or a
 // Sentinel-managed failover client), or a Redis Cluster.
 type node struct {
-	rdb     redis.UniversalClient
-	name    string // address(es), for errors; never credentials
-	cluster bool   // Redis Cluster: sharded pub/sub
+	rdb     RedisClient
+	cluster clusterClient // rdb, when it is a cluster client (sharded pub/sub); else nil
+	name    string        // address(es), for errors; never credentials
 	native  atomic.Int32
 	sub     *subscriber
 
@@ -42,21 +69,17 @@ type node struct {
 	blockLimit time.Duration
 }
 
-func newNode(rdb redis.UniversalClient) *node {
-	n := &node{rdb: rdb, blockLimit: waitStep}
-	readTimeout := time.Duration(0)
+// newNode returns the node for rdb; i is its place among the Client's
+// nodes, which names it when its address is unknown.
+func newNode(rdb RedisClient, i int) *node {
+	n := &node{rdb: rdb, blockLimit: waitStep, name: fmt.Sprintf("node %d", i)}
+	n.cluster, _ = rdb.(clusterClient)
+	var readTimeout time.Duration
 	switch c := rdb.(type) {
-	case *redis.Client:
-		n.name = c.Options().Addr
-		readTimeout = c.Options().ReadTimeout
-	case *redis.ClusterClient:
-		n.name = strings.Join(c.Options().Addrs, ",")
-		n.cluster = true
-		readTimeout = c.Options().ReadTimeout
-	case *redis.Ring:
-		n.name = "ring"
-	default:
-		n.name = "node"
+	case interface{ Options() *redis.Options }:
+		n.name, readTimeout = c.Options().Addr, c.Options().ReadTimeout
+	case interface{ Options() *redis.ClusterOptions }:
+		n.name, readTimeout = strings.Join(c.Options().Addrs, ","), c.Options().ReadTimeout
 	}
 	if readTimeout > 0 {
 		n.blockLimit = max(readTimeout/2, 10*time.Millisecond)
@@ -69,12 +92,25 @@ func (n *node) fail(op string, err error) error {
 	return &NodeError{Node: n.name, Op: op, Err: err}
 }
 
+// unanswered is the error of a request whose answer was not waited for
+// (see calls): a *NodeError for the node timeout, the caller's context's
+// error as it is.
+func (n *node) unanswered(op string, err error) error {
+	if err == errNodeTimeout {
+		return n.fail(op, err)
+	}
+	return err
+}
+
 // grant is a node's answer to an acquire.
 type grant struct {
 	ok    bool
 	fence int64         // when ok
 	pttl  time.Duration // when not ok: the holder's remaining TTL, or <0 if unknown
 }
+
+// granted reports whether the node granted the lock.
+func (g grant) granted() bool { return g.ok }
 
 // acquire runs the acquire script: sets the key to token if it is free and
 // nobody is queued, and issues the fence. listens marks the caller as a
@@ -189,7 +225,7 @@ func (n *node) release(ctx context.Context, nm *lockNames, token string, fence i
 // publish returns the command that announces a free lock: sharded pub/sub on
 // a cluster, where plain PUBLISH would be broadcast to every node.
 func (n *node) publish() string {
-	if n.cluster {
+	if n.cluster != nil {
 		return "SPUBLISH"
 	}
 	return "PUBLISH"

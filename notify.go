@@ -142,7 +142,7 @@ func (w *watch) cancel() {
 			return
 		}
 		delete(st.chans, w.channel)
-		if s.n.cluster {
+		if s.n.cluster != nil {
 			st.pending = append(st.pending, func() {
 				if ps := st.shards[st.shardOf[w.channel]]; ps != nil {
 					_ = ps.SUnsubscribe(s.ctx, w.channel)
@@ -165,7 +165,7 @@ func (s *subscriber) subscribe(st *subState, ch *watched, name string) {
 		st.helpers.Add(1)
 		go s.receive(ps, &st.helpers)
 	}
-	if cc, ok := s.n.rdb.(*redis.ClusterClient); ok {
+	if cc := s.n.cluster; cc != nil {
 		st.pending = append(st.pending, func() {
 			master, err := cc.MasterForKey(ctx, name)
 			if err != nil {

@@ -330,23 +330,24 @@ func (g *waitGroup) sentAt(seq int64) (time.Time, bool) {
 // unanswered (ctx ended, or the node timeout), in which case the step's
 // answer is followed by w's leave.
 func (g *waitGroup) join(ctx context.Context, w *queuedWaiter) (l *Lock, err error, inFlight bool) {
+	if err := ctx.Err(); err != nil { // nothing sent: nothing to follow
+		return nil, err, false
+	}
 	w.mu.Lock()
 	score := w.score
 	w.mu.Unlock()
 	seq, sent := g.stamp()
-	a := fanout(g.c, ctx, []*node{g.n}, w.o.nodeTimeoutFor(1), "wait",
-		func(ctx context.Context, n *node) (joinReply, error) {
-			return n.join(ctx, g.nm, w, g.id, seq, score)
-		},
-		func(*node, joinReply, error) { g.leave(w.id, w.token, 0) })[0]
+	r, err, left := await(ctx, g.c, w.o.nodeTimeoutFor(1),
+		func(ctx context.Context) (joinReply, error) { return g.n.join(ctx, g.nm, w, g.id, seq, score) },
+		func(joinReply, error) { g.leave(w.id, w.token, 0) })
 	switch {
-	case a.abandoned:
-		return nil, a.err, true
-	case a.err != nil:
-		return nil, a.err, false
-	case a.v.granted:
-		l := newLock(g.c, g.nm, w.token, a.v.fence, w.o, sent, a.v.px)
-		if a.v.px < w.o.ttl {
+	case left:
+		return nil, g.n.unanswered("wait", err), true
+	case err != nil:
+		return nil, err, false
+	case r.granted:
+		l := newLock(g.c, g.nm, w.token, r.fence, w.o, sent, r.px)
+		if r.px < w.o.ttl {
 			l.claimed()
 		}
 		return l, nil, false
@@ -354,7 +355,7 @@ func (g *waitGroup) join(ctx context.Context, w *queuedWaiter) (l *Lock, err err
 	w.mu.Lock()
 	w.joined = true
 	if w.score == "0" {
-		w.score = a.v.score
+		w.score = r.score
 	}
 	w.mu.Unlock()
 	return nil, nil, false
@@ -413,11 +414,11 @@ func (g *waitGroup) exit(w *queuedWaiter, leave bool) {
 func (g *waitGroup) leave(id, token string, timeout time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
-	a := fanout(g.c, ctx, []*node{g.n}, timeout, "leave",
-		func(ctx context.Context, n *node) (bool, error) { return n.leave(ctx, g.nm, token, id) },
-		func(_ *node, _ bool, err error) { g.left(id, token, err) })[0]
-	if !a.abandoned {
-		g.left(id, token, a.err)
+	_, err, left := await(ctx, g.c, timeout,
+		func(ctx context.Context) (bool, error) { return g.n.leave(ctx, g.nm, token, id) },
+		func(_ bool, err error) { g.left(id, token, err) })
+	if !left {
+		g.left(id, token, err)
 	}
 }
 
@@ -538,27 +539,29 @@ func (g *waitGroup) rollCall() []string {
 func (g *waitGroup) step(roll []string) {
 	timeout := g.nodeTimeout()
 	seq, _ := g.stamp()
-	a := fanout(g.c, g.c.ctx, []*node{g.n}, timeout, "wait",
-		func(ctx context.Context, n *node) (keepaliveReply, error) {
-			ctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
-			defer cancel()
-			return n.keepalive(ctx, g.nm, g.id, seq, roll)
-		}, nil)[0]
+	r, err, left := await(g.c.ctx, g.c, timeout, func(ctx context.Context) (keepaliveReply, error) {
+		ctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
+		defer cancel()
+		return g.n.keepalive(ctx, g.nm, g.id, seq, roll)
+	}, nil)
+	if left {
+		err = g.n.unanswered("wait", err)
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if a.err != nil {
+	if err != nil {
 		if g.c.ctx.Err() != nil {
 			return
 		}
-		slow := isSlow(a.err)
+		slow := isSlow(err)
 		for _, w := range g.waiters {
 			if !slow || w.o.hasNodeTimeout { // a timeout ends only bounded waits
-				w.deliver(nil, false, a.err)
+				w.deliver(nil, false, err)
 			}
 		}
 		return
 	}
-	if r := a.v; r.grantTo != "" {
+	if r.grantTo != "" {
 		if w := g.waiters[r.grantTo]; w != nil {
 			if r.held {
 				w.deliver(&r.grant, false, nil)
@@ -567,7 +570,7 @@ func (g *waitGroup) step(roll []string) {
 			}
 		}
 	}
-	for _, id := range a.v.missing {
+	for _, id := range r.missing {
 		if w := g.waiters[id]; w != nil {
 			w.deliver(nil, true, nil)
 		}

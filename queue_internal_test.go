@@ -15,7 +15,7 @@ import (
 func TestARefusedGrantKeepsItsPlace(t *testing.T) {
 	s := redistest.Start(t)
 	rdb := s.Client(t)
-	n := newNode(rdb)
+	n := newNode(rdb, 0)
 	ctx := context.Background()
 	const k = "lock:keep-place"
 	nm := namesOf(k)
@@ -65,7 +65,7 @@ func TestARefusedGrantKeepsItsPlace(t *testing.T) {
 func TestAHandOffsLeaseCountsFromTheGroupsStep(t *testing.T) {
 	s := redistest.Start(t)
 	rdb := s.Client(t)
-	n := newNode(rdb)
+	n := newNode(rdb, 0)
 	ctx := context.Background()
 	const k = "lock:lease"
 	nm := namesOf(k)

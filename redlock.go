@@ -3,7 +3,6 @@ package dlock
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 )
 
@@ -74,143 +73,79 @@ func (o options) nodeTimeoutFor(n int) time.Duration {
 // per-node timeout.
 var errNodeTimeout = errors.New("no answer within the node timeout")
 
-// quorum returns how many nodes must agree: a majority.
-func (c *Client) quorum() int { return len(c.nodes)/2 + 1 }
-
-// answer is one node's answer in a fan-out.
+// answer is one node's answer in a round.
 type answer[T any] struct {
 	v         T
 	err       error
-	abandoned bool // sent, no answer in time; late was or will be called with it
+	abandoned bool // sent, no answer in time; the round's late was or will be called with it
 }
 
-// fanout runs call on every node in nodes in parallel and returns their
-// answers, in order. Each answer is waited for until timeout (if positive)
-// or until ctx ends; a node that has not answered by then gets an error
-// (a *NodeError for the timeout, ctx's error otherwise), and when it does
-// answer, late receives the answer so that its effect can be undone.
-//
-// Calls run on a context without ctx's cancellation, to completion (see
-// await), in goroutines owned by the Client.
-func fanout[T any](c *Client, ctx context.Context, nodes []*node, timeout time.Duration, op string,
-	call func(context.Context, *node) (T, error), late func(*node, T, error)) []answer[T] {
-	return fanoutUntil(c, ctx, nodes, timeout, op, call, late, 0, nil)
+// A round is one question put to a set of nodes at once.
+type round[T any] struct {
+	op      string        // what is asked, for errors: "acquire", "release", …
+	timeout time.Duration // how long each answer is waited for (0: until ctx ends)
+	call    func(context.Context, *node) (T, error)
+	// yes, if set, says which answers are a yes: the wait ends as soon as
+	// a majority of the nodes asked said yes. Without it, every answer is
+	// waited for.
+	yes func(T) bool
+	// late, if set, receives the answers that come after the wait ended,
+	// so that their effect can be undone.
+	late func(*node, T, error)
 }
 
-// fanoutUntil is fanout that stops waiting as soon as enough answers
-// satisfy yes (enough 0: wait for all); the others are abandoned like
-// those that time out, and late receives them when they come.
-func fanoutUntil[T any](c *Client, ctx context.Context, nodes []*node, timeout time.Duration, op string,
-	call func(context.Context, *node) (T, error), late func(*node, T, error), enough int, yes func(T) bool) []answer[T] {
+// ask puts the question to every node in nodes in parallel (see calls) and
+// returns their answers, in order. A node that has not answered when the
+// wait ends gets an error, ctx's or a *NodeError for the timeout, and is
+// marked abandoned.
+func (r round[T]) ask(ctx context.Context, c *Client, nodes []*node) []answer[T] {
 	answers := make([]answer[T], len(nodes))
-	if len(nodes) == 1 && timeout <= 0 {
+	if len(nodes) == 1 { // the usual case; await may spare the goroutine
 		n := nodes[0]
-		var lateN func(T, error)
-		if late != nil {
-			lateN = func(v T, err error) { late(n, v, err) }
+		var late func(T, error)
+		if r.late != nil {
+			late = func(v T, err error) { r.late(n, v, err) }
 		}
-		v, err, left := await(c, ctx, func(ctx context.Context) (T, error) { return call(ctx, n) }, lateN)
+		v, err, left := await(ctx, c, r.timeout, func(ctx context.Context) (T, error) { return r.call(ctx, n) }, late)
+		if left {
+			err = n.unanswered(r.op, err)
+		}
 		answers[0] = answer[T]{v: v, err: err, abandoned: left}
 		return answers
 	}
-
-	type reply struct {
-		i int
-		a answer[T]
-	}
-	var (
-		mu      sync.Mutex
-		over    bool
-		replies = make(chan reply, len(nodes))
-	)
+	ops := make([]func(context.Context) (T, error), len(nodes))
 	for i, n := range nodes {
-		c.spawn(func() {
-			v, err := call(context.WithoutCancel(ctx), n)
-			mu.Lock()
-			if !over {
-				replies <- reply{i, answer[T]{v: v, err: err}}
-				mu.Unlock()
-				return
-			}
-			mu.Unlock()
-			if late != nil {
-				late(n, v, err)
-			}
-		})
+		ops[i] = func(ctx context.Context) (T, error) { return r.call(ctx, n) }
 	}
-	var deadline <-chan time.Time
-	if timeout > 0 {
-		t := time.NewTimer(timeout)
-		defer t.Stop()
-		deadline = t.C
+	var late func(int, T, error)
+	if r.late != nil {
+		late = func(i int, v T, err error) { r.late(nodes[i], v, err) }
 	}
-	got := make([]bool, len(nodes))
-	yeses := 0
-	take := func(r reply) {
-		answers[r.i], got[r.i] = r.a, true
-		if enough > 0 && r.a.err == nil && yes(r.a.v) {
-			yeses++
-		}
+	cs := startCalls(ctx, c, ops, late)
+	got, why := cs.wait(ctx, len(nodes), r.timeout, r.enough(len(nodes)))
+	for i, n := range nodes {
+		answers[i] = answer[T]{err: n.unanswered(r.op, why), abandoned: true}
 	}
-wait:
-	for pending := len(nodes); pending > 0; pending-- {
-		select {
-		case r := <-replies:
-			take(r)
-			if enough > 0 && yeses >= enough {
-				break wait
-			}
-		case <-deadline:
-			break wait
-		case <-ctx.Done():
-			break wait
-		}
-	}
-	mu.Lock()
-	over = true
-	for len(replies) > 0 {
-		take(<-replies)
-	}
-	mu.Unlock()
-	for i, ok := range got {
-		if ok {
-			continue
-		}
-		answers[i].abandoned = true
-		if err := ctx.Err(); err != nil {
-			answers[i].err = err
-		} else {
-			answers[i].err = nodes[i].fail(op, errNodeTimeout)
-		}
+	for _, g := range got {
+		answers[g.i] = answer[T]{v: g.v, err: g.err}
 	}
 	return answers
 }
 
-// tally counts a fan-out's answers: how many nodes said yes, how many said
-// no, and the errors of the others.
-func tally[T any](answers []answer[T], yes func(T) bool) (ok, no int, failures []error) {
-	for _, a := range answers {
-		switch {
-		case a.err != nil:
-			failures = append(failures, a.err)
-		case yes(a.v):
-			ok++
-		default:
-			no++
+// enough returns the test that ends a round's wait early: a majority of
+// n nodes said yes (nil without yes).
+func (r round[T]) enough(n int) func([]reply[T]) bool {
+	if r.yes == nil {
+		return nil
+	}
+	need := majority(n)
+	return func(got []reply[T]) bool {
+		yes := 0
+		for _, g := range got {
+			if g.err == nil && r.yes(g.v) {
+				yes++
+			}
 		}
+		return yes >= need
 	}
-	return ok, no, failures
-}
-
-// undecided returns the error for a quorum operation that got neither
-// enough yes nor enough no answers because nodes failed: on one node, that
-// node's error; on several, ErrNoQuorum joined with every node's error.
-func (c *Client) undecided(ctx context.Context, ok int, failures []error) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if len(c.nodes) == 1 && len(failures) == 1 {
-		return failures[0]
-	}
-	return &QuorumError{OK: ok, Nodes: len(c.nodes), Quorum: c.quorum(), Errs: failures}
 }

@@ -14,7 +14,7 @@ import (
 func BenchmarkScriptsAlone(b *testing.B) {
 	s := redistest.Start(b)
 	rdb := s.Client(b)
-	n := newNode(rdb)
+	n := newNode(rdb, 0)
 	ctx := context.Background()
 	nm := namesOf("bench")
 	for i := 0; i < b.N; i++ {

@@ -607,3 +607,10 @@ func TestStatusOfAKeyThatIsNotALock(t *testing.T) {
 		t.Fatalf("status of a hash: exit %d, %q", code, stderr)
 	}
 }
+
+func TestTheSameServerTwiceIsAUsageErrorWithoutThePassword(t *testing.T) {
+	code, _, stderr := run(t, "lock", "--redis", "redis://:s3cr3tPW@127.0.0.1:6379/1", "--redis", "redis://127.0.0.1:6379/2", "--key", "k")
+	if code != exitUsage || !strings.Contains(stderr, "same server") || strings.Contains(stderr, "s3cr3tPW") {
+		t.Errorf("exit %d, %q; want a usage error naming the same server, without the password", code, stderr)
+	}
+}

@@ -59,21 +59,25 @@ func (r *redisFlags) list() []string {
 // (the callers' usage error) that says what is wrong and shows the URL with
 // its userinfo masked; no error ever shows a password.
 func (r *redisFlags) connect(stderr io.Writer) (c *dlock.Client, rdbs []*redis.Client, close func(), err error) {
-	var ucs []redis.UniversalClient
-	for _, u := range r.list() {
-		opts, err := parseRedisURL(u)
+	var opts []*redis.Options
+	urls := r.list()
+	for _, u := range urls {
+		o, err := parseRedisURL(u)
 		if err != nil {
-			for _, rdb := range rdbs {
-				rdb.Close()
-			}
 			return nil, nil, nil, err
 		}
-		opts.DialTimeout = 5 * time.Second
-		rdb := redis.NewClient(opts)
-		rdbs = append(rdbs, rdb)
-		ucs = append(ucs, rdb)
+		for j, earlier := range opts {
+			if earlier.Addr == o.Addr { // dlock.New would panic
+				return nil, nil, nil, fmt.Errorf("Redis URLs %q and %q are the same server (%s): Redlock needs independent masters", masked(urls[j]), masked(u), o.Addr)
+			}
+		}
+		o.DialTimeout = 5 * time.Second
+		opts = append(opts, o)
 	}
-	c = dlock.New(ucs...)
+	for _, o := range opts {
+		rdbs = append(rdbs, redis.NewClient(o))
+	}
+	c = dlock.New(rdbs...)
 	c.SetLogger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{
 		Level: slog.LevelWarn,
 		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {

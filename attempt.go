@@ -1,0 +1,210 @@
+package dlock
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// An attempt is one try for a lock, on every node at once: TryLock, and
+// each try of a Lock that waits. Its answers are waited for until a
+// majority granted the lock, all answered, or the node timeout passed;
+// judge turns them into the outcome. What the attempt may have left on the
+// nodes without getting the lock is given back before try returns, so that
+// a retry does not meet it. An answer that comes after the attempt was
+// decided is late, and late deals with it.
+type attempt struct {
+	c     *Client
+	nm    *lockNames
+	token string
+	o     options
+	sent  time.Time // when the request was sent: the lease counts from here (renew.go)
+
+	held    *Lock         // the lock, if obtained: written before decided is closed
+	decided chan struct{} // closed when try returns
+}
+
+// try makes one attempt. When the lock is taken it returns ErrNotObtained
+// and the holder's remaining TTL (negative if unknown). listens tells that
+// the caller will wait for the key's release messages if the lock is taken
+// (see notifyWindow).
+func (c *Client) try(ctx context.Context, key string, o options, listens bool) (*Lock, time.Duration, error) {
+	if err := ctx.Err(); err != nil { // nothing to ask for
+		return nil, 0, notObtained(err)
+	}
+	token, err := newToken()
+	if err != nil {
+		return nil, 0, err
+	}
+	a := &attempt{c: c, nm: c.names.get(key), token: token, o: o, decided: make(chan struct{})}
+	defer close(a.decided)
+	a.sent = time.Now()
+	answers := round[grant]{
+		op: "acquire", timeout: o.nodeTimeoutFor(len(c.nodes)),
+		call: func(ctx context.Context, n *node) (grant, error) { return n.acquire(ctx, a.nm, token, o, listens) },
+		yes:  grant.granted,
+		late: a.late,
+	}.ask(ctx, c, c.nodes)
+	out := judge(answers, ctx.Err(), time.Since(a.sent), o.ttl)
+	if out.err == nil {
+		a.held = newLock(c, a.nm, token, out.fence, o, a.sent, o.ttl)
+		return a.held, 0, nil
+	}
+	a.giveBack(ctx, c.nodesAt(out.giveBack))
+	for _, n := range c.nodesAt(out.uncertain) {
+		c.cleanup(func(ctx context.Context) { a.release(ctx, n, 0) })
+	}
+	return nil, out.holderTTL, out.err
+}
+
+// outcome is what an attempt's answers decide.
+type outcome struct {
+	err       error         // nil when the lock was obtained
+	fence     int64         // obtained: the highest fence of the nodes that granted it
+	holderTTL time.Duration // taken: the shortest TTL a holder reported, or -1
+	giveBack  []int         // not obtained: the nodes that granted it, to release now
+	uncertain []int         // not obtained: the nodes whose error may hide a grant, to release in the background
+}
+
+// judge returns the outcome of an attempt from its nodes' answers (in node
+// order), the caller's context's error when they were read, the time
+// elapsed since the request was sent, and the TTL asked for.
+//
+// The lock is obtained when a majority granted it in time: before the
+// caller gave up, and with some of the TTL left beyond the drift margin
+// (otherwise the lease may already be over, and the lock someone else's).
+// Its fence is the maximum over the majority that answered in time: any
+// later majority shares a node with it, which is all the fence argument
+// needs (redlock.go), so a late grant's fence need not be looked at.
+//
+// Otherwise the attempt gives back every node that may hold its token.
+// Those that granted it answered in time, and are released before try
+// returns, so that a retry does not meet the attempt's own grants. Those
+// whose answer was an error (a connection that failed after the script
+// ran, a script that failed after its SET, a read timeout) may hold it
+// too, unless the error shows the request never left; they are released
+// in the background, since a node that just failed or stalled is not worth
+// waiting for. Nodes that have not answered are late's.
+func judge(answers []answer[grant], ctxErr error, elapsed, ttl time.Duration) outcome {
+	v := count(answers, grant.granted)
+	vd := v.of(len(answers))
+	if vd == agreed && ctxErr == nil && elapsed < ttl-drift(ttl) {
+		return outcome{fence: grantedFence(answers)}
+	}
+	out := outcome{holderTTL: -1}
+	for i, a := range answers {
+		switch {
+		case a.abandoned:
+		case a.err == nil && a.v.ok:
+			out.giveBack = append(out.giveBack, i)
+		case a.err != nil && !neverSent(a.err):
+			out.uncertain = append(out.uncertain, i)
+		}
+	}
+	switch {
+	case ctxErr != nil:
+		out.err = notObtained(ctxErr)
+	case vd == agreed: // too late to be of use
+		out.err = notObtained(ErrLeaseExpired)
+	case vd == refused:
+		out.err, out.holderTTL = ErrNotObtained, shortestHolder(answers)
+		if v.yes > 0 {
+			out.err = errNotObtainedSplit
+		}
+	default:
+		out.err = v.undecided(nil, len(answers))
+	}
+	return out
+}
+
+// grantedFence returns the highest fence among the grants.
+func grantedFence(answers []answer[grant]) int64 {
+	var fence int64
+	for _, a := range answers {
+		if a.err == nil && a.v.ok {
+			fence = max(fence, a.v.fence)
+		}
+	}
+	return fence
+}
+
+// shortestHolder returns the shortest remaining TTL that a node reported
+// for the holder, or -1 if none did.
+func shortestHolder(answers []answer[grant]) time.Duration {
+	d := time.Duration(-1)
+	for _, a := range answers {
+		if a.err == nil && !a.v.ok && a.v.pttl > 0 && (d < 0 || a.v.pttl < d) {
+			d = a.v.pttl
+		}
+	}
+	return d
+}
+
+// late deals with an answer that came after the attempt was decided: a
+// grant joins the lock, or is given back (see lateGiveBack). Given back by
+// a lock that was obtained, it raises that node's counter to the lock's
+// fence, as the lock's own release would have (redlock.go).
+func (a *attempt) late(n *node, g grant, err error) {
+	<-a.decided // late runs in the request's goroutine; try is returning
+	l := a.held
+	if !lateGiveBack(g, err, l != nil, l != nil && l.asked()) {
+		return
+	}
+	var fence int64
+	if l != nil {
+		fence = l.fence
+	}
+	a.c.cleanup(func(ctx context.Context) { a.release(ctx, n, fence) })
+}
+
+// lateGiveBack reports whether a late answer must be given back, given
+// whether the attempt obtained the lock and whether anything has been
+// asked of the nodes for that lock since (Lock.asked).
+//
+// A late grant joins a lock that was obtained if nothing has been asked of
+// the nodes for it yet. Why that is safe: late reads asked after the
+// node's answer arrived, so the node had run the grant by then; every
+// renewal, Extend or Unlock marks the lock asked before it sends (renew
+// sets renewed, Unlock closes stop). So one not yet marked is sent after
+// the grant ran, and reaches that node after it: the grant is renewed or
+// released with the rest of the lock. One already marked may have reached
+// the node before the grant, found nothing, and been answered no; the
+// grant must not outlive it (a release would leave the key behind for a
+// whole TTL; so would an Extend that shortened the TTL), so it is given
+// back. A late error is given back too, since it may hide a grant, unless
+// it shows the request never left. A late "taken" holds nothing of ours.
+func lateGiveBack(g grant, err error, obtained, asked bool) bool {
+	switch {
+	case err != nil:
+		return !neverSent(err)
+	case !g.ok:
+		return false
+	}
+	return !obtained || asked
+}
+
+// giveBack releases the attempt's token on nodes, in parallel, waiting for
+// the answers within the node timeout and while ctx lasts (the releases
+// finish in the background either way).
+func (a *attempt) giveBack(ctx context.Context, nodes []*node) {
+	if len(nodes) == 0 {
+		return
+	}
+	round[struct{}]{op: "release", timeout: a.o.nodeTimeoutFor(len(a.c.nodes)),
+		call: func(ctx context.Context, n *node) (struct{}, error) {
+			ctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
+			defer cancel()
+			a.release(ctx, n, 0)
+			return struct{}{}, nil
+		},
+	}.ask(ctx, a.c, nodes)
+}
+
+// release gives the attempt's token back on n, raising n's fencing counter
+// to fence (if positive).
+func (a *attempt) release(ctx context.Context, n *node, fence int64) {
+	if _, err := n.release(ctx, a.nm, a.token, fence); err != nil {
+		a.c.warn("dlock: could not give back a grant nobody waited for; it expires by its TTL",
+			slog.String("key", a.nm.key), slog.String("node", n.name), slog.Any("err", err))
+	}
+}

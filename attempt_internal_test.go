@@ -1,0 +1,142 @@
+package dlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// These drive the attempt's decisions from made-up answers, without Redis.
+
+var (
+	granted    = func(fence int64) answer[grant] { return answer[grant]{v: grant{ok: true, fence: fence}} }
+	taken      = func(pttl time.Duration) answer[grant] { return answer[grant]{v: grant{pttl: pttl}} }
+	failed     = answer[grant]{err: &NodeError{Node: "n", Op: "acquire", Err: errors.New("connection reset")}}
+	refusedErr = answer[grant]{err: &NodeError{Node: "n", Op: "acquire", Err: &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}}}
+	abandoned  = answer[grant]{err: &NodeError{Node: "n", Op: "acquire", Err: errNodeTimeout}, abandoned: true}
+)
+
+const testTTL = 10 * time.Second
+
+func TestJudgeAMajorityOfGrantsInTimeIsTheLockWithTheirHighestFence(t *testing.T) {
+	out := judge([]answer[grant]{granted(7), abandoned, granted(9)}, nil, time.Millisecond, testTTL)
+	if out.err != nil || out.fence != 9 || out.giveBack != nil {
+		t.Fatalf("outcome %+v, want obtained with fence 9 and nothing to give back", out)
+	}
+}
+
+func TestJudgeASingleNodeIsAQuorumOfOne(t *testing.T) {
+	if out := judge([]answer[grant]{granted(3)}, nil, 0, testTTL); out.err != nil || out.fence != 3 {
+		t.Fatalf("granted: %+v", out)
+	}
+	out := judge([]answer[grant]{taken(time.Second)}, nil, 0, testTTL)
+	if !errors.Is(out.err, ErrNotObtained) || out.holderTTL != time.Second || out.giveBack != nil {
+		t.Fatalf("taken: %+v", out)
+	}
+	out = judge([]answer[grant]{failed}, nil, 0, testTTL)
+	if !errors.Is(out.err, failed.err) || errors.Is(out.err, ErrNoQuorum) || !slices.Equal(out.uncertain, []int{0}) {
+		t.Fatalf("failed: %+v, want the node's own error and a background give-back", out)
+	}
+}
+
+func TestJudgeGrantsThatCameTooLateAreGivenBack(t *testing.T) {
+	out := judge([]answer[grant]{granted(1), granted(2), taken(-1)}, nil, testTTL, testTTL)
+	if !errors.Is(out.err, ErrLeaseExpired) || !slices.Equal(out.giveBack, []int{0, 1}) {
+		t.Fatalf("outcome %+v, want ErrLeaseExpired and both grants given back", out)
+	}
+}
+
+func TestJudgeAnEndedContextWinsOverTheGrants(t *testing.T) {
+	out := judge([]answer[grant]{granted(1)}, context.Canceled, 0, testTTL)
+	if !errors.Is(out.err, ErrNotObtained) || !errors.Is(out.err, context.Canceled) || !slices.Equal(out.giveBack, []int{0}) {
+		t.Fatalf("outcome %+v, want not obtained, canceled, grant given back", out)
+	}
+}
+
+func TestJudgeASplitIsTakenAndGivesBackItsMinority(t *testing.T) {
+	out := judge([]answer[grant]{granted(1), taken(300 * time.Millisecond), taken(200 * time.Millisecond)}, nil, 0, testTTL)
+	if !errors.Is(out.err, ErrNotObtained) || !errors.Is(out.err, errSplit) {
+		t.Fatalf("err %v, want a split", out.err)
+	}
+	if out.holderTTL != 200*time.Millisecond || !slices.Equal(out.giveBack, []int{0}) {
+		t.Fatalf("outcome %+v, want the shortest holder TTL and node 0 given back", out)
+	}
+}
+
+func TestJudgeTooManyFailuresIsAQuorumErrorAndGivesBackWhatMaySitThere(t *testing.T) {
+	out := judge([]answer[grant]{granted(1), failed, refusedErr, abandoned, taken(-1)}, nil, 0, testTTL)
+	var qe *QuorumError
+	if !errors.As(out.err, &qe) || qe.OK != 1 || len(qe.Errs) != 3 {
+		t.Fatalf("err %v, want a QuorumError with 1 grant and 3 failures", out.err)
+	}
+	// The grant and the reset connection may hold our token; the refused
+	// dial never left, and the abandoned node is late's.
+	if !slices.Equal(out.giveBack, []int{0}) || !slices.Equal(out.uncertain, []int{1}) {
+		t.Fatalf("give back %v now and %v in the background, want [0] and [1]", out.giveBack, out.uncertain)
+	}
+}
+
+func TestLateGrantJoinsALockNothingWasAskedOf(t *testing.T) {
+	if lateGiveBack(grant{ok: true}, nil, true, false) {
+		t.Fatal("a late grant of an obtained lock with no renewal or release sent yet was given back")
+	}
+}
+
+func TestLateGrantAfterARenewalOrReleaseWasSentIsGivenBack(t *testing.T) {
+	if !lateGiveBack(grant{ok: true}, nil, true, true) {
+		t.Fatal("a late grant was kept though an Extend or Unlock may have reached the node first")
+	}
+}
+
+func TestLateGrantOfAnAttemptThatFailedIsGivenBack(t *testing.T) {
+	if !lateGiveBack(grant{ok: true}, nil, false, false) {
+		t.Fatal("a late grant nobody holds was kept")
+	}
+}
+
+func TestLateErrorsAreGivenBackUnlessNothingWasSent(t *testing.T) {
+	if !lateGiveBack(grant{}, failed.err, true, false) {
+		t.Fatal("a late error, which may hide a grant, was not given back")
+	}
+	if lateGiveBack(grant{}, refusedErr.err, true, false) {
+		t.Fatal("a refused connection, which sent nothing, was given back")
+	}
+	if lateGiveBack(grant{pttl: time.Second}, nil, false, false) {
+		t.Fatal("a late \"taken\" was given back")
+	}
+}
+
+func TestVerdictsOfOneThreeAndFourNodes(t *testing.T) {
+	for _, c := range []struct {
+		n, yes, no int
+		want       verdict
+	}{
+		{1, 1, 0, agreed}, {1, 0, 1, refused}, {1, 0, 0, undecided},
+		{3, 2, 0, agreed}, {3, 1, 2, refused}, {3, 1, 1, undecided},
+		{4, 3, 0, agreed}, {4, 2, 2, refused}, {4, 2, 1, undecided},
+	} {
+		if got := (votes{yes: c.yes, no: c.no}).of(c.n); got != c.want {
+			t.Errorf("%d nodes, %d yes, %d no: verdict %d, want %d", c.n, c.yes, c.no, got, c.want)
+		}
+	}
+}
+
+func TestBallotDecidesOnceWhenLateAnswersCompleteIt(t *testing.T) {
+	var decided []verdict
+	b := &ballot{n: 3, decide: func(v verdict) { decided = append(decided, v) }}
+	b.add(true, nil)
+	b.add(false, fmt.Errorf("timeout"))
+	if len(decided) != 0 {
+		t.Fatalf("decided %v after one yes of three", decided)
+	}
+	b.add(true, nil) // late
+	b.add(true, nil)
+	if !slices.Equal(decided, []verdict{agreed}) {
+		t.Fatalf("decided %v, want [agreed] once", decided)
+	}
+}

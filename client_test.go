@@ -1,0 +1,119 @@
+package dlock_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dlock-go/dlock"
+)
+
+// faulty wraps a client and fails the script calls it is told to, the way
+// a test's fault injector or an instrumented client wraps one.
+type faulty struct {
+	dlock.RedisClient
+	fail    atomic.Int64 // how many script calls to fail from now
+	scripts atomic.Int64 // script calls seen
+}
+
+var errInjected = errors.New("injected fault")
+
+func (f *faulty) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
+	f.scripts.Add(1)
+	if f.fail.Add(-1) >= 0 {
+		cmd := redis.NewCmd(ctx)
+		cmd.SetErr(errInjected)
+		return cmd
+	}
+	return f.RedisClient.EvalSha(ctx, sha, keys, args...)
+}
+
+func TestAWrappedClientLocksWaitsAndSeesItsFaults(t *testing.T) {
+	f := &faulty{RedisClient: shared.Client(t)}
+	c := dlock.New(f)
+	defer c.Close()
+	k := key(t)
+
+	f.fail.Store(1)
+	if _, err := c.TryLock(ctxT(t), k); !errors.Is(err, errInjected) {
+		t.Fatalf("TryLock through a failing wrapper: %v, want the injected fault", err)
+	}
+	l := mustLock(t, c, k)
+	got := make(chan error, 1)
+	go func() {
+		w, err := c.Lock(ctxT(t), k) // waits in the queue, through the wrapper's subscription
+		if err == nil {
+			err = w.Unlock(ctxT(t))
+		}
+		got <- err
+	}()
+	eventually(t, "the waiter queued", func() bool {
+		st, err := c.Inspect(ctxT(t), k)
+		return err == nil && st.Waiters == 1
+	})
+	if err := l.Unlock(ctxT(t)); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("the waiter: %v", err)
+	}
+	if f.scripts.Load() == 0 {
+		t.Fatal("no script went through the wrapper")
+	}
+}
+
+func TestAnAutoPipelinerServesManyGoroutinesOnOneKey(t *testing.T) {
+	ap, err := shared.Client(t).AutoPipeline()
+	if err != nil {
+		t.Fatalf("AutoPipeline: %v", err)
+	}
+	defer ap.Close()
+	c := dlock.New(ap)
+	defer c.Close()
+	k := key(t)
+	var (
+		wg      sync.WaitGroup
+		holders atomic.Int64
+		errs    = make(chan error, 50)
+	)
+	for range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l, err := c.Lock(ctxT(t), k, dlock.WithTTL(5*time.Second))
+			if err != nil {
+				errs <- err
+				return
+			}
+			if holders.Add(1) != 1 {
+				errs <- errors.New("two holders at once")
+			}
+			holders.Add(-1)
+			errs <- l.Unlock(ctxT(t))
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestNodeErrorsNameAClientWithoutAnAddressByItsPlace(t *testing.T) {
+	f := &faulty{RedisClient: shared.Client(t)}
+	f.fail.Store(1)
+	c := dlock.New(f)
+	defer c.Close()
+	_, err := c.TryLock(ctxT(t), key(t))
+	var ne *dlock.NodeError
+	if !errors.As(err, &ne) || ne.Node != "node 0" {
+		t.Fatalf("TryLock: %v, want a *NodeError for node 0", err)
+	}
+}
