@@ -3,11 +3,17 @@ GO ?= go
 
 .PHONY: test deps check bench-check bench gobench demo
 
-# test installs what the tests need, checks formatting and vet, runs every
-# test with the race detector, then the short fault-injection run, which
-# fails if any stale write is accepted or a fence regresses.
-test: deps check
-	$(GO) test -race -count=1 -timeout 8m ./...
+# The repository's modules (go.work joins them): the library, the dlock
+# command and the Prometheus adapter. bench/ is a module apart, with a
+# go.work of its own.
+PACKAGES = ./... ./cmd/dlock/... ./prometheus/...
+
+# test installs what the tests need, checks formatting and vet of every
+# module, runs every test of every module with the race detector, then the
+# short fault-injection run, which fails if any stale write is accepted or
+# a fence regresses.
+test: deps check bench-check
+	$(GO) test -race -count=1 -timeout 8m $(PACKAGES)
 	$(GO) build -o .dlock-torture ./cmd/dlock && ./.dlock-torture torture --quick; status=$$?; rm -f .dlock-torture; exit $$status
 
 # deps installs what the tests need when it is missing: redis-server and a
@@ -33,13 +39,13 @@ deps:
 	fi; \
 	echo "redis-server $$v, $$(gcc --version | head -1)"
 
-# check is gofmt and vet of the library, the command and their tests. The
-# bench/ module (which pulls the peers' modules) is vetted by bench-check
-# and by make bench, not on the test path.
+# check is gofmt of every Go file and vet of the library, the command, the
+# adapter and their tests; bench-check vets the bench/ module (which pulls
+# in the peers' modules).
 check:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
-	$(GO) vet ./...
+	$(GO) vet $(PACKAGES)
 
 bench-check:
 	cd bench && $(GO) vet ./...
