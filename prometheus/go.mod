@@ -3,7 +3,7 @@ module github.com/dlock-go/dlock/prometheus
 go 1.26.0
 
 require (
-	github.com/dlock-go/dlock v0.0.0-00010101000000-000000000000
+	github.com/dlock-go/dlock v0.0.0-20261201123332-0d03a74a5507
 	github.com/prometheus/client_golang v1.23.2
 	github.com/redis/go-redis/v9 v9.23.0
 )
