@@ -203,7 +203,7 @@ func (a *attempt) giveBack(ctx context.Context, nodes []*node) {
 // release gives the attempt's token back on n, raising n's fencing counter
 // to fence (if positive).
 func (a *attempt) release(ctx context.Context, n *node, fence int64) {
-	if _, err := n.release(ctx, a.nm, a.token, fence); err != nil {
+	if _, err := n.release(ctx, a.nm, a.token, fence, a.o.fenceKeep()); err != nil {
 		a.c.warn("dlock: could not give back a grant nobody waited for; it expires by its TTL",
 			slog.String("key", a.nm.key), slog.String("node", n.name), slog.Any("err", err))
 	}

@@ -77,7 +77,7 @@ func New[C RedisClient](nodes ...C) *Client {
 			panic(fmt.Errorf("dlock: New: *redis.Ring is not supported: a ring moves keys between shards when one fails, so two clients could hold the same lock: %w", errors.ErrUnsupported))
 		}
 		n := newNode(rdb, i)
-		for _, id := range []any{rdb, n.name} {
+		for _, id := range []any{identity(rdb, i), n.name} {
 			if j, dup := seen[id]; dup {
 				panic(invalid("New: Redis clients %d and %d are the same node (%s): each node must be an independent master", j, i, n.name))
 			}
@@ -88,6 +88,18 @@ func New[C RedisClient](nodes ...C) *Client {
 	c.ctx, c.close = context.WithCancel(context.Background())
 	c.done = c.ctx.Done()
 	return c
+}
+
+// identity is what tells rdb apart from other clients: the pointer, for a
+// client held by pointer (a value may not even be comparable), else its
+// place i. (Two values wrapping one client are caught by their address,
+// when they have one.)
+func identity(rdb any, i int) any {
+	if v := reflect.ValueOf(rdb); v.Kind() == reflect.Pointer {
+		return v.Pointer()
+	}
+	type place int
+	return place(i)
 }
 
 // isNil reports whether rdb is nil, or a nil pointer in an interface.

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/redistest"
 )
 
 // faulty wraps a client and fails the script calls it is told to, the way
@@ -115,5 +116,22 @@ func TestNodeErrorsNameAClientWithoutAnAddressByItsPlace(t *testing.T) {
 	var ne *dlock.NodeError
 	if !errors.As(err, &ne) || ne.Node != "node 0" {
 		t.Fatalf("TryLock: %v, want a *NodeError for node 0", err)
+	}
+}
+
+// byValue is a wrapper passed by value, with a field that makes it
+// incomparable.
+type byValue struct {
+	dlock.RedisClient
+	tags map[string]string
+}
+
+func TestClientsWrappedByValueAreTakenAsTheyAre(t *testing.T) {
+	a, b := redistest.Start(t), redistest.Start(t)
+	c := dlock.New(byValue{RedisClient: a.Client(t)}, byValue{RedisClient: b.Client(t)}, byValue{RedisClient: shared.Client(t)})
+	defer c.Close()
+	l := mustLock(t, c, key(t))
+	if err := l.Unlock(ctxT(t)); err != nil {
+		t.Fatal(err)
 	}
 }

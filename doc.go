@@ -101,7 +101,9 @@
 // "dlock:waiters:{…}" and "dlock:notify:{…}") and
 // "dlock:wake:{…}", always in the key's cluster hash slot, whatever braces
 // the key contains; lock keys may not start with "dlock:". The fencing
-// counter expires a day after the last grant.
+// counter expires the grant's TTL plus the fence margin (WithFenceMargin,
+// default 10 minutes) after the last grant, so a released lock leaves
+// nothing behind after that.
 //
 // # Contexts
 //

@@ -1,5 +1,7 @@
 package dlock
 
+import "time"
+
 // Fencing tokens
 //
 // A lock with a TTL cannot stop a holder that has stopped running: a GC
@@ -40,8 +42,37 @@ package dlock
 // The fence is a number of the order of 10^15 and fits an int64 (and a
 // float64 without loss) for the next 250 years.
 //
-// The counter is kept for a day after the grant that last wrote it
-// (scripts/prelude.lua): without an expiry it would stay forever for every
-// key ever locked. Losing it is safe: the next fence comes from the server
-// clock, which has moved on by a day since the counter was written, far
-// more than any clock step the counter could have been covering.
+// How long the counter is kept. Without an expiry it would stay forever for
+// every key ever locked (at 1,000 new keys a second, a day's counters alone
+// take gigabytes). So each grant keeps it for the grant's TTL plus a margin
+// (WithFenceMargin, default DefaultFenceMargin), and a Redlock release that
+// raises it keeps it as long from then. It need not outlive more than that:
+//
+//   - While the counter exists, fences grow by one per grant, whatever the
+//     clock does.
+//   - Once it has expired, at least TTL + margin has passed on the server's
+//     clock since it was last written, with the fence f it then held. The
+//     next fence is the server's clock, now at least (the clock when f was
+//     written) + TTL + margin. The counter is ahead of the clock only by a
+//     step back the clock took, so f is at most that clock plus the step.
+//     The new fence is above f as long as the clock has not stepped back by
+//     more than TTL + margin in all: the margin is the largest clock step
+//     back that fences ride out once their counter is gone, on top of the
+//     rules above for a counter lost with the server's data.
+//   - A lock held longer than TTL + margin (renewed) outlives its counter;
+//     its fence f was issued at its grant, so the same argument covers the
+//     next grant after it.
+//
+// A released or expired lock so leaves nothing behind after TTL + margin:
+// the lock key expires with its TTL, the counter after the margin, the
+// queue keys two seconds after the last waiter's step.
+
+// DefaultFenceMargin is how long a lock's fencing counter outlives the
+// grant's TTL when WithFenceMargin is not given: far more than any step
+// back NTP makes (it slews, or steps by a fraction of a second), and short
+// enough that counters of released locks do not pile up in Redis.
+const DefaultFenceMargin = 10 * time.Minute
+
+// MaxFenceMargin is the longest fence margin accepted: a day, what every
+// counter was kept before the margin existed.
+const MaxFenceMargin = 24 * time.Hour

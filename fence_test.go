@@ -2,10 +2,13 @@ package dlock_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/internal/redistest"
@@ -160,5 +163,79 @@ func TestFenceCounterHasAnExpiry(t *testing.T) {
 	}
 	if pttl := rdb.PTTL(ctx, fenceKeys[0]).Val(); pttl <= 0 {
 		t.Errorf("fence counter PTTL = %v, want an expiry", pttl)
+	}
+}
+
+// everything returns the keys dlock keeps for lock key k (and k itself).
+func everything(t *testing.T, rdb *redis.Client, k string) []string {
+	t.Helper()
+	ctx := context.Background()
+	var keys []string
+	iter := rdb.Scan(ctx, 0, "*"+k[len("lock:"):]+"*", 1000).Iterator()
+	for iter.Next(ctx) {
+		keys = append(keys, iter.Val())
+	}
+	if err := iter.Err(); err != nil {
+		t.Fatalf("SCAN: %v", err)
+	}
+	return keys
+}
+
+func TestAReleasedLockLeavesNothingBeyondItsTTLPlusTheFenceMargin(t *testing.T) {
+	c, rdb := newClient(t, shared)
+	k := key(t)
+	const ttl, margin = time.Second, 2 * time.Second
+	opts := []dlock.Option{dlock.WithTTL(ttl), dlock.WithFenceMargin(margin)}
+	l := mustLock(t, c, k, opts...)
+	waited := make(chan error, 1)
+	go func() { // a waiter, so that the queue's keys exist too
+		w, err := c.Lock(ctxT(t), k, opts...)
+		if err == nil {
+			err = w.Unlock(ctxT(t))
+		}
+		waited <- err
+	}()
+	eventually(t, "the waiter queued", func() bool {
+		st, err := c.Inspect(ctxT(t), k)
+		return err == nil && st.Waiters == 1
+	})
+	if err := l.Unlock(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-waited; err != nil {
+		t.Fatal(err)
+	}
+	keys := everything(t, rdb, k)
+	if len(keys) == 0 {
+		t.Fatal("no fence counter left at all")
+	}
+	for _, name := range keys {
+		if pttl := rdb.PTTL(context.Background(), name).Val(); pttl <= 0 || pttl > ttl+margin {
+			t.Errorf("%s: PTTL %v, want an expiry within the TTL plus the margin (%v)", name, pttl, ttl+margin)
+		}
+	}
+}
+
+func TestFenceStillGrowsAfterItsCounterExpired(t *testing.T) {
+	c, rdb := newClient(t, shared)
+	k := key(t)
+	opts := []dlock.Option{dlock.WithTTL(dlock.MinTTL), dlock.WithFenceMargin(0)}
+	l := mustLock(t, c, k, opts...)
+	first := l.Fence()
+	if err := l.Unlock(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the counter expires", func() bool { return len(everything(t, rdb, k)) == 0 })
+	if l2 := mustLock(t, c, k, opts...); l2.Fence() <= first {
+		t.Fatalf("fence %d after the counter expired, want above %d", l2.Fence(), first)
+	}
+}
+
+func TestFenceMarginOutOfRangeIsRefused(t *testing.T) {
+	c, _ := newClient(t, shared)
+	for _, d := range []time.Duration{-time.Second, dlock.MaxFenceMargin + time.Second} {
+		if _, err := c.TryLock(ctxT(t), key(t), dlock.WithFenceMargin(d)); !errors.Is(err, dlock.ErrInvalidArgument) {
+			t.Errorf("WithFenceMargin(%v): %v, want ErrInvalidArgument", d, err)
+		}
 	}
 }

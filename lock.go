@@ -22,6 +22,7 @@ type Lock struct {
 	token    string
 	fence    int64
 	ttl      time.Duration // the lease asked for at acquire, and by renewals
+	keep     time.Duration // how long the fencing counter is kept from a grant (fence.go)
 	timeout  time.Duration // per-node timeout (0: none)
 	acquired time.Time     // when the acquire request was sent
 	valid    time.Duration // how long the key lived from then: the TTL, or a hand-off's claim
@@ -47,7 +48,7 @@ var errNoRoom = fmt.Errorf("%w: no room left to extend", ErrMaxHold)
 // valid from then (the TTL, for a fresh grant).
 func newLock(c *Client, nm *lockNames, token string, fence int64, o options, sent time.Time, valid time.Duration) *Lock {
 	l := &Lock{
-		c: c, names: nm, token: token, fence: fence, ttl: o.ttl, acquired: sent, valid: valid,
+		c: c, names: nm, token: token, fence: fence, ttl: o.ttl, keep: o.fenceKeep(), acquired: sent, valid: valid,
 		timeout:  o.nodeTimeoutFor(len(c.nodes)),
 		lease:    newLease(sent, valid, o),
 		renewing: make(chan struct{}, 1),
@@ -145,7 +146,9 @@ func (l *Lock) Unlock(ctx context.Context) (err error) {
 	// and still count, so that a verdict they complete ends the Context.
 	b := &ballot{n: len(l.c.nodes), decide: func(vd verdict) { l.gone(vd == agreed) }}
 	answers := round[bool]{op: "release", timeout: l.timeout,
-		call: func(ctx context.Context, n *node) (bool, error) { return n.release(ctx, l.names, l.token, l.fence) },
+		call: func(ctx context.Context, n *node) (bool, error) {
+			return n.release(ctx, l.names, l.token, l.fence, l.keep)
+		},
 		yes:  isYes,
 		late: func(_ *node, ok bool, err error) { b.add(ok, err) },
 	}.ask(ctx, l.c, l.c.nodes)
@@ -303,7 +306,7 @@ func (l *Lock) overErr() error {
 func (l *Lock) giveBack() {
 	l.stopOnce.Do(func() { close(l.stop) })
 	for _, n := range l.c.nodes {
-		l.c.cleanup(func(ctx context.Context) { _, _ = n.release(ctx, l.names, l.token, l.fence) })
+		l.c.cleanup(func(ctx context.Context) { _, _ = n.release(ctx, l.names, l.token, l.fence, l.keep) })
 	}
 }
 

@@ -121,7 +121,7 @@ func (n *node) acquire(ctx context.Context, nm *lockNames, token string, o optio
 	if listens {
 		notify = notifyMillis
 	}
-	args := []any{token, o.ttl.Milliseconds(), notify}
+	args := []any{token, o.ttl.Milliseconds(), notify, o.fenceKeep().Milliseconds()}
 	var (
 		res   []any
 		err   error
@@ -207,15 +207,15 @@ func holderTTL(v any) time.Duration {
 }
 
 // release deletes the key if it holds token, raises its fencing counter to at
-// least fence (when fence > 0), and hands the lock to the first live waiter,
+// least fence (when fence > 0; the counter is then kept for keep), and hands the lock to the first live waiter,
 // or else announces it free to those who listen. It reports whether the key
 // held the token.
 //
 // It is always a script, even where DELEX exists: the delete and the
 // hand-off to the next waiter must be one atomic step, or a newcomer could
 // take the lock in between and the queue would lose its order.
-func (n *node) release(ctx context.Context, nm *lockNames, token string, fence int64) (bool, error) {
-	v, err := releaseScript.Run(ctx, n.rdb, nm.releaseKeys(), token, fence, n.publish(), nm.wake).Int64()
+func (n *node) release(ctx context.Context, nm *lockNames, token string, fence int64, keep time.Duration) (bool, error) {
+	v, err := releaseScript.Run(ctx, n.rdb, nm.releaseKeys(), token, fence, n.publish(), nm.wake, keep.Milliseconds()).Int64()
 	if err != nil {
 		return false, n.fail("release", err)
 	}

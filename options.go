@@ -52,7 +52,16 @@ type options struct {
 	// Default 0: no acknowledgement asked for.
 	replicas       int
 	replicaTimeout time.Duration
+
+	// fenceMargin is how long the fencing counter outlives the TTL of
+	// the grant that wrote it (fence.go). Default DefaultFenceMargin;
+	// from 0 to MaxFenceMargin.
+	fenceMargin time.Duration
 }
+
+// fenceKeep is how long a grant keeps the lock's fencing counter: the TTL
+// plus the fence margin.
+func (o options) fenceKeep() time.Duration { return o.ttl + o.fenceMargin }
 
 // WithTTL sets the lock's time to live (default DefaultTTL, from MinTTL to
 // MaxTTL).
@@ -103,32 +112,50 @@ func WithReplicaAck(replicas int, timeout time.Duration) Option {
 	return func(o *options) { o.replicas, o.replicaTimeout = replicas, timeout }
 }
 
+// WithFenceMargin sets how long the lock's fencing counter is kept past
+// the grant's TTL (default DefaultFenceMargin, from 0 to MaxFenceMargin):
+// the largest step back of the Redis server's clock that fences ride out
+// once the counter is gone (fence.go). A released or expired lock leaves
+// nothing in Redis after its TTL plus this margin.
+func WithFenceMargin(d time.Duration) Option {
+	return func(o *options) { o.fenceMargin = d }
+}
+
 func newOptions(opts []Option) (options, error) {
-	o := options{ttl: DefaultTTL}
+	o := options{ttl: DefaultTTL, fenceMargin: DefaultFenceMargin}
 	for _, opt := range opts {
 		if opt != nil {
 			opt(&o)
 		}
 	}
+	err := o.check()
+	return o, err
+}
+
+// check validates o, lowering the TTL to the hold ceiling first.
+func (o *options) check() error {
 	if o.hasMaxHold {
 		if o.maxHold < MinTTL {
-			return o, invalid("max hold %v is below the minimum TTL %v", o.maxHold, MinTTL)
+			return invalid("max hold %v is below the minimum TTL %v", o.maxHold, MinTTL)
 		}
 		if o.ttl > o.maxHold {
 			o.ttl = o.maxHold
 		}
 	}
 	if err := checkTTL(o.ttl); err != nil {
-		return o, err
+		return err
 	}
 	o.ttl = o.ttl.Truncate(time.Millisecond)
 	if o.replicas < 0 || (o.replicas > 0 && (o.replicaTimeout <= 0 || o.replicaTimeout >= o.ttl)) {
-		return o, invalid("replica acknowledgement of %d within %v: want replicas >= 0 and a timeout that is positive and below the TTL %v", o.replicas, o.replicaTimeout, o.ttl)
+		return invalid("replica acknowledgement of %d within %v: want replicas >= 0 and a timeout that is positive and below the TTL %v", o.replicas, o.replicaTimeout, o.ttl)
 	}
 	if o.hasNodeTimeout && (o.nodeTimeout <= 0 || o.nodeTimeout >= o.ttl) {
-		return o, invalid("node timeout %v must be positive and below the TTL %v", o.nodeTimeout, o.ttl)
+		return invalid("node timeout %v must be positive and below the TTL %v", o.nodeTimeout, o.ttl)
 	}
-	return o, nil
+	if o.fenceMargin < 0 || o.fenceMargin > MaxFenceMargin {
+		return invalid("fence margin %v: want 0 to %v", o.fenceMargin, MaxFenceMargin)
+	}
+	return nil
 }
 
 func checkTTL(d time.Duration) error {

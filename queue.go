@@ -604,7 +604,7 @@ type joinReply struct {
 
 // join runs the join script (scripts/join.lua).
 func (n *node) join(ctx context.Context, nm *lockNames, w *queuedWaiter, group string, seq int64, score string) (joinReply, error) {
-	res, err := joinScript.Run(ctx, n.rdb, nm.queueKeys(), w.token, w.o.ttl.Milliseconds(), w.id, group, seq, score, n.publish(), nm.wake).Slice()
+	res, err := joinScript.Run(ctx, n.rdb, nm.queueKeys(), w.token, w.o.ttl.Milliseconds(), w.id, group, seq, score, n.publish(), nm.wake, w.o.fenceKeep().Milliseconds()).Slice()
 	if err != nil {
 		return joinReply{}, n.fail("wait", err)
 	}

@@ -31,7 +31,7 @@ func TestARefusedGrantKeepsItsPlace(t *testing.T) {
 	if rb, err := n.join(ctx, nm, b, "gb", 1, "0"); err != nil || rb.granted {
 		t.Fatalf("b's join: %+v %v", rb, err)
 	}
-	if ok, err := n.release(ctx, nm, "holder", 0); err != nil || !ok {
+	if ok, err := n.release(ctx, nm, "holder", 0, 0); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
 	if got := rdb.Get(ctx, k).Val(); got != "tok-a" {
@@ -77,7 +77,7 @@ func TestAHandOffsLeaseCountsFromTheGroupsStep(t *testing.T) {
 		t.Fatal(r, err)
 	}
 	time.Sleep(200 * time.Millisecond)
-	if ok, err := n.release(ctx, nm, "holder", 0); err != nil || !ok {
+	if ok, err := n.release(ctx, nm, "holder", 0, 0); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
 	rec := rdb.HGet(ctx, "dlock:waiters:{"+k+"}", "!").Val()

@@ -19,6 +19,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/dlock-go/dlock/internal/redistest"
 )
 
@@ -183,11 +185,23 @@ func main() {
 			return herdRun(l, g, time.Millisecond, *herdBound)
 		})
 	}
+	var mem []memoryRow
+	if !skip(fmt.Sprintf("memory, %d keys", memoryKeys)) {
+		admin := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 1})
+		for _, l := range single() {
+			row := measureMemory(admin, l)
+			l.close()
+			mem = append(mem, row)
+			fmt.Fprintf(os.Stderr, "memory, %d keys %-14s held %.0f B/lock released %.0f B/lock keys left %d longest TTL left %v\n",
+				memoryKeys, row.lib, row.held, row.released, row.keysLeft, row.longestLeft)
+		}
+		admin.Close()
+	}
 	if *only != "" {
 		return
 	}
 
-	if err := writeReport(*out, *chart, results); err != nil {
+	if err := writeReport(*out, *chart, results, mem); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}

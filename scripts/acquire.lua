@@ -9,6 +9,8 @@
 -- ARGV[2]  TTL, milliseconds
 -- ARGV[3]  when the caller will wait for the release message if the key
 --          is taken: how long to keep the notify key, milliseconds; else 0
+-- ARGV[4]  how long to keep the fencing counter, milliseconds: the TTL
+--          plus the fence margin (fence.go)
 --
 -- Returns {1, fence} when obtained (fence as a decimal string), or
 -- {0, pttl} when the key is taken (pttl is -1 when the holder's key has no
@@ -18,7 +20,7 @@
 -- (If anything fails after the SET, the caller releases the key:
 -- acquire.go.)
 if redis.call('EXISTS', KEYS[3]) == 0 and redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return {1, issue_fence(KEYS[2])}
+  return {1, issue_fence(KEYS[2], ARGV[4])}
 end
 if ARGV[3] ~= '0' then
   redis.call('SET', KEYS[4], '1', 'PX', ARGV[3])

@@ -15,6 +15,7 @@
 -- ARGV[6]  the waiter's place: its score from an earlier join, or 0 (new)
 -- ARGV[7]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
 -- ARGV[8]  the lock key's wake channel
+-- ARGV[9]  how long to keep the fencing counter, milliseconds (fence.go)
 --
 -- Returns {1, fence, px} when the waiter holds the lock: the key lives px
 -- ms counted from this step (the waiter counts its lease from when it sent
@@ -32,21 +33,21 @@ if value == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], px)
   redis.call('ZREM', KEYS[3], ARGV[3])
   redis.call('HDEL', KEYS[4], ARGV[3])
-  return {1, redis.call('GET', KEYS[2]) or issue_fence(KEYS[2]), tonumber(px)}
+  return {1, redis.call('GET', KEYS[2]) or issue_fence(KEYS[2], ARGV[9]), tonumber(px)}
 end
 local score = ARGV[6]
 if score == '0' then
   score = string.format('%.0f', now_us)
 end
 redis.call('ZADD', KEYS[3], 'NX', score, ARGV[3])
-redis.call('HSET', KEYS[4], ARGV[3], ARGV[1] .. ' ' .. ARGV[2] .. ' ' .. ARGV[4])
+redis.call('HSET', KEYS[4], ARGV[3], ARGV[1] .. ' ' .. ARGV[2] .. ' ' .. ARGV[4] .. ' ' .. ARGV[9])
 if not value then
   -- Free: the first live waiter gets it, which may be this one.
   if redis.call('ZRANGE', KEYS[3], '0', '0')[1] == ARGV[3] then
     redis.call('ZREM', KEYS[3], ARGV[3])
     redis.call('HDEL', KEYS[4], ARGV[3])
     redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-    return {1, issue_fence(KEYS[2]), tonumber(ARGV[2])}
+    return {1, issue_fence(KEYS[2], ARGV[9]), tonumber(ARGV[2])}
   end
   if handoff(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[7], ARGV[8]) == ARGV[3] then
     -- Everyone ahead was dead: the hand-off (claim_ms at most, from now)

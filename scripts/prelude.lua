@@ -13,7 +13,8 @@
 --   queue    sorted set: waiter id -> the server time (microseconds) at
 --            which it first queued; a waiter that rejoins keeps its score
 --   waiters  hash:
---              <id>     "token ttl_ms group"   one queued waiter
+--              <id>     "token ttl_ms group keep_ms"  one queued waiter
+--                       (keep_ms: how long its fence counter is kept)
 --              @<group> "time_us seq"          the group's last sign of
 --                       life: the server time a step of that Client ran,
 --                       and the step's sequence number
@@ -23,8 +24,9 @@
 -- alive_us old; a dead waiter is dropped when reached.
 
 -- issue_fence issues the next fencing token of a lock: max(counter + 1,
--- server time in microseconds), and keeps the counter for a day after
--- (fence.go has the argument). Returns it as a decimal string.
+-- server time in microseconds), and keeps the counter for keep_ms (the
+-- lock's TTL plus the fence margin; fence.go has the argument). Returns it
+-- as a decimal string.
 --
 -- This runs on every grant, so it is written for speed: the clock is read
 -- once and its two parts joined as text; the usual case, the clock ahead of
@@ -32,13 +34,13 @@
 -- old one. Arguments to redis.call are strings, never Lua numbers, which
 -- Redis would have to format. Only if the counter was at or ahead of the
 -- clock is it written again, one above the old value.
-local function issue_fence(fence_key)
+local function issue_fence(fence_key, keep_ms)
   local t = redis.call('TIME')
   local fence = t[1] .. string.rep('0', 6 - #t[2]) .. t[2]
-  local last = tonumber(redis.call('SET', fence_key, fence, 'PX', '86400000', 'GET'))
+  local last = tonumber(redis.call('SET', fence_key, fence, 'PX', keep_ms, 'GET'))
   if last and last >= tonumber(fence) then
     fence = string.format('%.0f', last + 1)
-    redis.call('SET', fence_key, fence, 'PX', '86400000')
+    redis.call('SET', fence_key, fence, 'PX', keep_ms)
   end
   return fence
 end
@@ -90,9 +92,9 @@ local function queue(issue_fence)
       local data = redis.call('HGET', waiters_key, head)
       redis.call('ZREM', queue_key, head)
       redis.call('HDEL', waiters_key, head)
-      local token, ttl, group
+      local token, ttl, group, keep
       if data then
-        token, ttl, group = string.match(data, '^(%S+) (%d+) (%S+)$')
+        token, ttl, group, keep = string.match(data, '^(%S+) (%d+) (%S+) ?(%d*)$')
       end
       local life = group and redis.call('HGET', waiters_key, '@' .. group)
       if life then
@@ -100,7 +102,10 @@ local function queue(issue_fence)
         if at and tonumber(at) + alive_us >= now_us then
           local px = math.min(tonumber(ttl), claim_ms)
           redis.call('SET', lock_key, token, 'PX', tostring(px))
-          local fence = issue_fence(fence_key)
+          if keep == '' then -- queued by an older dlock: its default margin
+            keep = tostring(tonumber(ttl) + 600000)
+          end
+          local fence = issue_fence(fence_key, keep)
           local lease = tostring(math.floor((now_us - tonumber(at)) / 1000) + px)
           redis.call('HSET', waiters_key, '!', group .. ' ' .. head .. ' ' .. token .. ' ' .. fence .. ' ' .. seq .. ' ' .. lease)
           redis.call(pub, chan, 'g ' .. head .. ' ' .. fence .. ' ' .. seq .. ' ' .. lease)

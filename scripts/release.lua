@@ -12,6 +12,7 @@
 -- ARGV[2]  the holder's fence, or 0
 -- ARGV[3]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
 -- ARGV[4]  the lock key's wake channel
+-- ARGV[5]  how long to keep a raised fencing counter, milliseconds
 --
 -- Returns 1 when released, 0 when the key does not hold the token (expired,
 -- taken by someone else, or already released): then nothing is changed.
@@ -27,7 +28,7 @@ redis.call('DEL', KEYS[1])
 if ARGV[2] ~= '0' then
   local fence = tonumber(ARGV[2])
   if (tonumber(redis.call('GET', KEYS[2])) or 0) < fence then
-    redis.call('SET', KEYS[2], ARGV[2], 'PX', '86400000') -- kept a day, as issue_fence does
+    redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[5]) -- kept as issue_fence keeps it
   end
 end
 -- Usually nobody waits, and one EXISTS says so for both kinds of waiter.
