@@ -147,7 +147,7 @@ func shortestHolder(answers []answer[grant]) time.Duration {
 func (a *attempt) late(n *node, g grant, err error) {
 	<-a.decided // late runs in the request's goroutine; try is returning
 	l := a.held
-	if !lateGiveBack(g, err, l != nil, l != nil && l.asked()) {
+	if !lateGiveBack(g, err, l != nil && !l.asked() && !l.lease.over()) {
 		return
 	}
 	var fence int64
@@ -157,12 +157,14 @@ func (a *attempt) late(n *node, g grant, err error) {
 	a.c.cleanup(func(ctx context.Context) { a.release(ctx, n, fence) })
 }
 
-// lateGiveBack reports whether a late answer must be given back, given
-// whether the attempt obtained the lock and whether anything has been
-// asked of the nodes for that lock since (Lock.asked).
+// lateGiveBack reports whether a late answer must be given back; joinable
+// tells that the attempt obtained the lock, its lease is not over, and
+// nothing has been asked of the nodes for it since (Lock.asked).
 //
-// A late grant joins a lock that was obtained if nothing has been asked of
-// the nodes for it yet. Why that is safe: late reads asked after the
+// A late grant joins a lock that is joinable, and only such a lock: one
+// whose lease is over has been given up (its holder was told), so a grant
+// joining it would only sit on its node for a whole TTL. Why joining is
+// safe: late reads asked after the
 // node's answer arrived, so the node had run the grant by then; every
 // renewal, Extend or Unlock marks the lock asked before it sends (renew
 // sets renewed, Unlock closes stop). So one not yet marked is sent after
@@ -173,14 +175,14 @@ func (a *attempt) late(n *node, g grant, err error) {
 // whole TTL; so would an Extend that shortened the TTL), so it is given
 // back. A late error is given back too, since it may hide a grant, unless
 // it shows the request never left. A late "taken" holds nothing of ours.
-func lateGiveBack(g grant, err error, obtained, asked bool) bool {
+func lateGiveBack(g grant, err error, joinable bool) bool {
 	switch {
 	case err != nil:
 		return !neverSent(err)
 	case !g.ok:
 		return false
 	}
-	return !obtained || asked
+	return !joinable
 }
 
 // giveBack releases the attempt's token on nodes, in parallel, waiting for

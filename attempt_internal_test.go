@@ -82,31 +82,27 @@ func TestJudgeTooManyFailuresIsAQuorumErrorAndGivesBackWhatMaySitThere(t *testin
 }
 
 func TestLateGrantJoinsALockNothingWasAskedOf(t *testing.T) {
-	if lateGiveBack(grant{ok: true}, nil, true, false) {
-		t.Fatal("a late grant of an obtained lock with no renewal or release sent yet was given back")
+	if lateGiveBack(grant{ok: true}, nil, true) {
+		t.Fatal("a late grant of a live lock with no renewal or release sent yet was given back")
 	}
 }
 
-func TestLateGrantAfterARenewalOrReleaseWasSentIsGivenBack(t *testing.T) {
-	if !lateGiveBack(grant{ok: true}, nil, true, true) {
-		t.Fatal("a late grant was kept though an Extend or Unlock may have reached the node first")
-	}
-}
-
-func TestLateGrantOfAnAttemptThatFailedIsGivenBack(t *testing.T) {
-	if !lateGiveBack(grant{ok: true}, nil, false, false) {
-		t.Fatal("a late grant nobody holds was kept")
+func TestLateGrantOfALockNotJoinableIsGivenBack(t *testing.T) {
+	// Not joinable: the attempt failed, a renewal or release was sent,
+	// or the lease is over.
+	if !lateGiveBack(grant{ok: true}, nil, false) {
+		t.Fatal("a late grant was kept for a lock it cannot join")
 	}
 }
 
 func TestLateErrorsAreGivenBackUnlessNothingWasSent(t *testing.T) {
-	if !lateGiveBack(grant{}, failed.err, true, false) {
+	if !lateGiveBack(grant{}, failed.err, true) {
 		t.Fatal("a late error, which may hide a grant, was not given back")
 	}
-	if lateGiveBack(grant{}, refusedErr.err, true, false) {
+	if lateGiveBack(grant{}, refusedErr.err, true) {
 		t.Fatal("a refused connection, which sent nothing, was given back")
 	}
-	if lateGiveBack(grant{pttl: time.Second}, nil, false, false) {
+	if lateGiveBack(grant{pttl: time.Second}, nil, false) {
 		t.Fatal("a late \"taken\" was given back")
 	}
 }

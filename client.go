@@ -60,9 +60,12 @@ const cleanupTimeout = 5 * time.Second
 // with: no clients, a nil one, the same node twice (the same client, or
 // two clients with the same address), which would count one node's vote
 // twice; or a *redis.Ring, which moves keys to other shards when a shard
-// goes down, so that two clients could hold the same lock. A program that
-// builds its node list from configuration should check it for duplicates
-// first.
+// goes down, so that two clients could hold the same lock (wrapped too).
+// Nodes are told apart by client pointer and by address; clients that
+// show no address (a Sentinel failover client, an AutoPipeliner, some
+// wrappers) are not compared by address, so do not pass one node twice
+// that way. A program that builds its node list from configuration should
+// check it for duplicates first.
 func New[C RedisClient](nodes ...C) *Client {
 	if len(nodes) == 0 {
 		panic(invalid("New needs at least one Redis client"))
@@ -73,12 +76,12 @@ func New[C RedisClient](nodes ...C) *Client {
 		if isNil(rdb) {
 			panic(invalid("New: Redis client %d is nil", i))
 		}
-		if _, ok := any(rdb).(*redis.Ring); ok {
+		if _, ok := any(rdb).(interface{ Options() *redis.RingOptions }); ok {
 			panic(fmt.Errorf("dlock: New: *redis.Ring is not supported: a ring moves keys between shards when one fails, so two clients could hold the same lock: %w", errors.ErrUnsupported))
 		}
 		n := newNode(rdb, i)
-		for _, id := range []any{identity(rdb, i), n.name} {
-			if j, dup := seen[id]; dup {
+		for _, id := range []any{identity(rdb, i), n.addr} {
+			if j, dup := seen[id]; dup && id != "" {
 				panic(invalid("New: Redis clients %d and %d are the same node (%s): each node must be an independent master", j, i, n.name))
 			}
 			seen[id] = i

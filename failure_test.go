@@ -226,6 +226,7 @@ func TestABadNewCallPanicsAtOnceWithAnErrorThatSaysWhy(t *testing.T) {
 		"same client twice":  {func() { dlock.New(twice, twice) }, dlock.ErrInvalidArgument},
 		"same address twice": {func() { dlock.New(twice, shared.Client(t)) }, dlock.ErrInvalidArgument},
 		"a ring":             {func() { dlock.New(ring) }, errors.ErrUnsupported},
+		"a wrapped ring":     {func() { dlock.New(wrappedRing{ring}) }, errors.ErrUnsupported},
 	} {
 		func() {
 			defer func() {
@@ -237,6 +238,19 @@ func TestABadNewCallPanicsAtOnceWithAnErrorThatSaysWhy(t *testing.T) {
 			c.new()
 		}()
 	}
+}
+
+type wrappedRing struct{ *redis.Ring }
+
+func TestSentinelFailoverClientsOfDifferentMastersMakeARedlock(t *testing.T) {
+	var rdbs []*redis.Client
+	for _, name := range []string{"a", "b", "c"} {
+		// No Sentinel is asked before the first command.
+		rdb := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: name, SentinelAddrs: []string{"127.0.0.1:1"}})
+		t.Cleanup(func() { rdb.Close() })
+		rdbs = append(rdbs, rdb)
+	}
+	dlock.New(rdbs...).Close() // go-redis names every one "FailoverClient": not the same node
 }
 
 func TestReplicaAckRefusesAGrantTheReplicaDidNotGet(t *testing.T) {

@@ -59,6 +59,10 @@ import "time"
 //     more than TTL + margin in all: the margin is the largest clock step
 //     back that fences ride out once their counter is gone, on top of the
 //     rules above for a counter lost with the server's data.
+//   - With Redlock, a release raises a node's counter to the lock's fence,
+//     the maximum over several nodes' clocks: the counter may then be
+//     ahead of this node's clock by the skew between the nodes as well.
+//     The bound becomes: skew plus clock step back under TTL + margin.
 //   - A lock held longer than TTL + margin (renewed) outlives its counter;
 //     its fence f was issued at its grant, so the same argument covers the
 //     next grant after it.

@@ -219,7 +219,7 @@ func TestAReleasedLockLeavesNothingBeyondItsTTLPlusTheFenceMargin(t *testing.T) 
 func TestFenceStillGrowsAfterItsCounterExpired(t *testing.T) {
 	c, rdb := newClient(t, shared)
 	k := key(t)
-	opts := []dlock.Option{dlock.WithTTL(dlock.MinTTL), dlock.WithFenceMargin(0)}
+	opts := []dlock.Option{dlock.WithTTL(200 * time.Millisecond), dlock.WithFenceMargin(0)}
 	l := mustLock(t, c, k, opts...)
 	first := l.Fence()
 	if err := l.Unlock(ctxT(t)); err != nil {

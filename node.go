@@ -59,7 +59,8 @@ const (
 type node struct {
 	rdb     RedisClient
 	cluster clusterClient // rdb, when it is a cluster client (sharded pub/sub); else nil
-	name    string        // address(es), for errors; never credentials
+	name    string        // address(es), for errors, or "node i"; never credentials
+	addr    string        // the address(es) that tell the node apart, when known
 	native  atomic.Int32
 	sub     *subscriber
 
@@ -69,6 +70,11 @@ type node struct {
 	blockLimit time.Duration
 }
 
+// failoverAddr is what go-redis gives as the address of every Sentinel
+// failover client (redis.NewFailoverClient), whatever its master: it tells
+// nothing apart.
+const failoverAddr = "FailoverClient"
+
 // newNode returns the node for rdb; i is its place among the Client's
 // nodes, which names it when its address is unknown.
 func newNode(rdb RedisClient, i int) *node {
@@ -77,9 +83,13 @@ func newNode(rdb RedisClient, i int) *node {
 	var readTimeout time.Duration
 	switch c := rdb.(type) {
 	case interface{ Options() *redis.Options }:
-		n.name, readTimeout = c.Options().Addr, c.Options().ReadTimeout
+		readTimeout = c.Options().ReadTimeout
+		if addr := c.Options().Addr; addr != failoverAddr {
+			n.name, n.addr = addr, addr
+		}
 	case interface{ Options() *redis.ClusterOptions }:
 		n.name, readTimeout = strings.Join(c.Options().Addrs, ","), c.Options().ReadTimeout
+		n.addr = n.name
 	}
 	if readTimeout > 0 {
 		n.blockLimit = max(readTimeout/2, 10*time.Millisecond)

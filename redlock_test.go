@@ -245,6 +245,27 @@ func TestRedlockLateGrantOfAFailedAcquireIsReleased(t *testing.T) {
 	})
 }
 
+func TestRedlockLateGrantAfterTheLeaseEndedIsGivenBack(t *testing.T) {
+	nodes, c, rdbs := pausableRedlock(t, 3)
+	k := key(t)
+	expired := func() string { return redistest.Info(rdbs[2], "stats")["expired_keys"] }
+	before := expired()
+	nodes[2].Pause()
+	l, err := c.TryLock(ctxT(t), k, dlock.WithTTL(time.Second))
+	if err != nil {
+		nodes[2].Resume()
+		t.Fatalf("TryLock on two of three: %v", err)
+	}
+	<-l.Context().Done() // the lease ends: the holder has been told
+	nodes[2].Resume()
+	eventually(t, "the grant that came after the lease is gone", func() bool {
+		return rdbs[2].Exists(ctxT(t), k).Val() == 0
+	})
+	if after := expired(); after != before {
+		t.Fatalf("node 2's late grant expired by its TTL (expired_keys %s -> %s) instead of being given back", before, after)
+	}
+}
+
 func TestRedlockKeyHeldOnThreeNodesIsNotObtainedAndTheOthersAreCleaned(t *testing.T) {
 	nodes := startNodes(t, 5)
 	c, rdbs := newRedlock(t, nodes)
