@@ -3,6 +3,7 @@ package dlock_test
 import (
 	"context"
 	"sort"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -101,15 +102,18 @@ func BenchmarkVsRawFloor(b *testing.B) {
 	}
 	const block = 100
 	total := make([]time.Duration, len(contenders))
+	server := make([]time.Duration, len(contenders)) // redis-server CPU (INFO cpu)
 	ratios := make([][]float64, len(contenders))
 	for done := 0; done < b.N; done += block {
 		var base time.Duration
 		for i, ct := range contenders {
+			cpu0 := serverCPU(rdb)
 			start := time.Now()
 			for j := 0; j < block; j++ {
 				ct.cycle()
 			}
 			d := time.Since(start)
+			server[i] += serverCPU(rdb) - cpu0
 			if i == 0 {
 				base = d
 			}
@@ -121,6 +125,7 @@ func BenchmarkVsRawFloor(b *testing.B) {
 	cycles := float64(len(ratios[0]) * block)
 	for i, ct := range contenders {
 		b.ReportMetric(float64(total[i].Microseconds())/cycles, ct.name+"-µs/cycle")
+		b.ReportMetric(float64(server[i].Microseconds())/cycles, ct.name+"-server-µs/cycle")
 		if i > 0 {
 			sort.Float64s(ratios[i])
 			b.ReportMetric(ratios[i][len(ratios[i])/2], ct.name+"/raw")
@@ -273,4 +278,15 @@ func BenchmarkRedlockTryLockUnlock(b *testing.B) {
 	defer c.Close()
 	b.ResetTimer()
 	benchCycles(b, c, context.Background())
+}
+
+// serverCPU reads the redis-server's CPU time so far (user + system).
+func serverCPU(rdb *redis.Client) time.Duration {
+	info := redistest.Info(rdb, "cpu")
+	var d time.Duration
+	for _, k := range []string{"used_cpu_user", "used_cpu_sys"} {
+		f, _ := strconv.ParseFloat(info[k], 64)
+		d += time.Duration(f * float64(time.Second))
+	}
+	return d
 }

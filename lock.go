@@ -21,6 +21,7 @@ type Lock struct {
 	names    *lockNames // the key and the names derived from it
 	token    string
 	fence    int64
+	raise    int64         // what a release raises each node's fencing counter to: the fence, or 0 on one node
 	ttl      time.Duration // the lease asked for at acquire, and by renewals
 	keep     time.Duration // how long the fencing counter is kept from a grant (fence.go)
 	timeout  time.Duration // per-node timeout (0: none)
@@ -53,6 +54,13 @@ func newLock(c *Client, nm *lockNames, token string, fence int64, o options, sen
 		lease:    newLease(sent, valid, o),
 		renewing: make(chan struct{}, 1),
 		stop:     make(chan struct{}),
+	}
+	if len(c.nodes) > 1 {
+		// A Redlock fence is the maximum over several nodes, and each
+		// node's counter must reach it when released (redlock.go). One
+		// node's counter holds it already: raising it would cost every
+		// release a read for nothing.
+		l.raise = fence
 	}
 	c.watchLoss(l)
 	if o.autoRenew {
@@ -147,7 +155,7 @@ func (l *Lock) Unlock(ctx context.Context) (err error) {
 	b := &ballot{n: len(l.c.nodes), decide: func(vd verdict) { l.gone(vd == agreed) }}
 	answers := round[bool]{op: "release", timeout: l.timeout,
 		call: func(ctx context.Context, n *node) (bool, error) {
-			return n.release(ctx, l.names, l.token, l.fence, l.keep)
+			return n.release(ctx, l.names, l.token, l.raise, l.keep)
 		},
 		yes:  isYes,
 		late: func(_ *node, ok bool, err error) { b.add(ok, err) },
@@ -306,7 +314,7 @@ func (l *Lock) overErr() error {
 func (l *Lock) giveBack() {
 	l.stopOnce.Do(func() { close(l.stop) })
 	for _, n := range l.c.nodes {
-		l.c.cleanup(func(ctx context.Context) { _, _ = n.release(ctx, l.names, l.token, l.fence, l.keep) })
+		l.c.cleanup(func(ctx context.Context) { _, _ = n.release(ctx, l.names, l.token, l.raise, l.keep) })
 	}
 }
 

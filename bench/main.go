@@ -148,7 +148,7 @@ func main() {
 	fine := 10 * *rounds
 	n := max(*cycles/fine, 1)
 
-	runRounds("uncontended, 1 node", append([]locker{rawFloor(addr)}, single()...), fine, func(l locker, _ int) result {
+	runRounds("uncontended, 1 node", append([]locker{rawFloor(addr), fencedFloor(addr)}, single()...), fine, func(l locker, _ int) result {
 		return uncontended(l, n)
 	})
 	for _, g := range []int{16, 64} {
