@@ -36,6 +36,28 @@ func newRedis(addr string) *redis.Client {
 	return redis.NewClient(&redis.Options{Addr: addr, PoolSize: poolSize})
 }
 
+// dlockAutoPipelined is dlock over go-redis's AutoPipeliner (experimental
+// in go-redis), which coalesces concurrent commands into pipelines.
+func dlockAutoPipelined(addr string) locker {
+	r := newRedis(addr)
+	ap, err := r.AutoPipeline()
+	if err != nil {
+		panic(err)
+	}
+	c := dlock.New(ap)
+	return locker{
+		name: "dlock+autopipeline",
+		lock: func(ctx context.Context, key string) (func() error, error) {
+			l, err := c.Lock(ctx, key, dlock.WithTTL(ttl))
+			if err != nil {
+				return nil, err
+			}
+			return func() error { return l.Unlock(context.Background()) }, nil
+		},
+		close: func() { c.Close(); ap.Close(); r.Close() },
+	}
+}
+
 func dlockLocker(addrs []string) locker {
 	var ucs []redis.UniversalClient
 	var rdbs []*redis.Client

@@ -158,7 +158,7 @@ func main() {
 			})
 		}
 	}
-	run("64 keys, 64 goroutines", single(), func(l locker, _ int) result {
+	run("64 keys, 64 goroutines", append(single(), dlockAutoPipelined(addr)), func(l locker, _ int) result {
 		return contended(l, 64, 0, per, true)
 	})
 	runRounds("Redlock 5 nodes, uncontended", []locker{dlockLocker(all), redsyncLocker(all)}, fine, func(l locker, _ int) result {
