@@ -46,15 +46,20 @@ func dlockAutoPipelined(addr string) locker {
 	}
 	c := dlock.New(ap)
 	return locker{
-		name: "dlock+autopipeline",
-		lock: func(ctx context.Context, key string) (func() error, error) {
-			l, err := c.Lock(ctx, key, dlock.WithTTL(ttl))
-			if err != nil {
-				return nil, err
-			}
-			return func() error { return l.Unlock(context.Background()) }, nil
-		},
+		name:  "dlock+autopipeline",
+		lock:  dlockLock(c),
 		close: func() { c.Close(); ap.Close(); r.Close() },
+	}
+}
+
+// dlockLock is a locker's lock for the dlock Client c.
+func dlockLock(c *dlock.Client) func(ctx context.Context, key string) (func() error, error) {
+	return func(ctx context.Context, key string) (func() error, error) {
+		l, err := c.Lock(ctx, key, dlock.WithTTL(ttl))
+		if err != nil {
+			return nil, err
+		}
+		return func() error { return l.Unlock(context.Background()) }, nil
 	}
 }
 
@@ -69,13 +74,7 @@ func dlockLocker(addrs []string) locker {
 	c := dlock.New(ucs...)
 	return locker{
 		name: "dlock",
-		lock: func(ctx context.Context, key string) (func() error, error) {
-			l, err := c.Lock(ctx, key, dlock.WithTTL(ttl))
-			if err != nil {
-				return nil, err
-			}
-			return func() error { return l.Unlock(context.Background()) }, nil
-		},
+		lock: dlockLock(c),
 		close: func() {
 			c.Close()
 			for _, r := range rdbs {
