@@ -28,7 +28,7 @@ func writeReport(path, chartName string, results []result, mem []memoryRow) erro
 	fmt.Fprintf(&b, "numbers move by 10-30%% between runs on a shared 2-core machine. For the uncontended single-node cycle,\n")
 	fmt.Fprintf(&b, "`go test -run '^$' -bench VsRawFloor .` in the repository root is steadier: it interleaves the raw floor,\n")
 	fmt.Fprintf(&b, "the fenced floor (SET NX PX and a fence in one script, nothing else) and dlock every 100 cycles.\n\n")
-	fmt.Fprintf(&b, "![throughput, p99 wait and server CPU](%s)\n\n", chartName)
+	fmt.Fprintf(&b, "![throughput, p99 wait, server and client CPU](%s)\n\n", chartName)
 
 	fmt.Fprintf(&b, "**Cost columns**: *server µs/op* is redis-server CPU (user+system, `INFO cpu` deltas summed over the nodes)\n")
 	fmt.Fprintf(&b, "per operation, *client µs/op* the bench process's CPU (`getrusage`) per operation; they move far less between\n")
@@ -110,18 +110,63 @@ func machine() string {
 	return fmt.Sprintf("%d CPUs (%s), %s/%s, %s, %s", runtime.NumCPU(), cpu, runtime.GOOS, runtime.GOARCH, runtime.Version(), redis)
 }
 
-// svgChart draws, for the hot-key scenarios, each library's throughput and
-// p99 wait as bars side by side.
+// svgChart draws each library's figures as bars side by side: for the
+// contended scenarios (hot key, herds) throughput, p99 wait, and server and
+// client CPU per critical section; for the others (uncontended, many keys)
+// server and client CPU per cycle.
 func svgChart(results []result) []byte {
-	var hot []result
+	var hot, other []result
 	for _, r := range results {
 		if strings.HasPrefix(r.scenario, "hot key") || strings.HasPrefix(r.scenario, "herd") {
 			hot = append(hot, r)
+		} else if !strings.HasPrefix(r.scenario, "Redlock") {
+			other = append(other, r)
 		}
 	}
+	perCS := func(d func(result) time.Duration) func(result) float64 {
+		return func(r result) float64 { return us(r.perOp(d(r))) }
+	}
+	server := perCS(func(r result) time.Duration { return r.cost.serverCPU })
+	client := perCS(func(r result) time.Duration { return r.cost.clientCPU })
+	c := &svgDoc{}
+	c.group(hot, []panel{
+		{"Hot key: critical sections per second (higher is better)", "/s", result.perSec},
+		{"Hot key: p99 wait in ms (lower is better)", "ms", func(r result) float64 { return float64(r.p99.Microseconds()) / 1000 }},
+		{"Hot key: redis-server CPU per critical section in µs (lower is better)", "µs", server},
+		{"Hot key: client CPU per critical section in µs (lower is better)", "µs", client},
+	})
+	c.group(other, []panel{
+		{"One node, uncontended and many keys: redis-server CPU per cycle in µs (lower is better)", "µs", server},
+		{"One node, uncontended and many keys: client CPU per cycle in µs (lower is better)", "µs", client},
+	})
+	return c.svg()
+}
+
+// panel is one row of bars: a title, a unit and the value of a result.
+type panel struct {
+	title, unit string
+	value       func(result) float64
+}
+
+// svgDoc accumulates the SVG of groups of panels, one below the other.
+type svgDoc struct {
+	body          bytes.Buffer
+	width, height float64
+}
+
+const (
+	groupW, barW, chartH, top, left = 170.0, 24.0, 180.0, 40.0, 60.0
+	panelH                          = chartH + 70
+)
+
+var colors = []string{"#2b7bb9", "#e08a1e", "#5a9e4b", "#b94a48", "#7d5ba6", "#888888", "#c9a227"}
+
+// group draws panels for results, with their scenarios as bar groups and a
+// legend of their libraries below.
+func (c *svgDoc) group(results []result, panels []panel) {
 	var scenarios, libs []string
 	seen := map[string]bool{}
-	for _, r := range hot {
+	for _, r := range results {
 		if !seen["s"+r.scenario] {
 			seen["s"+r.scenario] = true
 			scenarios = append(scenarios, r.scenario)
@@ -131,51 +176,51 @@ func svgChart(results []result) []byte {
 			libs = append(libs, r.lib)
 		}
 	}
-	colors := []string{"#2b7bb9", "#e08a1e", "#5a9e4b", "#b94a48", "#7d5ba6"}
-	var maxOps, maxP99, maxCPU float64
-	for _, r := range hot {
-		maxOps = max(maxOps, r.perSec())
-		maxP99 = max(maxP99, float64(r.p99.Microseconds())/1000)
-		maxCPU = max(maxCPU, us(r.perOp(r.cost.serverCPU)))
-	}
-	const (
-		groupW, barW, chartH, top, left = 150.0, 24.0, 200.0, 40.0, 60.0
-	)
-	width := left + groupW*float64(len(scenarios)) + 40
-	height := top + 3*(chartH+70) + 40
-	var b bytes.Buffer
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="sans-serif" font-size="11">`+"\n", width, height)
-	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
-	panel := func(y0 float64, title string, value func(result) float64, maxV float64, unit string) {
-		fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" font-size="13" font-weight="bold">%s</text>`+"\n", left, y0-14, title)
-		fmt.Fprintf(&b, `<line x1="%.0f" y1="%.0f" x2="%.0f" y2="%.0f" stroke="#333"/>`+"\n", left, y0+chartH, width-30, y0+chartH)
+	gw := max(groupW, float64(len(libs))*(barW+4)+20)
+	c.width = max(c.width, left+gw*float64(len(scenarios))+40)
+	for _, p := range panels {
+		y0 := c.height + top
+		maxV := 0.0
+		for _, r := range results {
+			maxV = max(maxV, p.value(r))
+		}
+		b := &c.body
+		fmt.Fprintf(b, `<text x="%.0f" y="%.0f" font-size="13" font-weight="bold">%s</text>`+"\n", left, y0-14, p.title)
+		fmt.Fprintf(b, `<line x1="%.0f" y1="%.0f" x2="%.0f" y2="%.0f" stroke="#333"/>`+"\n", left, y0+chartH, left+gw*float64(len(scenarios)), y0+chartH)
 		for gi, s := range scenarios {
-			gx := left + groupW*float64(gi) + 10
+			gx := left + gw*float64(gi) + 10
 			for li, lib := range libs {
-				for _, r := range hot {
+				for _, r := range results {
 					if r.scenario != s || r.lib != lib || maxV == 0 {
 						continue
 					}
-					v := value(r)
+					v := p.value(r)
 					h := chartH * v / maxV
 					x := gx + float64(li)*(barW+4)
-					fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.0f" height="%.1f" fill="%s"><title>%s, %s: %.1f %s</title></rect>`+"\n",
-						x, y0+chartH-h, barW, h, colors[li%len(colors)], lib, s, v, unit)
-					fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="9" text-anchor="middle">%.0f</text>`+"\n", x+barW/2, y0+chartH-h-3, v)
+					fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="%.0f" height="%.1f" fill="%s"><title>%s, %s: %.1f %s</title></rect>`+"\n",
+						x, y0+chartH-h, barW, h, colors[li%len(colors)], lib, s, v, p.unit)
+					fmt.Fprintf(b, `<text x="%.1f" y="%.1f" font-size="9" text-anchor="middle">%.0f</text>`+"\n", x+barW/2, y0+chartH-h-3, v)
 				}
 			}
 			label := strings.TrimSuffix(strings.TrimPrefix(s, "hot key, "), ", default pool")
-			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", gx+groupW/2-10, y0+chartH+16, label)
+			fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle">%s</text>`+"\n", gx+gw/2-10, y0+chartH+16, label)
 		}
+		c.height += panelH
 	}
-	panel(top, "Hot key: critical sections per second (higher is better)", func(r result) float64 { return r.perSec() }, maxOps, "/s")
-	panel(top+chartH+70, "Hot key: p99 wait in ms (lower is better)", func(r result) float64 { return float64(r.p99.Microseconds()) / 1000 }, maxP99, "ms")
-	panel(top+2*(chartH+70), "Hot key: redis-server CPU per critical section in µs (lower is better)", func(r result) float64 { return us(r.perOp(r.cost.serverCPU)) }, maxCPU, "µs")
 	for li, lib := range libs {
-		x := left + float64(li)*130
-		y := height - 20
-		fmt.Fprintf(&b, `<rect x="%.0f" y="%.0f" width="12" height="12" fill="%s"/><text x="%.0f" y="%.0f">%s</text>`+"\n", x, y-10, colors[li%len(colors)], x+16, y, lib)
+		x := left + float64(li%6)*150
+		y := c.height + 10 + float64(li/6)*18
+		fmt.Fprintf(&c.body, `<rect x="%.0f" y="%.0f" width="12" height="12" fill="%s"/><text x="%.0f" y="%.0f">%s</text>`+"\n", x, y-10, colors[li%len(colors)], x+16, y, lib)
 	}
+	c.height += 20 + float64((len(libs)+5)/6)*18
+}
+
+// svg returns the whole chart.
+func (c *svgDoc) svg() []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="sans-serif" font-size="11">`+"\n", max(c.width, 960), c.height+20)
+	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
+	b.Write(c.body.Bytes())
 	fmt.Fprintln(&b, "</svg>")
 	return b.Bytes()
 }
