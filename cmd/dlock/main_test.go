@@ -433,13 +433,7 @@ func TestRedissURLWithPasswordWorksAndIsNotEchoed(t *testing.T) {
 // failure (69), not contention (75), and the wait itself is reported on
 // stderr while it lasts.
 func TestRedlockWaitWithoutAMajorityIsUnavailable(t *testing.T) {
-	var args []string
-	var nodes []*redistest.Server
-	for i := 0; i < 3; i++ {
-		s := redistest.Start(t)
-		nodes = append(nodes, s)
-		args = append(args, "--redis", "redis://"+s.Addr())
-	}
+	nodes, args := redlockNodes(t, 3)
 	nodes[0].Pause()
 	defer nodes[0].Resume()
 	nodes[2].Pause()
@@ -575,13 +569,7 @@ func TestRunKilledOutrightTakesItsCommandWithIt(t *testing.T) {
 // dlock ls with one Redlock node down lists what the others hold and names
 // the node that did not answer.
 func TestLsWithARedlockNodeDown(t *testing.T) {
-	var urls []string
-	var nodes []*redistest.Server
-	for i := 0; i < 3; i++ {
-		s := redistest.Start(t)
-		nodes = append(nodes, s)
-		urls = append(urls, "--redis", "redis://"+s.Addr())
-	}
+	nodes, urls := redlockNodes(t, 3)
 	k := key(t)
 	lock := append([]string{"lock", "--key", k, "--ttl", "1m"}, urls...)
 	if code, _, stderr := run(t, lock...); code != exitOK {
@@ -613,4 +601,16 @@ func TestTheSameServerTwiceIsAUsageErrorWithoutThePassword(t *testing.T) {
 	if code != exitUsage || !strings.Contains(stderr, "same server") || strings.Contains(stderr, "s3cr3tPW") {
 		t.Errorf("exit %d, %q; want a usage error naming the same server, without the password", code, stderr)
 	}
+}
+
+// redlockNodes starts n redis-servers and returns them with the --redis
+// flags that name them all.
+func redlockNodes(t *testing.T, n int) (nodes []*redistest.Server, flags []string) {
+	t.Helper()
+	for range n {
+		s := redistest.Start(t)
+		nodes = append(nodes, s)
+		flags = append(flags, "--redis", "redis://"+s.Addr())
+	}
+	return nodes, flags
 }
