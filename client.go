@@ -55,6 +55,12 @@ const cleanupTimeout = 5 * time.Second
 // use an odd number. The go-redis clients stay the caller's: Close does not
 // close them.
 //
+// On a plain *redis.Client (one server), when many goroutines run dlock's
+// scripts at once, dlock sends them pipelined over one connection of a
+// client it makes for itself from the same options, and closes in Close
+// (pipeline.go); a lone call goes straight to the given client. The
+// user's hooks (tracing, metrics) see only the calls that go straight.
+//
 // New panics, with an error that matches ErrInvalidArgument or
 // errors.ErrUnsupported, when it is called in a way no Client can work
 // with: no clients, a nil one, the same node twice (the same client, or
@@ -130,6 +136,9 @@ func (c *Client) Close() error {
 			n.sub.close()
 		}
 		c.background.Wait()
+		for _, n := range c.nodes {
+			n.co.close()
+		}
 	})
 	return nil
 }

@@ -63,6 +63,7 @@ type node struct {
 	addr    string        // the address(es) that tell the node apart, when known
 	native  atomic.Int32
 	sub     *subscriber
+	co      *coalescer // how its scripts travel (pipeline.go)
 
 	// blockLimit is the longest a blocking command (WAIT) may wait on the
 	// server: half the client's read timeout, so that go-redis does not
@@ -95,7 +96,13 @@ func newNode(rdb RedisClient, i int) *node {
 		n.blockLimit = max(readTimeout/2, 10*time.Millisecond)
 	}
 	n.sub = newSubscriber(n)
+	n.co = newCoalescer(rdb)
 	return n
+}
+
+// script runs s on the node (see coalescer).
+func (n *node) script(ctx context.Context, s *redis.Script, keys []string, args ...any) *redis.Cmd {
+	return n.co.run(ctx, n.rdb, s, keys, args...)
 }
 
 func (n *node) fail(op string, err error) error {
@@ -140,7 +147,7 @@ func (n *node) acquire(ctx context.Context, nm *lockNames, token string, o optio
 	if o.replicas > 0 {
 		res, acked, err = n.acquireAcked(ctx, keys, args, o)
 	} else {
-		res, err = acquireScript.Run(ctx, n.rdb, keys, args...).Slice()
+		res, err = n.script(ctx, acquireScript, keys, args...).Slice()
 	}
 	if err != nil {
 		return grant{}, n.fail("acquire", err)
@@ -225,7 +232,7 @@ func holderTTL(v any) time.Duration {
 // hand-off to the next waiter must be one atomic step, or a newcomer could
 // take the lock in between and the queue would lose its order.
 func (n *node) release(ctx context.Context, nm *lockNames, token string, fence int64, keep time.Duration) (bool, error) {
-	v, err := releaseScript.Run(ctx, n.rdb, nm.releaseKeys(), token, fence, n.publish(), nm.wake, keep.Milliseconds()).Int64()
+	v, err := n.script(ctx, releaseScript, nm.releaseKeys(), token, fence, n.publish(), nm.wake, keep.Milliseconds()).Int64()
 	if err != nil {
 		return false, n.fail("release", err)
 	}
@@ -254,7 +261,7 @@ func (n *node) extend(ctx context.Context, key, token string, ttl time.Duration)
 		}
 		return true, nil
 	}
-	v, err := extendScript.Run(ctx, n.rdb, []string{key}, token, ttl.Milliseconds()).Int64()
+	v, err := n.script(ctx, extendScript, []string{key}, token, ttl.Milliseconds()).Int64()
 	if err != nil {
 		return false, n.fail("extend", err)
 	}
@@ -273,7 +280,7 @@ type keyState struct {
 // inspect reads key's value, TTL and fencing counter atomically.
 func (n *node) inspect(ctx context.Context, key string) (keyState, error) {
 	queue, _ := queueKeys(key)
-	res, err := inspectScript.Run(ctx, n.rdb, []string{key, fenceKey(key), queue}).Slice()
+	res, err := n.script(ctx, inspectScript, []string{key, fenceKey(key), queue}).Slice()
 	if err != nil {
 		return keyState{}, n.fail("inspect", err)
 	}

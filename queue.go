@@ -604,7 +604,7 @@ type joinReply struct {
 
 // join runs the join script (scripts/join.lua).
 func (n *node) join(ctx context.Context, nm *lockNames, w *queuedWaiter, group string, seq int64, score string) (joinReply, error) {
-	res, err := joinScript.Run(ctx, n.rdb, nm.queueKeys(), w.token, w.o.ttl.Milliseconds(), w.id, group, seq, score, n.publish(), nm.wake, w.o.fenceKeep().Milliseconds()).Slice()
+	res, err := n.script(ctx, joinScript, nm.queueKeys(), w.token, w.o.ttl.Milliseconds(), w.id, group, seq, score, n.publish(), nm.wake, w.o.fenceKeep().Milliseconds()).Slice()
 	if err != nil {
 		return joinReply{}, n.fail("wait", err)
 	}
@@ -641,7 +641,7 @@ func (n *node) keepalive(ctx context.Context, nm *lockNames, group string, seq i
 	for _, id := range roll {
 		args = append(args, id)
 	}
-	res, err := keepaliveScript.Run(ctx, n.rdb, nm.queueKeys(), args...).Slice()
+	res, err := n.script(ctx, keepaliveScript, nm.queueKeys(), args...).Slice()
 	if err != nil {
 		return keepaliveReply{}, n.fail("wait", err)
 	}
@@ -671,7 +671,7 @@ func (n *node) keepalive(ctx context.Context, nm *lockNames, group string, seq i
 // leave takes a waiter out of the queue; if it had been granted the lock
 // meanwhile, the lock goes on to the next waiter. It reports whether it had.
 func (n *node) leave(ctx context.Context, nm *lockNames, token, id string) (bool, error) {
-	v, err := leaveScript.Run(ctx, n.rdb, nm.queueKeys(), token, id, n.publish(), nm.wake).Int64()
+	v, err := n.script(ctx, leaveScript, nm.queueKeys(), token, id, n.publish(), nm.wake).Int64()
 	if err != nil {
 		return false, n.fail("leave", err)
 	}

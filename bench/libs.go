@@ -36,22 +36,6 @@ func newRedis(addr string) *redis.Client {
 	return redis.NewClient(&redis.Options{Addr: addr, PoolSize: poolSize})
 }
 
-// dlockAutoPipelined is dlock over go-redis's AutoPipeliner (experimental
-// in go-redis), which coalesces concurrent commands into pipelines.
-func dlockAutoPipelined(addr string) locker {
-	r := newRedis(addr)
-	ap, err := r.AutoPipeline()
-	if err != nil {
-		panic(err)
-	}
-	c := dlock.New(ap)
-	return locker{
-		name:  "dlock+autopipeline",
-		lock:  dlockLock(c),
-		close: func() { c.Close(); ap.Close(); r.Close() },
-	}
-}
-
 // dlockLock is a locker's lock for the dlock Client c.
 func dlockLock(c *dlock.Client) func(ctx context.Context, key string) (func() error, error) {
 	return func(ctx context.Context, key string) (func() error, error) {
@@ -199,19 +183,38 @@ end
 return fence`)
 
 // fencedFloor is the raw floor with a fence: fencedAcquire, then the
-// token-checked DEL script. Uncontended only.
+// token-checked DEL script. Without waiting: uncontended, or one key per
+// goroutine.
 func fencedFloor(addr string) locker {
 	r := newRedis(addr)
+	return fenced("fenced floor", r, func() { r.Close() })
+}
+
+// fencedFloorPipelined is the fenced floor over go-redis's full-duplex
+// AutoPipeliner, as dlock's own commands travel when many goroutines send
+// them at once (pipeline.go): the least server CPU a fencing lock's cycle
+// can cost under concurrency.
+func fencedFloorPipelined(addr string) locker {
+	r := newRedis(addr)
+	ap, err := r.AutoPipelineWithOptions(&redis.AutoPipelineOptions{FullDuplex: true})
+	if err != nil {
+		panic(err)
+	}
+	return fenced("fenced floor, pipelined", ap, func() { ap.Close(); r.Close() })
+}
+
+// fenced is a fenced floor over s.
+func fenced(name string, s redis.Scripter, close func()) locker {
 	keep := (ttl + 10*time.Minute).Milliseconds() // dlock's default fence margin
 	return locker{
-		name: "fenced floor",
+		name: name,
 		lock: func(ctx context.Context, key string) (func() error, error) {
 			keys := []string{"{" + key + "}", "{" + key + "}:fence"}
-			if err := fencedAcquire.Run(ctx, r, keys, "token", ttl.Milliseconds(), keep).Err(); err != nil {
+			if err := fencedAcquire.Run(ctx, s, keys, "token", ttl.Milliseconds(), keep).Err(); err != nil {
 				return nil, err
 			}
-			return func() error { return rawRelease.Run(context.Background(), r, keys[:1], "token").Err() }, nil
+			return func() error { return rawRelease.Run(context.Background(), s, keys[:1], "token").Err() }, nil
 		},
-		close: func() { r.Close() },
+		close: close,
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"sync"
@@ -25,13 +26,14 @@ import (
 )
 
 var (
-	duration  = flag.Duration("duration", 3*time.Second, "how long each contended scenario runs")
-	cycles    = flag.Int("cycles", 9000, "lock+unlock cycles in each uncontended scenario")
-	out       = flag.String("out", "BENCHMARKS.md", "where to write the report")
-	chart     = flag.String("chart", "benchmarks.svg", "where to write the chart (next to the report)")
-	only      = flag.String("only", "", "run only the scenarios whose name contains this (no report is written)")
-	rounds    = flag.Int("rounds", 3, "interleaved rounds per scenario (each library runs once per round)")
-	herdBound = flag.Duration("herd-bound", 60*time.Second, "the longest a herd round may take before its waiters give up")
+	duration   = flag.Duration("duration", 3*time.Second, "how long each contended scenario runs")
+	cycles     = flag.Int("cycles", 9000, "lock+unlock cycles in each uncontended scenario")
+	out        = flag.String("out", "BENCHMARKS.md", "where to write the report")
+	chart      = flag.String("chart", "benchmarks.svg", "where to write the chart (next to the report)")
+	only       = flag.String("only", "", "run only the scenarios whose name contains this (no report is written)")
+	rounds     = flag.Int("rounds", 3, "interleaved rounds per scenario (each library runs once per round)")
+	cpuProfile = flag.String("cpuprofile", "", "write the bench process's CPU profile to this file")
+	herdBound  = flag.Duration("herd-bound", 60*time.Second, "the longest a herd round may take before its waiters give up")
 )
 
 // result is one library in one scenario.
@@ -68,6 +70,17 @@ func (r result) perSec() float64 { return float64(r.ops) / r.elapsed.Seconds() }
 
 func main() {
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	var nodes []*redistest.Server
 	for i := 0; i < 5; i++ {
 		s, err := redistest.Spawn()
@@ -158,7 +171,7 @@ func main() {
 			})
 		}
 	}
-	run("64 keys, 64 goroutines", append(single(), dlockAutoPipelined(addr)), func(l locker, _ int) result {
+	run("64 keys, 64 goroutines", append([]locker{fencedFloor(addr), fencedFloorPipelined(addr)}, single()...), func(l locker, _ int) result {
 		return contended(l, 64, 0, per, true)
 	})
 	runRounds("Redlock 5 nodes, uncontended", []locker{dlockLocker(all), redsyncLocker(all)}, fine, func(l locker, _ int) result {

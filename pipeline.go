@@ -1,0 +1,129 @@
+package dlock
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// coalescer sends a node's scripts together when many goroutines of one
+// Client run them at once: it counts the scripts in flight, and while
+// another is in flight, a new one goes through a go-redis AutoPipeliner
+// (full duplex: one held connection, commands streamed and replies read as
+// they come) instead of taking a connection of its own. A lone script,
+// the uncontended case, goes straight to the user's client as before.
+//
+// The AutoPipeliner belongs to a client dlock makes for itself from the
+// user's options as New found them (same address, credentials, TLS,
+// timeouts and dialer; not the user's hooks),
+// so the user's client is untouched: its own AutoPipeline, if they use
+// one, keeps their configuration, and Client.Close closes dlock's. That
+// client is made on first need. Only a plain *redis.Client to one server
+// coalesces: a cluster, a Sentinel failover client (whose dialer follows
+// the Sentinels' choice of master) or any other RedisClient is used as
+// given.
+//
+// Why this is as safe as one request per script: every script is one
+// EVALSHA either way, and a pipeline changes neither what the server runs
+// nor its atomicity, only how the bytes travel. A caller that stops
+// waiting (its context ends, the node timeout) is treated as with a plain
+// client: its request may still run, and calls (call.go) hands the answer
+// to whoever must give a late grant back. No ordering between two
+// goroutines' scripts is assumed anywhere (each waits for its own answer
+// before sending the next), so the pipeliner's ordering does not matter.
+type coalescer struct {
+	opt      *redis.Options // for dlock's own client; nil: never coalesce
+	inflight atomic.Int32
+
+	mu     sync.RWMutex // held for reading while a script uses ap
+	closed bool
+	own    *redis.Client
+	ap     *redis.AutoPipeliner
+	failed bool // making the pipeliner failed: do not try again
+}
+
+// newCoalescer returns the coalescer of a node over rdb.
+func newCoalescer(rdb RedisClient) *coalescer {
+	c := &coalescer{}
+	// The options are copied now, as newNode reads them: the user's client
+	// writes to them as it connects (under a lock of its own that dlock
+	// cannot take).
+	if user, ok := rdb.(*redis.Client); ok && user.Options().Addr != failoverAddr {
+		c.opt = ownOptions(user.Options())
+	}
+	return c
+}
+
+// run runs script s on the node: through the pipeliner when another script
+// is in flight, else on the user's client.
+func (c *coalescer) run(ctx context.Context, rdb RedisClient, s *redis.Script, keys []string, args ...any) *redis.Cmd {
+	n := c.inflight.Add(1)
+	defer c.inflight.Add(-1)
+	if n > 1 && c.opt != nil {
+		c.mu.RLock()
+		ap := c.pipeliner()
+		if ap != nil {
+			defer c.mu.RUnlock()
+			return s.Run(ctx, ap, keys, args...)
+		}
+		c.mu.RUnlock()
+	}
+	return s.Run(ctx, rdb, keys, args...)
+}
+
+// pipeliner returns the AutoPipeliner, making it on first need, or nil
+// when the Client is closed or it cannot be made. The caller holds mu for
+// reading.
+func (c *coalescer) pipeliner() *redis.AutoPipeliner {
+	if c.ap != nil || c.closed || c.failed {
+		return c.ap
+	}
+	c.mu.RUnlock()
+	c.mu.Lock()
+	if c.ap == nil && !c.closed && !c.failed {
+		own := redis.NewClient(ownOptions(c.opt)) // a copy: NewClient writes to it
+		ap, err := own.AutoPipelineWithOptions(&redis.AutoPipelineOptions{FullDuplex: true})
+		if err != nil {
+			own.Close()
+			c.failed = true
+		} else {
+			c.own, c.ap = own, ap
+		}
+	}
+	c.mu.Unlock()
+	c.mu.RLock()
+	if c.closed {
+		return nil
+	}
+	return c.ap
+}
+
+// close closes the pipeliner and dlock's own client, once every script
+// using it has its answer; later scripts go to the user's client.
+func (c *coalescer) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	if c.ap != nil {
+		c.ap.Close()
+		c.own.Close()
+		c.ap, c.own = nil, nil
+	}
+}
+
+// ownOptions returns the options of dlock's own client: the user's, less
+// what a client must not share with another (its push-notification
+// processor, its client-side cache; the maintenance-notifications
+// configuration is copied, not shared).
+func ownOptions(user *redis.Options) *redis.Options {
+	opt := *user
+	opt.PushNotificationProcessor = nil
+	opt.ClientSideCache, opt.ClientSideCacheConfig = nil, nil
+	if user.MaintNotificationsConfig != nil {
+		mn := *user.MaintNotificationsConfig
+		opt.MaintNotificationsConfig = &mn
+	}
+	return &opt
+}

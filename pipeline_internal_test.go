@@ -1,0 +1,105 @@
+package dlock
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/dlock-go/dlock/internal/redistest"
+)
+
+// Many goroutines on a default client: their scripts go through dlock's
+// own pipeliner (not the user's client's AutoPipeline), every lock stays
+// exclusive, and Close stops the pipeliner and closes dlock's own client.
+func TestManyGoroutinesCoalesceOnDlocksOwnClient(t *testing.T) {
+	s := redistest.Start(t)
+	rdb := s.Client(t)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	c := New(rdb)
+	co := c.nodes[0].co
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	const goroutines, keys, cycles = 64, 16, 30
+	var holders [keys]atomic.Int32
+	var wg sync.WaitGroup
+	errs := make(chan error, goroutines)
+	for g := range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range cycles {
+				k := (g + i) % keys
+				l, err := c.Lock(ctx, fmt.Sprintf("lock:coalesce:%d", k))
+				if err != nil {
+					errs <- err
+					return
+				}
+				if holders[k].Add(1) != 1 {
+					errs <- fmt.Errorf("two holders of key %d", k)
+				}
+				holders[k].Add(-1)
+				if err := l.Unlock(ctx); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+
+	co.mu.RLock()
+	ap := co.ap
+	co.mu.RUnlock()
+	if ap == nil {
+		t.Fatal("64 goroutines never coalesced their scripts")
+	}
+	user, err := rdb.AutoPipeline()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer user.Close()
+	if user == ap {
+		t.Fatal("dlock used the user's client's AutoPipeline")
+	}
+	c.Close()
+	if co.ap != nil || co.own != nil {
+		t.Fatal("Close left the pipeliner or dlock's own client open")
+	}
+	if err := user.Ping(ctx).Err(); err != nil {
+		t.Fatalf("the user's AutoPipeline after Close: %v", err)
+	}
+	// After Close, a script goes to the user's client.
+	n := c.nodes[0]
+	co.inflight.Add(1)
+	defer co.inflight.Add(-1)
+	if _, err := n.acquire(ctx, namesOf("lock:after-close"), "tok", options{ttl: time.Second}, false); err != nil {
+		t.Fatalf("a script after Close: %v", err)
+	}
+}
+
+// ownOptions copies what the user configured but no per-client state.
+func TestOwnOptionsShareNoClientState(t *testing.T) {
+	s := redistest.Start(t)
+	rdb := s.Client(t)
+	user := rdb.Options()
+	own := ownOptions(user)
+	if own.Addr != user.Addr || own.Password != user.Password || own.DB != user.DB || own.ReadTimeout != user.ReadTimeout {
+		t.Fatal("dlock's own client lost the user's settings")
+	}
+	if own.PushNotificationProcessor != nil || own.ClientSideCache != nil || own.ClientSideCacheConfig != nil {
+		t.Fatal("dlock's own client shares the user's per-client state")
+	}
+	if user.MaintNotificationsConfig != nil && own.MaintNotificationsConfig == user.MaintNotificationsConfig {
+		t.Fatal("the maintenance-notifications configuration is shared, not copied")
+	}
+}

@@ -1,0 +1,128 @@
+package dlock_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/redistest"
+)
+
+// hammer runs goroutines that each lock keys[(g+i)%len(keys)] for cycles
+// rounds with a context from ctxFor, checking that no two hold a key at
+// once, and returns how many locks were obtained.
+func hammer(t *testing.T, c *dlock.Client, keys []string, goroutines, cycles int, ctxFor func() (context.Context, context.CancelFunc), opts ...dlock.Option) int64 {
+	t.Helper()
+	holders := make([]atomic.Int32, len(keys))
+	var obtained atomic.Int64
+	var wg sync.WaitGroup
+	var double atomic.Bool
+	for g := range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range cycles {
+				k := (g + i) % len(keys)
+				ctx, cancel := ctxFor()
+				l, err := c.Lock(ctx, keys[k], opts...)
+				cancel()
+				if err != nil {
+					continue
+				}
+				obtained.Add(1)
+				if holders[k].Add(1) != 1 {
+					double.Store(true)
+				}
+				holders[k].Add(-1)
+				l.Unlock(context.Background())
+			}
+		}()
+	}
+	wg.Wait()
+	if double.Load() {
+		t.Fatal("two holders of one key at once")
+	}
+	return obtained.Load()
+}
+
+func keysOf(t *testing.T, n int) []string {
+	base := key(t)
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("%s:%d", base, i)
+	}
+	return keys
+}
+
+// allFree waits until no key holds a lock: a grant whose caller left
+// (its context ended while the script was in a pipeline) is given back.
+func allFree(t *testing.T, c *dlock.Client, keys []string) {
+	t.Helper()
+	eventually(t, "every key free", func() bool {
+		for _, k := range keys {
+			if st, err := c.Inspect(ctxT(t), k); err != nil || st.Held {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// Contexts that end at any moment while scripts are pipelined leave no
+// lock behind and never two holders; the keys' TTL is a minute, so a lost
+// grant would show.
+func TestContextsEndingMidPipelineLeaveNoLockBehind(t *testing.T) {
+	c, _ := newClient(t, shared)
+	keys := keysOf(t, 8)
+	ctxFor := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.Background(), time.Duration(rand.IntN(3000))*time.Microsecond)
+	}
+	hammer(t, c, keys, 128, 20, ctxFor, dlock.WithTTL(time.Minute))
+	allFree(t, c, keys)
+	if got := hammer(t, c, keys, 64, 5, func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.Background(), time.Minute)
+	}); got != 64*5 {
+		t.Fatalf("after the cancellations, %d of %d locks obtained", got, 64*5)
+	}
+}
+
+// A server that stalls while many goroutines' scripts are pipelined: every
+// call returns (a node error or its context's end), none hangs, and once
+// the server is back the locks work and nothing is left held.
+func TestAStalledServerEndsEveryPipelinedCall(t *testing.T) {
+	s := redistest.Start(t)
+	c, _ := newClient(t, s)
+	keys := keysOf(t, 64)
+	long := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.Background(), time.Minute)
+	}
+	hammer(t, c, keys, 64, 5, long) // the pipeliner is up
+
+	s.Pause()
+	t.Cleanup(s.Resume)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		short := func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), 300*time.Millisecond)
+		}
+		if got := hammer(t, c, keys, 64, 2, short, dlock.WithTTL(time.Minute), dlock.WithNodeTimeout(100*time.Millisecond)); got != 0 {
+			t.Errorf("%d locks obtained from a paused server", got)
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("pipelined calls to a paused server did not return within 30s")
+	}
+	s.Resume()
+	allFree(t, c, keys)
+	if got := hammer(t, c, keys, 64, 5, long); got != 64*5 {
+		t.Fatalf("after the stall, %d of %d locks obtained", got, 64*5)
+	}
+}
