@@ -32,19 +32,25 @@ func (c *Client) try(ctx context.Context, key string, o options, listens bool) (
 	if err := ctx.Err(); err != nil { // nothing to ask for
 		return nil, 0, notObtained(err)
 	}
-	token, err := newToken()
+	token, err := newToken(o)
 	if err != nil {
 		return nil, 0, err
 	}
 	a := &attempt{c: c, nm: c.names.get(key), token: token, o: o, decided: make(chan struct{})}
 	defer close(a.decided)
 	a.sent = time.Now()
-	answers := round[grant]{
+	r := round[grant]{
 		op: "acquire", timeout: o.nodeTimeoutFor(len(c.nodes)),
 		call: func(ctx context.Context, n *node) (grant, error) { return n.acquire(ctx, a.nm, token, o, listens) },
 		yes:  grant.granted,
 		late: a.late,
-	}.ask(ctx, c, c.nodes)
+	}
+	if o.candidate {
+		// A campaign hears every node out, so that its fence, the term,
+		// is the highest any node holding it remembers (Leader's term).
+		r.yes = nil
+	}
+	answers := r.ask(ctx, c, c.nodes)
 	out := judge(answers, ctx.Err(), time.Since(a.sent), o.ttl)
 	if out.err == nil {
 		a.held = newLock(c, a.nm, token, out.fence, o, a.sent, o.ttl)

@@ -118,3 +118,26 @@ func TestClusterWaitersShareOneSubscriptionPerShard(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// LockAll on a cluster: keys in different slots, each locked on its own.
+func TestClusterLockAllAcrossSlots(t *testing.T) {
+	cl := redistest.StartCluster(t, 3)
+	c := dlock.New(cl.Client(t))
+	t.Cleanup(func() { c.Close() })
+	keys := []string{"stock:1", "stock:2", "stock:3", "stock:4", "stock:5"}
+	locks, err := c.LockAll(ctxT(t), keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dlock.UnlockAll(ctxT(t), locks); err != nil {
+		t.Fatal(err)
+	}
+	l, err := c.Election("leader:{jobs}").Campaign(ctxT(t), "node-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ld, err := c.Election("leader:{jobs}").Leader(ctxT(t)); err != nil || ld.Value != "node-1" || ld.Term != l.Fence() {
+		t.Fatalf("Leader on a cluster: %+v %v", ld, err)
+	}
+	l.Unlock(ctxT(t))
+}

@@ -41,6 +41,16 @@
 // Client and key at a time (gate.go). A Lock whose context has no deadline
 // waits as long as it takes.
 //
+// # Beyond one lock
+//
+// LockAll takes several keys' locks, all or none, in one sorted order, so
+// that callers naming the same keys in different orders never deadlock.
+// Client.Election is a leader election on a key: Campaign waits in the
+// key's queue until elected and returns the leadership as a *Lock (its
+// Fence is the term, its Context ends when leadership is lost, Unlock
+// resigns); Leader says who leads, and Observe delivers every change by
+// notification.
+//
 // # Redlock
 //
 // New with several go-redis clients, one per independent master, runs the

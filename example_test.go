@@ -212,3 +212,81 @@ func ExampleClient_Attach() {
 	// released by the other process: <nil>
 	// the first Lock no longer holds it: true
 }
+
+// A scheduled job that must run once however many instances are up: each
+// instance campaigns, the leader runs the job under its leadership's
+// context, and a standby takes over when it resigns or dies.
+func ExampleElection_Campaign() {
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	locks := dlock.New(rdb)
+	defer locks.Close()
+	ctx := context.Background()
+
+	election := locks.Election("election:nightly-jobs")
+	leadership, err := election.Campaign(ctx, "worker-1") // waits until elected
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer leadership.Unlock(ctx) // resign
+
+	leader, _ := election.Leader(ctx)
+	fmt.Println("leader:", leader.Value, "term > 0:", leader.Term == leadership.Fence() && leader.Term > 0)
+	// Run the jobs under leadership.Context(): it ends if leadership is lost.
+	// Output: leader: worker-1 term > 0: true
+}
+
+// Observe tells a standby who leads, and every change, by notification.
+func ExampleElection_Observe() {
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	locks := dlock.New(rdb)
+	defer locks.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	election := locks.Election("election:primary")
+	changes := election.Observe(ctx)
+	fmt.Printf("leader: %q\n", (<-changes).Value) // nobody yet
+
+	leadership, err := election.Campaign(ctx, "10.0.0.7:8080")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Printf("leader: %q\n", (<-changes).Value)
+	leadership.Unlock(ctx)
+	fmt.Printf("leader: %q\n", (<-changes).Value)
+	// Output:
+	// leader: ""
+	// leader: "10.0.0.7:8080"
+	// leader: ""
+}
+
+// Deducting stock for every item of an order: lock all the items' keys, in
+// any order, without deadlocking against another order naming the same
+// items in another order.
+func ExampleClient_LockAll() {
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	locks := dlock.New(rdb)
+	defer locks.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+
+	held, err := locks.LockAll(ctx, []string{"stock:sku-42", "stock:sku-7", "stock:sku-19"})
+	if err != nil {
+		fmt.Println(err) // none is held
+		return
+	}
+	defer dlock.UnlockAll(context.Background(), held)
+
+	for _, l := range held {
+		fmt.Println("holding", l.Key())
+	}
+	// Output:
+	// holding stock:sku-42
+	// holding stock:sku-7
+	// holding stock:sku-19
+}

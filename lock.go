@@ -37,8 +37,9 @@ type Lock struct {
 	renewed  atomic.Bool  // a renewal or Extend has begun
 	extended atomic.Int64 // the TTL the last Extend asked for (ns); 0 before any
 
-	mu       sync.Mutex
-	released bool // Unlock succeeded, or found the lock gone
+	mu           sync.Mutex
+	released     bool   // Unlock succeeded, or found the lock gone
+	afterRelease func() // run once Unlock has released the lock (elections announce it)
 }
 
 // errNoRoom is returned by renew when the hold ceiling leaves less than
@@ -72,6 +73,13 @@ func newLock(c *Client, nm *lockNames, token string, fence int64, o options, sen
 		})
 	}
 	return l
+}
+
+// onRelease sets what runs once Unlock has released the lock.
+func (l *Lock) onRelease(fn func()) {
+	l.mu.Lock()
+	l.afterRelease = fn
+	l.mu.Unlock()
 }
 
 // claimed is called for a lock handed over with a claim shorter than its
@@ -187,9 +195,13 @@ func (l *Lock) Unlock(ctx context.Context) (err error) {
 func (l *Lock) gone(ok bool) {
 	l.mu.Lock()
 	l.released = true
+	then := l.afterRelease
 	l.mu.Unlock()
 	if ok {
 		l.lease.end(ErrReleased)
+		if then != nil {
+			then()
+		}
 	} else {
 		l.lease.end(ErrLost)
 	}
@@ -345,11 +357,16 @@ func (l *Lock) isReleased() bool {
 
 // newToken returns 160 random bits from crypto/rand as URL-safe text: the
 // Redis guidance asks for about 20 random bytes, unique across all clients
-// and all acquisitions.
-func newToken() (string, error) {
+// and all acquisitions. A campaign's token also carries the candidate's
+// value (election.go).
+func newToken(o options) (string, error) {
 	b := make([]byte, 20)
 	if _, err := rand.Read(b); err != nil {
 		return "", fmt.Errorf("dlock: reading random token: %w", err)
 	}
-	return base64.RawURLEncoding.EncodeToString(b), nil
+	token := base64.RawURLEncoding.EncodeToString(b)
+	if o.candidate {
+		token += "." + base64.RawURLEncoding.EncodeToString([]byte(o.value))
+	}
+	return token, nil
 }

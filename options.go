@@ -57,6 +57,11 @@ type options struct {
 	// the grant that wrote it (fence.go). Default DefaultFenceMargin;
 	// from 0 to MaxFenceMargin.
 	fenceMargin time.Duration
+
+	// candidate marks an election's campaign, whose token carries value
+	// (election.go).
+	candidate bool
+	value     string
 }
 
 // fenceKeep is how long a grant keeps the lock's fencing counter: the TTL

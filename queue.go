@@ -155,7 +155,7 @@ type handedOff struct {
 }
 
 func newQueuedWaiter(o options) (*queuedWaiter, error) {
-	token, err := newToken()
+	token, err := newToken(o)
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,8 @@
 //	dlock lock --key NAME [--ttl 30s] [--wait D] [--json]
 //	dlock unlock --key NAME --token T [--json]
 //	dlock extend --key NAME --token T --ttl D [--json]
+//	dlock elect --key NAME [--value V] [--ttl 30s] [--wait D] -- CMD ARGS...
+//	dlock leader [--json] [--watch] NAME
 //	dlock status [--json] KEY
 //	dlock demo [--redis URL] [--spawn]
 //
@@ -50,6 +52,8 @@ func init() {
 		{"lock", "obtain a lock and print its token and fence (for shell scripts)", lockMain},
 		{"unlock", "release a lock obtained with `dlock lock`", unlockMain},
 		{"extend", "extend a lock obtained with `dlock lock`", extendMain},
+		{"elect", "campaign for leadership and run a command while leader", electMain},
+		{"leader", "show who leads an election (--watch: and each change)", leaderMain},
 		{"status", "show whether a lock is held, its TTL, fence and waiters", statusMain},
 		{"ls", "list the locks matching a pattern (SCAN, never KEYS)", lsMain},
 		{"demo", "reproduce the Redis guidance's lock experiments", demoMain},

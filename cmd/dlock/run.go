@@ -94,27 +94,47 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 		c.SetObserver(metrics.Observe)
 	}
 
-	// Signals: while waiting they stop the wait; while CMD runs they are
-	// passed on to it.
-	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	sigs := notifySignals()
 	defer signal.Stop(sigs)
-	waitCtx, cancelWait := context.WithCancel(context.Background())
-	waiting := make(chan struct{})
-	go func() {
-		select {
-		case <-sigs:
-			cancelWait()
-		case <-waiting:
-		}
-	}()
-	lock, err := acquire(waitCtx, c, *key, wait, opts...)
-	close(waiting)
-	cancelWait()
+	lock, err := untilSignalled(sigs, func(ctx context.Context) (*dlock.Lock, error) {
+		return acquire(ctx, c, *key, wait, opts...)
+	})
 	if err != nil {
 		return acquireFailed(stderr, *key, err, *conflict)
 	}
+	return supervise(lock, *key, "lock", cmdArgs, *killAfter, sigs, stdout, stderr)
+}
 
+// notifySignals returns the channel of the signals run and elect handle:
+// while waiting they stop the wait; while CMD runs they are passed on to it.
+func notifySignals() chan os.Signal {
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	return sigs
+}
+
+// untilSignalled runs obtain with a context that a signal on sigs ends.
+func untilSignalled(sigs <-chan os.Signal, obtain func(context.Context) (*dlock.Lock, error)) (*dlock.Lock, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	waiting := make(chan struct{})
+	defer close(waiting)
+	go func() {
+		select {
+		case <-sigs:
+			cancel()
+		case <-waiting:
+		}
+	}()
+	return obtain(ctx)
+}
+
+// supervise runs CMD while lock is held (what is "lock" or "leadership",
+// for messages): it gets DLOCK_KEY, DLOCK_FENCE and DLOCK_TOKEN; signals
+// are passed on to it; if the lock is lost, CMD is sent SIGTERM, SIGKILL
+// after killAfter, and supervise returns exitLost; else CMD's status. The
+// lock is released when CMD is done.
+func supervise(lock *dlock.Lock, key, what string, cmdArgs []string, killAfter time.Duration, sigs <-chan os.Signal, stdout, stderr io.Writer) int {
 	cmd, err := guardCommand(cmdArgs)
 	if err != nil {
 		release(lock, stderr)
@@ -123,7 +143,7 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
 	cmd.Env = append(os.Environ(),
-		"DLOCK_KEY="+*key,
+		"DLOCK_KEY="+key,
 		"DLOCK_FENCE="+strconv.FormatInt(lock.Fence(), 10),
 		"DLOCK_TOKEN="+lock.Token(),
 	)
@@ -156,13 +176,13 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 				continue
 			}
 			lost = true
-			fmt.Fprintf(stderr, "dlock: lock %q lost while %s ran (%v); stopping it\n", *key, cmdArgs[0], cause)
+			fmt.Fprintf(stderr, "dlock: %s %q lost while %s ran (%v); stopping it\n", what, key, cmdArgs[0], cause)
 			_ = syscall.Kill(-pgid, syscall.SIGTERM)
-			t := time.NewTimer(*killAfter)
+			t := time.NewTimer(killAfter)
 			defer t.Stop()
 			killer = t.C
 		case <-killer:
-			fmt.Fprintf(stderr, "dlock: %s still running %v after SIGTERM; killing it\n", cmdArgs[0], *killAfter)
+			fmt.Fprintf(stderr, "dlock: %s still running %v after SIGTERM; killing it\n", cmdArgs[0], killAfter)
 			_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		case err = <-exited:
 			done = true

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"time"
+
+	"github.com/dlock-go/dlock"
+)
+
+const electHelp = `
+Campaign in the election NAME and run CMD while leader: wait until elected
+(standbys wait in line, in the order they started), renew the leadership
+in the background while CMD runs, resign when CMD exits, and exit with
+CMD's exit status. A standby takes over when the leader resigns, or, when
+the leader's process dies, once its TTL has run out.
+
+CMD gets DLOCK_KEY, DLOCK_FENCE (the term: greater for every new leader)
+and DLOCK_TOKEN in its environment. If the leadership is lost while CMD
+runs, dlock says so, sends SIGTERM to CMD's process group (SIGKILL after
+--kill-after) and exits 76, as 'dlock run' does.
+
+Exit codes: CMD's status; 76 leadership lost while CMD ran; 75 not elected
+within --wait; 69 Redis unavailable; 64 usage; 126/127 CMD not
+runnable/found.
+
+Examples:
+  dlock elect --key scheduler -- ./scheduler        # one scheduler at a time
+  dlock elect --key primary --value "$(hostname):8080" --ttl 10s -- ./serve
+  dlock leader primary --watch                      # who leads, and each change
+`
+
+func electMain(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("elect", "--key NAME [flags] -- CMD [ARGS...]", electHelp, stderr)
+	host, _ := os.Hostname()
+	var (
+		rf        redisFlags
+		wait      waitFlag
+		key       = fs.String("key", "", "election `NAME` (required)")
+		value     = fs.String("value", host, "what Leader reports for this candidate (default: the host name)")
+		ttl       = durationFlag(fs, "ttl", dlock.DefaultTTL, "leadership lease, renewed every TTL/3: how long a dead leader blocks its standbys")
+		killAfter = durationFlag(fs, "kill-after", 10*time.Second, "after a lost leadership, SIGKILL CMD this long after SIGTERM")
+	)
+	rf.register(fs)
+	fs.Var(&wait, "wait", "how long to campaign (default: until elected)")
+	if stop, code := parse(fs, args); stop {
+		return code
+	}
+	cmdArgs := fs.Args()
+	switch {
+	case *key == "":
+		return usageError(stderr, "elect: --key is required")
+	case len(cmdArgs) == 0:
+		return usageError(stderr, "elect: no command given (dlock elect --key NAME -- CMD ARGS...)")
+	case *killAfter <= 0:
+		return usageError(stderr, "elect: --kill-after must be positive")
+	}
+	c, _, closeAll, err := rf.connect(stderr)
+	if err != nil {
+		return usageError(stderr, "%v", err)
+	}
+	defer closeAll()
+	sigs := notifySignals()
+	defer signal.Stop(sigs)
+	lock, err := untilSignalled(sigs, func(ctx context.Context) (*dlock.Lock, error) {
+		if wait.set {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, wait.d)
+			defer cancel()
+		}
+		return c.Election(*key).Campaign(ctx, *value, dlock.WithTTL(*ttl))
+	})
+	if err != nil {
+		return acquireFailed(stderr, *key, err, exitConflict)
+	}
+	return supervise(lock, *key, "leadership of", cmdArgs, *killAfter, sigs, stdout, stderr)
+}
+
+const leaderHelp = `
+Show who leads the election NAME: the value it campaigned with, its term
+(the leadership's fence) and the remaining lease. With --watch, print the
+leader, then every change (a new leader, or "none"), until interrupted.
+
+Exit codes: 0 a leader; 1 nobody leads; 69 Redis unavailable; 64 usage.
+
+Examples:
+  dlock leader scheduler
+  dlock leader --json primary
+  dlock leader --watch primary
+`
+
+// leaderResult is what leader prints with --json.
+type leaderResult struct {
+	Key    string `json:"key"`
+	Leader bool   `json:"leader"`
+	Value  string `json:"value,omitempty"`
+	Term   int64  `json:"term,omitempty"`
+	TTLms  int64  `json:"ttl_ms,omitempty"`
+}
+
+func leaderMain(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("leader", "[flags] NAME", leaderHelp, stderr)
+	var rf redisFlags
+	rf.register(fs)
+	asJSON := fs.Bool("json", false, "print JSON")
+	watch := fs.Bool("watch", false, "print each change until interrupted")
+	if stop, code := parse(fs, args); stop {
+		return code
+	}
+	if fs.NArg() != 1 {
+		return usageError(stderr, "leader: give exactly one NAME")
+	}
+	key := fs.Arg(0)
+	c, _, closeAll, err := rf.connect(stderr)
+	if err != nil {
+		return usageError(stderr, "%v", err)
+	}
+	defer closeAll()
+	show := func(ld dlock.Leader, ok bool) {
+		var ttl time.Duration
+		if ok { // the lease, as Inspect sees it
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			if st, err := c.Inspect(ctx, key); err == nil && st.Held {
+				ttl = st.TTL
+			}
+			cancel()
+		}
+		if *asJSON {
+			printJSON(stdout, leaderResult{Key: key, Leader: ok, Value: ld.Value, Term: ld.Term, TTLms: ttl.Milliseconds()})
+		} else if ok {
+			fmt.Fprintf(stdout, "%s: led by %q, term %d, ttl %v\n", key, ld.Value, ld.Term, ttl.Round(time.Millisecond))
+		} else {
+			fmt.Fprintf(stdout, "%s: no leader\n", key)
+		}
+	}
+	e := c.Election(key)
+	if *watch {
+		sigs := notifySignals()
+		defer signal.Stop(sigs)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go func() { <-sigs; cancel() }()
+		for ld := range e.Observe(ctx) {
+			show(ld, ld != (dlock.Leader{}))
+		}
+		return exitOK
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ld, err := e.Leader(ctx)
+	switch {
+	case errors.Is(err, dlock.ErrNoLeader):
+		show(ld, false)
+		return exitFree
+	case errors.Is(err, dlock.ErrWrongKind):
+		fmt.Fprintf(stderr, "dlock: %q is held by a plain lock, not an election\n", key)
+		return exitUsage
+	case err != nil:
+		return redisFailed(stderr, "leader", key, err)
+	}
+	show(ld, true)
+	return exitOK
+}

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// dlock elect runs one command at a time across candidates; a standby
+// takes over when the leader's process is killed outright; dlock leader
+// says who leads, and --watch prints each change.
+func TestElectRunsOneLeaderAndAStandbyTakesOver(t *testing.T) {
+	k := key(t)
+	if code, out, _ := run(t, "leader", k); code != exitFree || !strings.Contains(out, "no leader") {
+		t.Fatalf("leader before any campaign: exit %d, %q", code, out)
+	}
+	watch := dlockCmd("leader", "--watch", k)
+	wout, err := watch.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := watch.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer watch.Process.Kill()
+	lines := bufio.NewScanner(wout)
+	nextLine := func() string {
+		t.Helper()
+		got := make(chan string, 1)
+		go func() {
+			if lines.Scan() {
+				got <- lines.Text()
+			} else {
+				got <- "<eof>"
+			}
+		}()
+		select {
+		case l := <-got:
+			return l
+		case <-time.After(30 * time.Second):
+			t.Fatal("leader --watch printed nothing within 30s")
+		}
+		return ""
+	}
+	if l := nextLine(); !strings.Contains(l, "no leader") {
+		t.Fatalf("first --watch line %q", l)
+	}
+
+	start := func(value string) *exec.Cmd {
+		cmd := dlockCmd("elect", "--key", k, "--value", value, "--ttl", "1s", "--", "sh", "-c", "echo $DLOCK_FENCE; sleep 60")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); cmd.Wait() })
+		return cmd
+	}
+	a := start("a")
+	if l := nextLine(); !strings.Contains(l, `"a"`) {
+		t.Fatalf("--watch printed %q, want a as leader", l)
+	}
+	start("b")
+	time.Sleep(200 * time.Millisecond) // b campaigns (it waits in line either way)
+	if code, out, _ := run(t, "leader", "--json", k); code != 0 || !strings.Contains(out, `"value":"a"`) {
+		t.Fatalf("leader --json: exit %d, %q", code, out)
+	}
+	// Kill the leader's dlock and its command outright.
+	syscall.Kill(-a.Process.Pid, syscall.SIGKILL)
+	for {
+		l := nextLine()
+		if strings.Contains(l, `"b"`) {
+			break
+		}
+		if !strings.Contains(l, "no leader") {
+			t.Fatalf("--watch printed %q, want the lapse or b", l)
+		}
+	}
+}
+
+// A leadership lost while the command runs stops it, and elect exits 76.
+func TestElectExitsLostWhenLeadershipIsLost(t *testing.T) {
+	k := key(t)
+	cmd := dlockCmd("elect", "--key", k, "--ttl", "600ms", "--kill-after", "2s", "--", "sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r := rdb(t)
+	ctx := context.Background()
+	deadline := time.Now().Add(20 * time.Second)
+	for r.Exists(ctx, k).Val() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("dlock elect was never elected")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	r.Set(ctx, k, "someone-else", time.Minute)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != exitLost {
+			t.Fatalf("dlock elect ended with %v, want exit %d", err, exitLost)
+		}
+	case <-time.After(45 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("the command kept running after the leadership was lost")
+	}
+}

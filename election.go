@@ -1,0 +1,239 @@
+package dlock
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Leader election
+//
+// An election is a lock: the leader is whoever holds the election's key,
+// and its leadership is a *Lock like any other (Context ends when it is
+// lost, Unlock resigns, the watchdog keeps it while the process lives). A
+// campaign is a Lock call that waits in the key's queue, so standbys take
+// over in the order they began campaigning, directly from the leader that
+// resigns, or within a second of a leader's lease running out.
+//
+// What the leader campaigned with travels in its token: the random token,
+// a '.', and the value in URL-safe base64 (no '.' in either part, so the
+// split is unambiguous). The term is the leadership's fence: strictly
+// greater for every new leadership, across data loss as fences are
+// (fence.go), because a new leadership is a new grant.
+//
+// Observers learn of changes by message, not by polling: a campaign that
+// wins publishes "elected" on the election's channel, and a leader that
+// resigns "resigned", on every node. A leadership that lapses (the
+// leader's process died) publishes nothing: an observer reads the leader
+// again when its lease was due to end, so it learns of a lapse within the
+// TTL. A message lost to a reconnection is covered the same way, and by a
+// backstop read every observeBackstop while nobody leads.
+
+// electPrefix starts the pub/sub channel of an election's announcements.
+const electPrefix = "dlock:elect:"
+
+// observeBackstop is how often an observer reads the leader while nobody
+// leads (a campaign's "elected" message normally comes first).
+const observeBackstop = 5 * time.Second
+
+// maxCandidateValue is the longest value a candidate may campaign with.
+const maxCandidateValue = 1024
+
+// ErrNoLeader is returned by Leader when nobody leads the election.
+var ErrNoLeader = errors.New("dlock: no leader")
+
+// ErrWrongKind is returned when a key is used as one kind of lock (an
+// election, a semaphore, a read-write lock) but holds another: a plain
+// Lock's key read as an election, a semaphore's key locked as a mutex.
+// Nothing is changed.
+var ErrWrongKind = errors.New("dlock: the key holds another kind of lock")
+
+// Election is a leader election on one key: one leader at a time.
+type Election struct {
+	c   *Client
+	key string
+}
+
+// Leader is who leads an election.
+type Leader struct {
+	Value string // what the leader campaigned with (a host name, an address)
+	Term  int64  // its leadership's fence: strictly greater for every new leadership
+}
+
+// Election returns the election on key. Its key is a lock key: Lock and
+// Inspect on it see the leadership as a lock.
+func (c *Client) Election(key string) *Election { return &Election{c: c, key: key} }
+
+// Campaign waits until this caller is elected (or ctx ends, with an error
+// matching ErrNotObtained and ctx.Err()), and returns the leadership: a
+// Lock whose Fence is the term, whose Context ends when the leadership is
+// lost, before the server could let it lapse, and whose Unlock resigns.
+// Campaign renews the leadership while the process lives (WithAutoRenew
+// is implied); WithTTL bounds how long a dead leader blocks its standbys,
+// and WithMaxHold how long one leader may lead. value (at most 1024 bytes)
+// is what Leader and Observe report for this leader.
+func (e *Election) Campaign(ctx context.Context, value string, opts ...Option) (*Lock, error) {
+	if len(value) > maxCandidateValue {
+		return nil, invalid("candidate value of %d bytes: at most %d", len(value), maxCandidateValue)
+	}
+	opts = append(append([]Option{WithAutoRenew()}, opts...), candidate(value))
+	l, err := e.c.Lock(ctx, e.key, opts...)
+	if err != nil {
+		return nil, err
+	}
+	l.onRelease(func() { e.announce("resigned") })
+	e.announce("elected")
+	return l, nil
+}
+
+// candidate makes the acquisition's token carry value (see the top of this
+// file).
+func candidate(value string) Option {
+	return func(o *options) { o.candidate, o.value = true, value }
+}
+
+// tokenValue returns the value an election token carries, and false for a
+// token that carries none (a plain Lock's).
+func tokenValue(token string) (string, bool) {
+	_, enc, ok := strings.Cut(token, ".")
+	if !ok {
+		return "", false
+	}
+	v, err := base64.RawURLEncoding.DecodeString(enc)
+	return string(v), err == nil
+}
+
+// announce publishes msg on the election's channel on every node, best
+// effort: an observer that misses it reads the leader on its timer.
+func (e *Election) announce(msg string) {
+	ch := derive(electPrefix, e.key)
+	for _, n := range e.c.nodes {
+		e.c.cleanup(func(ctx context.Context) {
+			ctx, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			_ = n.rdb.Do(ctx, n.publish(), ch, msg).Err()
+		})
+	}
+}
+
+// Leader returns who leads now, or an error matching ErrNoLeader when
+// nobody does. With Redlock, the leader is whoever holds the key on a
+// majority of nodes, and the term the highest fence those nodes remember:
+// the leadership's Fence (a campaign hears every node out), or above it if
+// a node granted only after the node timeout.
+// A key locked by a plain Lock, not a campaign, is an error matching
+// ErrWrongKind.
+func (e *Election) Leader(ctx context.Context) (Leader, error) {
+	ld, _, err := e.leader(ctx)
+	return ld, err
+}
+
+// leader is Leader with the leadership's remaining TTL.
+func (e *Election) leader(ctx context.Context) (Leader, time.Duration, error) {
+	o, err := e.c.prepare(e.key, nil)
+	if err != nil {
+		return Leader{}, 0, err
+	}
+	answers := e.c.inspectAll(ctx, e.key, o.nodeTimeoutFor(len(e.c.nodes)), "leader")
+	values := map[string]bool{}
+	for _, a := range answers {
+		if a.err == nil && a.v.exists {
+			values[a.v.value] = true
+		}
+	}
+	for token := range values {
+		v, ttl := holding(answers, token)
+		if v.of(len(e.c.nodes)) != agreed {
+			continue
+		}
+		value, ok := tokenValue(token)
+		if !ok {
+			return Leader{}, 0, fmt.Errorf("%w: %q is held by a Lock, not a campaign", ErrWrongKind, e.key)
+		}
+		var term int64
+		for _, a := range answers {
+			if a.err == nil && a.v.exists && a.v.value == token {
+				term = max(term, a.v.fence)
+			}
+		}
+		return Leader{Value: value, Term: term}, ttl, nil
+	}
+	if answered := count(answers, func(keyState) bool { return true }); answered.of(len(e.c.nodes)) != agreed {
+		return Leader{}, 0, answered.undecided(ctx.Err(), len(e.c.nodes))
+	}
+	return Leader{}, 0, fmt.Errorf("%w: %q", ErrNoLeader, e.key)
+}
+
+// Observe returns a channel that receives the current leader, then every
+// change: a new leader (a new Term), or the zero Leader when nobody leads
+// any more. It is closed when ctx ends or the Client is closed. A receiver
+// that falls behind gets the latest state, not every one in between.
+// Changes come by notification: a standby learns of a new leader within
+// milliseconds of its election, and of a leader's lapse within its TTL.
+// While Redis cannot be read, nothing is sent; Observe keeps trying.
+func (e *Election) Observe(ctx context.Context) <-chan Leader {
+	out := make(chan Leader)
+	poke := make(chan struct{}, 1)
+	e.c.spawn(func() {
+		defer close(out)
+		ctx, unbind := e.c.bind(ctx)
+		defer unbind()
+		ch := derive(electPrefix, e.key)
+		for _, n := range e.c.nodes {
+			w, _ := n.sub.watch(ch, func(string) {
+				select {
+				case poke <- struct{}{}:
+				default:
+				}
+			})
+			defer w.cancel()
+		}
+		e.observe(ctx, out, poke)
+	})
+	return out
+}
+
+// observe is Observe's loop: read the leader, send it if it changed, and
+// wait for a message, the end of the leader's lease, or the backstop.
+func (e *Election) observe(ctx context.Context, out chan<- Leader, poke <-chan struct{}) {
+	var last Leader
+	sent := false
+	retry := minRetryWait
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-poke:
+		case <-timer.C:
+		}
+		ld, ttl, err := e.leader(ctx)
+		wait := observeBackstop
+		switch {
+		case err == nil:
+			wait, retry = min(max(ttl, 0)+time.Millisecond, observeBackstop), minRetryWait
+		case errors.Is(err, ErrNoLeader):
+			ld, retry = Leader{}, minRetryWait
+		default:
+			if ctx.Err() != nil {
+				return
+			}
+			wait, retry = retry, min(2*retry, maxRetryWait)
+			timer.Reset(wait)
+			continue
+		}
+		if !sent || ld != last {
+			select {
+			case out <- ld:
+				last, sent = ld, true
+			case <-ctx.Done():
+				return
+			}
+		}
+		timer.Reset(wait)
+	}
+}

@@ -1,0 +1,88 @@
+package dlock
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// LockAll obtains the locks on all keys, or none, waiting as Lock does
+// until ctx ends. It returns the locks in the order of keys; each is a Lock
+// like Lock's (its own lease, fence and Context; opts apply to each), so
+// release them all when done (UnlockAll does).
+//
+// Callers never deadlock, whatever order they name the keys in: every
+// LockAll takes its keys in one order, sorted, and a caller waits only for
+// a key above every key it holds, so no cycle of callers each holding
+// what the next waits for can form. On a Redis Cluster the keys may live in
+// different slots: each is locked on its own. If any key cannot be had
+// (ctx ends, a Redis failure), the locks already obtained are released at
+// once and the error names the key. Use a TTL that covers the whole wait,
+// or WithAutoRenew, so that the first keys do not lapse while the last
+// are awaited.
+//
+// No keys, an empty or reserved key, or a key named twice is an error
+// matching ErrInvalidArgument, and nothing is sent.
+func (c *Client) LockAll(ctx context.Context, keys []string, opts ...Option) ([]*Lock, error) {
+	order, err := c.lockOrder(keys, opts)
+	if err != nil {
+		return nil, err
+	}
+	locks := make([]*Lock, len(keys))
+	for _, i := range order {
+		l, err := c.Lock(ctx, keys[i], opts...)
+		if err != nil {
+			c.releaseAll(locks)
+			return nil, fmt.Errorf("LockAll: %q: %w", keys[i], err)
+		}
+		locks[i] = l
+	}
+	return locks, nil
+}
+
+// lockOrder checks LockAll's input and returns the indices of keys in the
+// order they are locked.
+func (c *Client) lockOrder(keys []string, opts []Option) ([]int, error) {
+	if len(keys) == 0 {
+		return nil, invalid("LockAll needs at least one key")
+	}
+	order := make([]int, len(keys))
+	for i, k := range keys {
+		if _, err := c.prepare(k, opts); err != nil {
+			return nil, err
+		}
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(keys[a], keys[b]) })
+	for j := 1; j < len(order); j++ {
+		if keys[order[j]] == keys[order[j-1]] {
+			return nil, invalid("key %q named twice", keys[order[j]])
+		}
+	}
+	return order, nil
+}
+
+// UnlockAll releases locks (nil ones are skipped), as Unlock does, and
+// returns the errors joined, each naming its key.
+func UnlockAll(ctx context.Context, locks []*Lock) error {
+	var errs []error
+	for _, l := range locks {
+		if l == nil {
+			continue
+		}
+		if err := l.Unlock(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("%q: %w", l.Key(), err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// releaseAll gives back the locks a failed LockAll obtained, on a fresh
+// context: the caller's may have ended.
+func (c *Client) releaseAll(locks []*Lock) {
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	_ = UnlockAll(ctx, locks)
+}
