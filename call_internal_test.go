@@ -23,7 +23,7 @@ func TestEveryAnswerGoesToTheCallerOrToLateExactlyOnce(t *testing.T) {
 		}
 		cancel()
 	}
-	c.background.Wait()
+	c.waitIdle(false)
 	if got := toCaller.Load() + toLate.Load(); got != 500 {
 		t.Fatalf("%d answers to the caller and %d to late: %d, want 500", toCaller.Load(), toLate.Load(), got)
 	}
@@ -47,7 +47,7 @@ func TestAWaitEndsOnceEnoughHaveAnsweredAndTheRestGoLate(t *testing.T) {
 	if i := <-late; i != 1 {
 		t.Fatalf("late got answer %d, want 1", i)
 	}
-	c.background.Wait()
+	c.waitIdle(false)
 }
 
 func TestAWaitThatTimesOutSaysSo(t *testing.T) {

@@ -33,8 +33,13 @@ type Client struct {
 	groups   groups                      // waiters by key, single node (queue.go)
 	gates    gates                       // notified waiters by key (gate.go)
 
-	bgMu       sync.Mutex     // guards background.Add against Close's Wait
-	background sync.WaitGroup // goroutines started by spawn while not closed
+	// Background work Close waits for: bgN goroutines running, counted
+	// under bgMu; bgIdle is signalled when bgN reaches 0. drained is set
+	// once Close has seen it reach 0: later work is not waited for.
+	bgMu    sync.Mutex
+	bgIdle  sync.Cond
+	bgN     int
+	drained bool
 }
 
 // cleanupTimeout bounds the context of best-effort releases that run after
@@ -135,7 +140,10 @@ func (c *Client) Close() error {
 		for _, n := range c.nodes {
 			n.sub.close()
 		}
-		c.background.Wait()
+		// Work started while this waits is waited for too: a grant that
+		// comes back after its caller left, during Close, is given back
+		// before Close returns.
+		c.waitIdle(true)
 		for _, n := range c.nodes {
 			n.co.close()
 		}
@@ -160,11 +168,11 @@ func (c *Client) usable() error {
 	return nil
 }
 
-// spawn runs fn in a goroutine that Close waits for. Once the Client is
-// closed (a held Lock can still be unlocked), the goroutine is not waited
-// for; it ends with its Redis call.
+// spawn runs fn in a goroutine that Close waits for, also while Close is
+// waiting. Once Close has returned (a held Lock can still be unlocked),
+// the goroutine is not waited for; it ends with its Redis call.
 func (c *Client) spawn(fn func()) {
-	done, tracked := c.hold()
+	done, tracked := c.track(false)
 	go func() {
 		if tracked {
 			defer done()
@@ -173,16 +181,42 @@ func (c *Client) spawn(fn func()) {
 	}()
 }
 
-// hold registers work that Close must wait for; done ends it. ok is false
-// (and nothing is registered) once the Client is closed.
-func (c *Client) hold() (done func(), ok bool) {
+// hold registers a call that Close must wait for; done ends it. ok is
+// false (and nothing is registered) once the Client is closed.
+func (c *Client) hold() (done func(), ok bool) { return c.track(true) }
+
+// track registers work that Close must wait for: refused once Close has
+// begun if fresh (a new call), else once Close has returned.
+func (c *Client) track(fresh bool) (done func(), ok bool) {
 	c.bgMu.Lock()
 	defer c.bgMu.Unlock()
-	if c.closed.Load() {
+	if c.drained || (fresh && c.closed.Load()) {
 		return nil, false
 	}
-	c.background.Add(1)
-	return c.background.Done, true
+	c.bgN++
+	return c.untrack, true
+}
+
+// waitIdle waits until no background work runs; drain then refuses any
+// more.
+func (c *Client) waitIdle(drain bool) {
+	c.bgMu.Lock()
+	defer c.bgMu.Unlock()
+	if c.bgIdle.L == nil {
+		c.bgIdle.L = &c.bgMu
+	}
+	for c.bgN > 0 {
+		c.bgIdle.Wait()
+	}
+	c.drained = c.drained || drain
+}
+
+func (c *Client) untrack() {
+	c.bgMu.Lock()
+	defer c.bgMu.Unlock()
+	if c.bgN--; c.bgN == 0 {
+		c.bgIdle.Broadcast()
+	}
 }
 
 // bind returns a context that ends with ctx or, with cause ErrClosed, when

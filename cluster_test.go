@@ -141,3 +141,49 @@ func TestClusterLockAllAcrossSlots(t *testing.T) {
 	}
 	l.Unlock(ctxT(t))
 }
+
+// Semaphores and read-write locks on a cluster: the key, its queue and its
+// holders' fences share a slot whatever braces the key holds.
+func TestClusterSemaphoreAndRWMutex(t *testing.T) {
+	cl := redistest.StartCluster(t, 3)
+	c := dlock.New(cl.Client(t))
+	t.Cleanup(func() { c.Close() })
+	for _, k := range []string{"sem:{a}b", "x{}y", "plain-sem"} {
+		sem := c.Semaphore(k, 2)
+		a, err := sem.TryAcquire(ctxT(t))
+		if err != nil {
+			t.Fatalf("%q: %v", k, err)
+		}
+		b, err := sem.TryAcquire(ctxT(t))
+		if err != nil {
+			t.Fatalf("%q: %v", k, err)
+		}
+		got := make(chan *dlock.Lock, 1)
+		go func() {
+			l, err := sem.Acquire(ctxT(t))
+			if err != nil {
+				t.Error(err)
+			}
+			got <- l
+		}()
+		time.Sleep(20 * time.Millisecond)
+		a.Unlock(ctxT(t))
+		third := <-got
+		if third == nil || third.Fence() <= b.Fence() {
+			t.Fatalf("%q: the waiter got %v", k, third)
+		}
+		b.Unlock(ctxT(t))
+		third.Unlock(ctxT(t))
+	}
+	m := c.RWMutex("rw:{cache}")
+	r, err := m.RLock(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Unlock(ctxT(t))
+	w, err := m.Lock(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Unlock(ctxT(t))
+}

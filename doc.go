@@ -49,7 +49,10 @@
 // key's queue until elected and returns the leadership as a *Lock (its
 // Fence is the term, its Context ends when leadership is lost, Unlock
 // resigns); Leader says who leads, and Observe delivers every change by
-// notification.
+// notification. Client.Semaphore (at most N holders) and Client.RWMutex
+// (many readers or one writer, a waiting writer not starved) hand out
+// permits and holds as *Lock values on the same queue, with the same
+// leases and fences (semaphore.go); they need one Redis deployment.
 //
 // # Redlock
 //

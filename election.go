@@ -137,7 +137,7 @@ func (e *Election) leader(ctx context.Context) (Leader, time.Duration, error) {
 	if err != nil {
 		return Leader{}, 0, err
 	}
-	answers := e.c.inspectAll(ctx, e.key, o.nodeTimeoutFor(len(e.c.nodes)), "leader")
+	answers := e.c.inspectAll(ctx, e.key, "", o.nodeTimeoutFor(len(e.c.nodes)), "leader")
 	values := map[string]bool{}
 	for _, a := range answers {
 		if a.err == nil && a.v.exists {

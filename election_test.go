@@ -241,3 +241,19 @@ func TestObserveEnds(t *testing.T) {
 	for range obs {
 	}
 }
+
+// A leader renewed past its TTL plus the fence margin keeps its term: the
+// renewals keep the fencing counter.
+func TestALongLeadershipKeepsItsTerm(t *testing.T) {
+	c, _ := newClient(t, shared)
+	k := key(t)
+	l, err := c.Election(k).Campaign(ctxT(t), "v", dlock.WithTTL(300*time.Millisecond), dlock.WithFenceMargin(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock(ctxT(t))
+	time.Sleep(1500 * time.Millisecond) // five TTLs, renewed
+	if ld, err := c.Election(k).Leader(ctxT(t)); err != nil || ld.Term != l.Fence() {
+		t.Fatalf("Leader after five TTLs: %+v %v, want term %d", ld, err, l.Fence())
+	}
+}

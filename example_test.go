@@ -290,3 +290,55 @@ func ExampleClient_LockAll() {
 	// holding stock:sku-7
 	// holding stock:sku-19
 }
+
+// At most three callers of a partner API at once, across every process.
+func ExampleSemaphore_Acquire() {
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	locks := dlock.New(rdb)
+	defer locks.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+
+	sem := locks.Semaphore("sem:partner-api", 3)
+	permit, err := sem.Acquire(ctx, dlock.WithTTL(10*time.Second)) // waits in line for a permit
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer permit.Unlock(context.Background())
+
+	st, _ := locks.Inspect(ctx, "sem:partner-api")
+	fmt.Println("permits taken:", st.Holders)
+	// Output: permits taken: 1
+}
+
+// Many readers of a cache, one rebuilder at a time; a waiting rebuilder is
+// not starved by readers.
+func ExampleRWMutex() {
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	locks := dlock.New(rdb)
+	defer locks.Close()
+	ctx := context.Background()
+
+	m := locks.RWMutex("rw:price-cache")
+	r1, _ := m.RLock(ctx)
+	r2, _ := m.RLock(ctx) // readers share
+	if _, err := m.TryLock(ctx); errors.Is(err, dlock.ErrNotObtained) {
+		fmt.Println("the writer waits for the readers")
+	}
+	r1.Unlock(ctx)
+	r2.Unlock(ctx)
+
+	w, err := m.Lock(ctx)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer w.Unlock(ctx)
+	fmt.Println("rebuilding, fence above every reader's:", w.Fence() > r2.Fence())
+	// Output:
+	// the writer waits for the readers
+	// rebuilding, fence above every reader's: true
+}

@@ -45,8 +45,11 @@ import "time"
 // How long the counter is kept. Without an expiry it would stay forever for
 // every key ever locked (at 1,000 new keys a second, a day's counters alone
 // take gigabytes). So each grant keeps it for the grant's TTL plus a margin
-// (WithFenceMargin, default DefaultFenceMargin), and a Redlock release that
-// raises it keeps it as long from then. It need not outlive more than that:
+// (WithFenceMargin, default DefaultFenceMargin), every renewal or Extend
+// keeps it at least the new TTL plus the margin from then (so a renewed
+// lock's fence stays readable while it is held: an election's term), and a
+// Redlock release that raises it keeps it as long from then. It need not
+// outlive more than that:
 //
 //   - While the counter exists, fences grow by one per grant, whatever the
 //     clock does.
@@ -63,9 +66,8 @@ import "time"
 //     the maximum over several nodes' clocks: the counter may then be
 //     ahead of this node's clock by the skew between the nodes as well.
 //     The bound becomes: skew plus clock step back under TTL + margin.
-//   - A lock held longer than TTL + margin (renewed) outlives its counter;
-//     its fence f was issued at its grant, so the same argument covers the
-//     next grant after it.
+//   - A renewed lock's counter lives until TTL + margin after its last
+//     renewal, so it outlives the lock by the margin as a grant's does.
 //
 // A released or expired lock so leaves nothing behind after TTL + margin:
 // the lock key expires with its TTL, the counter after the margin, the

@@ -103,9 +103,11 @@ func TestAThousandWaitersOnADefaultClientAreAllServed(t *testing.T) {
 	herd(t, c, k, 1000, time.Millisecond, dlock.WithTTL(5*time.Second))
 	close(stop)
 	watchers.Wait()
-	// The pool, dlock's one subscription, the admin client.
-	if limit := int64(10*runtime.GOMAXPROCS(0) + 2); maxConns.Load() > limit {
-		t.Errorf("the server saw %d connections, more than the pool and the subscription (%d)", maxConns.Load(), limit)
+	// The pool, dlock's one subscription, the admin client, and dlock's
+	// own pipelining client (pipeline.go: one held connection, two while
+	// it replaces a broken one).
+	if limit := int64(10*runtime.GOMAXPROCS(0) + 4); maxConns.Load() > limit {
+		t.Errorf("the server saw %d connections, more than the pool, the subscription and the pipeline (%d)", maxConns.Load(), limit)
 	}
 }
 

@@ -27,6 +27,11 @@ type Status struct {
 	// Waiters is how many Lock calls are queued for the key (the most any
 	// node has; Redlock does not queue).
 	Waiters int
+	// Holders is how many hold the key: 1 for a held lock, the permits
+	// taken of a semaphore, the read holds (or 1 write hold) of a
+	// read-write lock. For those, Holder is one of them and TTL the
+	// longest any has left.
+	Holders int
 }
 
 // Inspect reports the state of the lock on key, as the nodes see it now,
@@ -36,13 +41,14 @@ func (c *Client) Inspect(ctx context.Context, key string) (Status, error) {
 	if err != nil {
 		return Status{}, err
 	}
-	answers := c.inspectAll(ctx, key, o.nodeTimeoutFor(len(c.nodes)), "inspect")
+	answers := c.inspectAll(ctx, key, "", o.nodeTimeoutFor(len(c.nodes)), "inspect")
 	st := Status{Key: key}
 	values := map[string]bool{} // the values the nodes hold
 	for _, a := range answers {
 		if a.err == nil {
 			st.Fence = max(st.Fence, a.v.fence)
 			st.Waiters = max(st.Waiters, int(a.v.queued))
+			st.Holders = max(st.Holders, int(a.v.held))
 			values[a.v.value] = values[a.v.value] || a.v.exists
 		}
 	}
@@ -61,10 +67,11 @@ func (c *Client) Inspect(ctx context.Context, key string) (Status, error) {
 }
 
 // inspectAll reads key's state on every node (op names the caller, for
-// errors).
-func (c *Client) inspectAll(ctx context.Context, key string, timeout time.Duration, op string) []answer[keyState] {
+// errors); token, if not "", is the holder to look for among a
+// semaphore's or read-write lock's holders.
+func (c *Client) inspectAll(ctx context.Context, key, token string, timeout time.Duration, op string) []answer[keyState] {
 	return round[keyState]{op: op, timeout: timeout,
-		call: func(ctx context.Context, n *node) (keyState, error) { return n.inspect(ctx, key) },
+		call: func(ctx context.Context, n *node) (keyState, error) { return n.inspect(ctx, key, token) },
 	}.ask(ctx, c, c.nodes)
 }
 
@@ -104,7 +111,7 @@ func (c *Client) Attach(ctx context.Context, key, token string, opts ...Option) 
 		return nil, invalid("empty token")
 	}
 	sent := time.Now()
-	answers := c.inspectAll(ctx, key, o.nodeTimeoutFor(len(c.nodes)), "inspect")
+	answers := c.inspectAll(ctx, key, token, o.nodeTimeoutFor(len(c.nodes)), "inspect")
 	v, d := holding(answers, token)
 	switch v.of(len(c.nodes)) {
 	case agreed:

@@ -36,6 +36,7 @@ const (
 	notifyPrefix  = "dlock:notify:"  // exists while someone waits for the wake channel's "released"
 	queuePrefix   = "dlock:queue:"   // wait queue: waiter ids by the server time they queued
 	waitersPrefix = "dlock:waiters:" // waiters, their groups' signs of life, the last grant (prelude.lua)
+	holdersPrefix = "dlock:holders:" // the fences of a semaphore's or read-write lock's holders
 )
 
 // fenceKey returns the key of the lock key's fencing counter.
@@ -59,9 +60,9 @@ func queueKeys(key string) (queue, waiters string) {
 // reused by every script it runs; each script's KEYS are a slice of them.
 type lockNames struct {
 	key string
-	// all holds the lock key, its fencing counter, wait queue, waiters
-	// and notify key, in that order.
-	all  [5]string
+	// all holds the lock key, its fencing counter, wait queue, waiters,
+	// notify key and holders' fences, in that order.
+	all  [6]string
 	wake string // the wake channel
 }
 
@@ -70,16 +71,25 @@ func (nm *lockNames) acquireKeys() []string {
 	return []string{nm.all[0], nm.all[1], nm.all[2], nm.all[4]}
 }
 
-// releaseKeys are the release script's KEYS: all five.
+// releaseKeys are the release script's KEYS: all six.
 func (nm *lockNames) releaseKeys() []string { return nm.all[:] }
 
 // queueKeys are the KEYS of the scripts that work the queue (join,
-// keepalive, leave): lock, fence, queue, waiters.
-func (nm *lockNames) queueKeys() []string { return nm.all[:4] }
+// keepalive, leave) and of shared_release: lock, fence, queue, waiters,
+// holders.
+func (nm *lockNames) queueKeys() []string {
+	return []string{nm.all[0], nm.all[1], nm.all[2], nm.all[3], nm.all[5]}
+}
+
+// sharedAcquireKeys are the shared_acquire script's KEYS: lock, fence,
+// queue, holders.
+func (nm *lockNames) sharedAcquireKeys() []string {
+	return []string{nm.all[0], nm.all[1], nm.all[2], nm.all[5]}
+}
 
 func namesOf(key string) *lockNames {
 	queue, waiters := queueKeys(key)
-	return &lockNames{key: key, all: [5]string{key, fenceKey(key), queue, waiters, notifyKey(key)}, wake: wakeChannel(key)}
+	return &lockNames{key: key, all: [6]string{key, fenceKey(key), queue, waiters, notifyKey(key), derive(holdersPrefix, key)}, wake: wakeChannel(key)}
 }
 
 // namesCache remembers the names derived from recently used lock keys:

@@ -263,8 +263,10 @@ func (l *Lock) renew(ctx context.Context, ttl time.Duration, unlessExtended bool
 	}
 	// Extended on a quorum is extended: the others are not waited for.
 	answers := round[bool]{op: "extend", timeout: l.timeout,
-		call: func(ctx context.Context, n *node) (bool, error) { return n.extend(ctx, l.Key(), l.token, ttl) },
-		yes:  isYes,
+		call: func(ctx context.Context, n *node) (bool, error) {
+			return n.extend(ctx, l.names, l.token, ttl, ttl+l.keep-l.ttl)
+		},
+		yes: isYes,
 	}.ask(ctx, l.c, l.c.nodes)
 	v := count(answers, isYes)
 	switch v.of(len(l.c.nodes)) {
@@ -299,7 +301,7 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	if l.isReleased() {
 		return 0, l.notHeld()
 	}
-	answers := l.c.inspectAll(ctx, l.Key(), l.timeout, "ttl")
+	answers := l.c.inspectAll(ctx, l.Key(), l.token, l.timeout, "ttl")
 	v, d := holding(answers, l.token)
 	switch v.of(len(l.c.nodes)) {
 	case agreed:
@@ -358,13 +360,14 @@ func (l *Lock) isReleased() bool {
 // newToken returns 160 random bits from crypto/rand as URL-safe text: the
 // Redis guidance asks for about 20 random bytes, unique across all clients
 // and all acquisitions. A campaign's token also carries the candidate's
-// value (election.go).
+// value (election.go); a semaphore permit's or read-write hold's starts
+// with its kind (semaphore.go).
 func newToken(o options) (string, error) {
 	b := make([]byte, 20)
 	if _, err := rand.Read(b); err != nil {
 		return "", fmt.Errorf("dlock: reading random token: %w", err)
 	}
-	token := base64.RawURLEncoding.EncodeToString(b)
+	token := o.kind + base64.RawURLEncoding.EncodeToString(b)
 	if o.candidate {
 		token += "." + base64.RawURLEncoding.EncodeToString([]byte(o.value))
 	}

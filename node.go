@@ -106,7 +106,7 @@ func (n *node) script(ctx context.Context, s *redis.Script, keys []string, args 
 }
 
 func (n *node) fail(op string, err error) error {
-	return &NodeError{Node: n.name, Op: op, Err: err}
+	return &NodeError{Node: n.name, Op: op, Err: kindError(err)}
 }
 
 // unanswered is the error of a request whose answer was not waited for
@@ -133,6 +133,9 @@ func (g grant) granted() bool { return g.ok }
 // nobody is queued, and issues the fence. listens marks the caller as a
 // listener for the key's release messages if the key is taken.
 func (n *node) acquire(ctx context.Context, nm *lockNames, token string, o options, listens bool) (grant, error) {
+	if shared(token) {
+		return n.acquireShared(ctx, nm, token, o)
+	}
 	keys := nm.acquireKeys()
 	notify := any(0)
 	if listens {
@@ -170,6 +173,26 @@ func (n *node) acquire(ctx context.Context, nm *lockNames, token string, o optio
 	default:
 		return grant{pttl: holderTTL(res[1])}, nil
 	}
+}
+
+// acquireShared runs the shared_acquire script: a semaphore permit or a
+// read-write hold.
+func (n *node) acquireShared(ctx context.Context, nm *lockNames, token string, o options) (grant, error) {
+	res, err := n.script(ctx, sharedAcquireScript, nm.sharedAcquireKeys(), token, o.ttl.Milliseconds(), o.fenceKeep().Milliseconds()).Slice()
+	if err != nil {
+		return grant{}, n.fail("acquire", err)
+	}
+	if len(res) != 2 {
+		return grant{}, n.fail("acquire", errors.New("unexpected reply from the shared_acquire script"))
+	}
+	if ok, _ := res[0].(int64); ok != 1 {
+		return grant{pttl: holderTTL(res[1])}, nil
+	}
+	fence, err := parseFence(res[1])
+	if err != nil {
+		return grant{}, n.fail("acquire", err)
+	}
+	return grant{ok: true, fence: fence}, nil
 }
 
 // acquireAcked runs the acquire script and WAIT in one round trip, and
@@ -232,7 +255,13 @@ func holderTTL(v any) time.Duration {
 // hand-off to the next waiter must be one atomic step, or a newcomer could
 // take the lock in between and the queue would lose its order.
 func (n *node) release(ctx context.Context, nm *lockNames, token string, fence int64, keep time.Duration) (bool, error) {
-	v, err := n.script(ctx, releaseScript, nm.releaseKeys(), token, fence, n.publish(), nm.wake, keep.Milliseconds()).Int64()
+	var v int64
+	var err error
+	if shared(token) {
+		v, err = n.script(ctx, sharedReleaseScript, nm.queueKeys(), token, n.publish(), nm.wake).Int64()
+	} else {
+		v, err = n.script(ctx, releaseScript, nm.releaseKeys(), token, fence, n.publish(), nm.wake, keep.Milliseconds()).Int64()
+	}
 	if err != nil {
 		return false, n.fail("release", err)
 	}
@@ -248,24 +277,45 @@ func (n *node) publish() string {
 	return "PUBLISH"
 }
 
-// extend resets key's expiry to ttl if it holds token, and reports whether it
+// extend resets the lock's expiry to ttl if its key holds token, keeps
+// its fencing counter at least keep (the TTL plus the fence margin: the
+// counter outlives a renewed lock too, fence.go), and reports whether it
 // did.
-func (n *node) extend(ctx context.Context, key, token string, ttl time.Duration) (bool, error) {
-	if n.hasNative(ctx) {
-		err := n.rdb.Do(ctx, "SET", key, token, "IFEQ", token, "PX", ttl.Milliseconds()).Err()
-		if errors.Is(err, redis.Nil) {
-			return false, nil
-		}
-		if err != nil {
-			return false, n.fail("extend", err)
-		}
-		return true, nil
+func (n *node) extend(ctx context.Context, nm *lockNames, token string, ttl, keep time.Duration) (bool, error) {
+	var v int64
+	var err error
+	switch {
+	case shared(token):
+		v, err = n.script(ctx, sharedExtendScript, []string{nm.key, nm.all[5], nm.all[1]}, token, ttl.Milliseconds(), keep.Milliseconds()).Int64()
+	case n.hasNative(ctx):
+		return n.extendNative(ctx, nm, token, ttl, keep)
+	default:
+		v, err = n.script(ctx, extendScript, nm.all[:2], token, ttl.Milliseconds(), keep.Milliseconds()).Int64()
 	}
-	v, err := n.script(ctx, extendScript, []string{key}, token, ttl.Milliseconds()).Int64()
 	if err != nil {
 		return false, n.fail("extend", err)
 	}
 	return v == 1, nil
+}
+
+// extendNative is extend on Redis 8.4+: SET IFEQ, and the counter's
+// PEXPIRE GT (which only lengthens), in one round trip.
+func (n *node) extendNative(ctx context.Context, nm *lockNames, token string, ttl, keep time.Duration) (bool, error) {
+	var set *redis.Cmd
+	_, err := n.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		set = p.Do(ctx, "SET", nm.key, token, "IFEQ", token, "PX", ttl.Milliseconds())
+		p.Do(ctx, "PEXPIRE", nm.all[1], keep.Milliseconds(), "GT")
+		return nil
+	})
+	if err := set.Err(); errors.Is(err, redis.Nil) {
+		return false, nil
+	} else if err != nil {
+		return false, n.fail("extend", err)
+	}
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return false, n.fail("extend", err)
+	}
+	return true, nil
 }
 
 // keyState is what one node holds for a lock key.
@@ -275,16 +325,19 @@ type keyState struct {
 	pttl   time.Duration // remaining TTL; negative when absent (-2) or without expiry (-1)
 	fence  int64         // last fence issued; 0 when none is remembered
 	queued int64         // waiters in the queue
+	held   int64         // how many hold it (permits, read holds; 1 for a held mutex)
 }
 
-// inspect reads key's value, TTL and fencing counter atomically.
-func (n *node) inspect(ctx context.Context, key string) (keyState, error) {
+// inspect reads key's value, TTL and fencing counter atomically. For a
+// semaphore's or read-write lock's key, token (if not "") is the holder
+// to look for (see scripts/inspect.lua).
+func (n *node) inspect(ctx context.Context, key, token string) (keyState, error) {
 	queue, _ := queueKeys(key)
-	res, err := n.script(ctx, inspectScript, []string{key, fenceKey(key), queue}).Slice()
+	res, err := n.script(ctx, inspectScript, []string{key, fenceKey(key), queue}, token).Slice()
 	if err != nil {
 		return keyState{}, n.fail("inspect", err)
 	}
-	if len(res) != 4 {
+	if len(res) != 5 {
 		return keyState{}, n.fail("inspect", errors.New("unexpected reply from the inspect script"))
 	}
 	var st keyState
@@ -298,6 +351,7 @@ func (n *node) inspect(ctx context.Context, key string) (keyState, error) {
 		st.fence, _ = strconv.ParseInt(s, 10, 64)
 	}
 	st.queued, _ = res[3].(int64)
+	st.held, _ = res[4].(int64)
 	return st, nil
 }
 

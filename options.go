@@ -1,6 +1,10 @@
 package dlock
 
-import "time"
+import (
+	"errors"
+	"fmt"
+	"time"
+)
 
 const (
 	// DefaultTTL is the lock's time to live when WithTTL is not given: the
@@ -62,6 +66,10 @@ type options struct {
 	// (election.go).
 	candidate bool
 	value     string
+
+	// kind, when not "", makes the grant a semaphore permit or a
+	// read-write hold: the prefix its token starts with (semaphore.go).
+	kind string
 }
 
 // fenceKeep is how long a grant keeps the lock's fencing counter: the TTL
@@ -156,6 +164,9 @@ func (o *options) check() error {
 	}
 	if o.hasNodeTimeout && (o.nodeTimeout <= 0 || o.nodeTimeout >= o.ttl) {
 		return invalid("node timeout %v must be positive and below the TTL %v", o.nodeTimeout, o.ttl)
+	}
+	if o.kind != "" && o.replicas > 0 {
+		return fmt.Errorf("dlock: WithReplicaAck with a semaphore or read-write lock: %w", errors.ErrUnsupported)
 	}
 	if o.fenceMargin < 0 || o.fenceMargin > MaxFenceMargin {
 		return invalid("fence margin %v: want 0 to %v", o.fenceMargin, MaxFenceMargin)

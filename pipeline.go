@@ -2,8 +2,11 @@ package dlock
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -22,12 +25,16 @@ import (
 // one, keeps their configuration, and Client.Close closes dlock's. That
 // client is made on first need. Only a plain *redis.Client to one server
 // coalesces: a cluster, a Sentinel failover client (whose dialer follows
-// the Sentinels' choice of master) or any other RedisClient is used as
-// given.
+// the Sentinels' choice of master) or any other RedisClient (Direct's
+// wrapper included) is used as given.
 //
 // Why this is as safe as one request per script: every script is one
 // EVALSHA either way, and a pipeline changes neither what the server runs
-// nor its atomicity, only how the bytes travel. A caller that stops
+// nor its atomicity, only how the bytes travel. A request that go-redis
+// sends again after its connection broke (it retries, here as on any
+// client) may run twice: the acquire scripts answer a second run of the
+// same token's request with the grant, not "taken", so nothing is left
+// held unknown. A caller that stops
 // waiting (its context ends, the node timeout) is treated as with a plain
 // client: its request may still run, and calls (call.go) hands the answer
 // to whoever must give a late grant back. No ordering between two
@@ -35,6 +42,7 @@ import (
 // before sending the next), so the pipeliner's ordering does not matter.
 type coalescer struct {
 	opt      *redis.Options // for dlock's own client; nil: never coalesce
+	bound    time.Duration  // the longest a script waits in the pipeline (see send); 0: none
 	inflight atomic.Int32
 
 	mu     sync.RWMutex // held for reading while a script uses ap
@@ -52,6 +60,12 @@ func newCoalescer(rdb RedisClient) *coalescer {
 	// cannot take).
 	if user, ok := rdb.(*redis.Client); ok && user.Options().Addr != failoverAddr {
 		c.opt = ownOptions(user.Options())
+		// As long as the user's client would wait for a command: the
+		// write and read timeouts, and a second for the queue. None when
+		// the user's client has none (a negative timeout).
+		if c.opt.ReadTimeout >= 0 && c.opt.WriteTimeout >= 0 {
+			c.bound = c.opt.WriteTimeout + c.opt.ReadTimeout + time.Second
+		}
 	}
 	return c
 }
@@ -66,11 +80,47 @@ func (c *coalescer) run(ctx context.Context, rdb RedisClient, s *redis.Script, k
 		ap := c.pipeliner()
 		if ap != nil {
 			defer c.mu.RUnlock()
-			return s.Run(ctx, ap, keys, args...)
+			cmd := c.send(ctx, ap, s.Hash(), keys, args)
+			if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+				if err := s.Load(ctx, rdb).Err(); err != nil {
+					cmd.SetErr(err)
+					return cmd
+				}
+				cmd = c.send(ctx, ap, s.Hash(), keys, args)
+			}
+			return cmd
 		}
 		c.mu.RUnlock()
 	}
 	return s.Run(ctx, rdb, keys, args...)
+}
+
+// send runs one EVALSHA through the pipeliner and waits for its
+// answer at most c.bound: the pipeliner does not end a command's wait when
+// its context ends, nor, with many in flight on a stalled server, when the
+// read timeout passes. A command not answered by then may still run (as one
+// whose read timed out may): its caller treats it as unanswered.
+func (c *coalescer) send(ctx context.Context, ap *redis.AutoPipeliner, sha string, keys []string, args []any) *redis.Cmd {
+	cmdArgs := make([]any, 0, 3+len(keys)+len(args))
+	cmdArgs = append(cmdArgs, "evalsha", sha, len(keys))
+	for _, k := range keys {
+		cmdArgs = append(cmdArgs, k)
+	}
+	cmdArgs = append(cmdArgs, args...)
+	cmd := redis.NewCmd(ctx, cmdArgs...)
+	f := ap.Submit(ctx, cmd)
+	if c.bound <= 0 {
+		_ = f.Wait()
+		return cmd
+	}
+	wctx, cancel := context.WithTimeout(ctx, c.bound)
+	defer cancel()
+	if err := f.WaitContext(wctx); err != nil && wctx.Err() != nil && ctx.Err() == nil {
+		failed := redis.NewCmd(ctx, cmdArgs...)
+		failed.SetErr(fmt.Errorf("%w: no answer through the pipeline within %v", os.ErrDeadlineExceeded, c.bound))
+		return failed
+	}
+	return cmd
 }
 
 // pipeliner returns the AutoPipeliner, making it on first need, or nil
@@ -84,7 +134,7 @@ func (c *coalescer) pipeliner() *redis.AutoPipeliner {
 	c.mu.Lock()
 	if c.ap == nil && !c.closed && !c.failed {
 		own := redis.NewClient(ownOptions(c.opt)) // a copy: NewClient writes to it
-		ap, err := own.AutoPipelineWithOptions(&redis.AutoPipelineOptions{FullDuplex: true})
+		ap, err := own.AsyncAutoPipelineWithOptions(&redis.AutoPipelineOptions{FullDuplex: true})
 		if err != nil {
 			own.Close()
 			c.failed = true
@@ -127,3 +177,11 @@ func ownOptions(user *redis.Options) *redis.Options {
 	}
 	return &opt
 }
+
+// Direct returns rdb wrapped so that dlock sends every call through it,
+// never pipelined through a client of its own (see New): for a client
+// whose hooks change what is sent or where.
+func Direct(rdb *redis.Client) RedisClient { return direct{rdb} }
+
+// direct is Direct's wrapper: a RedisClient that is not a *redis.Client.
+type direct struct{ *redis.Client }

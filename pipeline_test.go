@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/internal/redistest"
@@ -125,4 +128,89 @@ func TestAStalledServerEndsEveryPipelinedCall(t *testing.T) {
 	if got := hammer(t, c, keys, 64, 5, long); got != 64*5 {
 		t.Fatalf("after the stall, %d of %d locks obtained", got, 64*5)
 	}
+}
+
+// Close waits for the grants that came back after their callers left,
+// and gives them back: a program that exits after Close leaves nothing
+// held.
+func TestCloseGivesBackLateGrantsBeforeReturning(t *testing.T) {
+	rdb := shared.Client(t)
+	c := dlock.New(rdb)
+	keys := keysOf(t, 20)
+	var wg sync.WaitGroup
+	for _, k := range keys {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Microsecond)
+			defer cancel()
+			if l, err := c.Lock(ctx, k, dlock.WithTTL(time.Minute)); err == nil {
+				l.Unlock(context.Background())
+			}
+		}()
+	}
+	wg.Wait()
+	c.Close()
+	for _, k := range keys {
+		if n := rdb.Exists(context.Background(), k).Val(); n != 0 {
+			t.Fatalf("%q held after Close returned", k)
+		}
+	}
+}
+
+// Close returns while the server is stalled with pipelined scripts in
+// flight: their waits are bounded like a plain client's.
+func TestCloseReturnsWhileTheServerStallsUnderPipelining(t *testing.T) {
+	s := redistest.Start(t)
+	rdb := s.Client(t)
+	c := dlock.New(rdb)
+	keys := keysOf(t, 16)
+	long := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.Background(), time.Minute)
+	}
+	hammer(t, c, keys, 64, 3, long) // the pipeliner is up
+	s.Pause()
+	t.Cleanup(s.Resume)
+	short := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.Background(), 200*time.Millisecond)
+	}
+	hammer(t, c, keys, 64, 1, short, dlock.WithTTL(time.Minute))
+	closed := make(chan struct{})
+	go func() { c.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(40 * time.Second):
+		t.Fatal("Close did not return within 40s while the server was paused")
+	}
+}
+
+// Direct: every call goes through the user's client, hooks and all (here
+// a dial hook that is the only way to the server).
+func TestDirectSendsEverythingThroughTheUsersClient(t *testing.T) {
+	opts := shared.Options()
+	real := opts.Addr
+	opts.Addr = "127.0.0.1:1"
+	rdb := redis.NewClient(opts)
+	t.Cleanup(func() { rdb.Close() })
+	rdb.AddHook(redirect(real))
+	c := dlock.New(dlock.Direct(rdb))
+	t.Cleanup(func() { c.Close() })
+	keys := keysOf(t, 8)
+	long := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.Background(), time.Minute)
+	}
+	if got := hammer(t, c, keys, 32, 5, long); got != 32*5 {
+		t.Fatalf("%d of %d locks through Direct", got, 32*5)
+	}
+}
+
+// redirect is a hook that dials addr whatever the client was told.
+type redirect string
+
+func (r redirect) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, _ string) (net.Conn, error) { return next(ctx, network, string(r)) }
+}
+func (redirect) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (redirect) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }

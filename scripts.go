@@ -39,6 +39,18 @@ var (
 	extendSrc    string
 	extendScript = redis.NewScript(extendSrc)
 
+	//go:embed scripts/shared_acquire.lua
+	sharedAcquireSrc    string
+	sharedAcquireScript = redis.NewScript(preludeSrc + sharedAcquireSrc)
+
+	//go:embed scripts/shared_release.lua
+	sharedReleaseSrc    string
+	sharedReleaseScript = redis.NewScript(preludeSrc + sharedReleaseSrc)
+
+	//go:embed scripts/shared_extend.lua
+	sharedExtendSrc    string
+	sharedExtendScript = redis.NewScript(preludeSrc + sharedExtendSrc)
+
 	//go:embed scripts/inspect.lua
 	inspectSrc    string
 	inspectScript = redis.NewScript(inspectSrc)

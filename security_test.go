@@ -16,12 +16,13 @@ import (
 // nothing else. Keep the two in step.
 var minimalACL = []any{"ACL", "SETUSER", "locker", "on", ">s3cret",
 	"resetkeys", "~lock:*", "~dlock:*{lock:*",
-	"resetchannels", "&dlock:wake:{lock:*",
+	"resetchannels", "&dlock:wake:{lock:*", "&dlock:elect:{lock:*",
 	"-@all", "+@connection",
 	"+evalsha", "+eval", "+script|load", "+command|info", "+wait", "+scan",
 	"+subscribe", "+unsubscribe", "+ssubscribe", "+sunsubscribe", "+publish", "+spublish",
 	"+get", "+set", "+del", "+exists", "+pttl", "+pexpire", "+time",
-	"+zrange", "+zadd", "+zrem", "+zcard", "+zscore", "+hget", "+hset", "+hdel"}
+	"+zrange", "+zadd", "+zrem", "+zcard", "+zscore", "+hget", "+hset", "+hdel",
+	"+zrangebyscore", "+zremrangebyscore", "+zcount", "+pexpireat"}
 
 func TestARestrictedACLUserCanLockItsKeysAndNothingElse(t *testing.T) {
 	s := redistest.Start(t)
@@ -67,6 +68,30 @@ func TestARestrictedACLUserCanLockItsKeysAndNothingElse(t *testing.T) {
 	if err := <-got; err != nil {
 		t.Fatalf("the waiter: %v", err)
 	}
+
+	// A semaphore, a read-write lock and an election, within the ACL too.
+	sem, err := c.Semaphore("lock:sem:"+key(t), 2).TryAcquire(ctxT(t))
+	if err != nil {
+		t.Fatalf("a semaphore permit as the restricted user: %v", err)
+	}
+	if _, err := c.Inspect(ctxT(t), sem.Key()); err != nil {
+		t.Fatalf("Inspect of a semaphore: %v", err)
+	}
+	if err := sem.Extend(ctxT(t), time.Minute); err != nil {
+		t.Fatalf("Extend of a permit: %v", err)
+	}
+	sem.Unlock(ctxT(t))
+	e := c.Election("lock:elect:" + key(t))
+	obs := e.Observe(ctxT(t))
+	<-obs
+	lead, err := e.Campaign(ctxT(t), "me")
+	if err != nil {
+		t.Fatalf("a campaign as the restricted user: %v", err)
+	}
+	if ld := <-obs; ld.Value != "me" {
+		t.Fatalf("observed %+v as the restricted user", ld)
+	}
+	lead.Unlock(ctxT(t))
 
 	// Outside its key pattern: a clear NOPERM, never "held by someone".
 	_, err = c.TryLock(ctxT(t), "other:"+key(t))

@@ -17,10 +17,19 @@
 -- expiry, as a key set by hand without PX may have, and -2 when the key is
 -- free but waiters are queued for it: the queue's next step hands it to
 -- the first of them, so a newcomer cannot jump the line).
--- (If anything fails after the SET, the caller releases the key:
--- acquire.go.)
+-- A key that holds something other than a string (a semaphore's sorted
+-- set) is a WRONGTYPE error; a key that already holds this token (the
+-- request ran twice) is {1, fence}. (If anything fails after the SET, the
+-- caller releases the key: acquire.go.)
 if redis.call('EXISTS', KEYS[3]) == 0 and redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return {1, issue_fence(KEYS[2], ARGV[4])}
+end
+-- GET answers WRONGTYPE for a semaphore's or read-write lock's key (a
+-- sorted set), and shows a grant to this very token: the same request run
+-- twice (go-redis retries a command whose connection broke, and the first
+-- run may have granted it) answers the grant again rather than "taken".
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return {1, redis.call('GET', KEYS[2]) or issue_fence(KEYS[2], ARGV[4])}
 end
 if ARGV[3] ~= '0' then
   redis.call('SET', KEYS[4], '1', 'PX', ARGV[3])

@@ -1,12 +1,19 @@
--- extend: reset the lock's expiry only if it still holds this token.
+-- extend: reset the lock's expiry only if it still holds this token, and
+-- keep its fencing counter at least as long as the new TTL plus the fence
+-- margin (fence.go: the counter outlives the lock, renewed or not).
 --
 -- KEYS[1]  lock key
+-- KEYS[2]  fencing counter of the lock key (same hash slot)
 -- ARGV[1]  token
 -- ARGV[2]  new TTL, milliseconds
+-- ARGV[3]  how long to keep the fencing counter at least, milliseconds
 --
 -- Returns 1 when extended, 0 when the key does not hold the token: then
 -- nothing is changed (in particular, an expired lock is not re-created).
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return 0
+end
+if redis.call('PTTL', KEYS[2]) < tonumber(ARGV[3]) then
+  redis.call('PEXPIRE', KEYS[2], ARGV[3])
 end
 return redis.call('PEXPIRE', KEYS[1], ARGV[2])

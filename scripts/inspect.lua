@@ -3,9 +3,33 @@
 -- KEYS[1]  lock key
 -- KEYS[2]  fencing counter of the lock key (same hash slot)
 -- KEYS[3]  wait queue of the lock key (same hash slot)
+-- ARGV[1]  a token to look for, or "" (semaphores, read-write locks)
 --
--- Returns {value, pttl, fence, waiters}: the key's value (false when
--- absent), its remaining TTL in milliseconds (-2 absent, -1 no expiry), the
--- last fence issued for the key (false when none is remembered), and how
--- many waiters are queued (dead ones included until they are dropped).
-return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1]), redis.call('GET', KEYS[2]), redis.call('ZCARD', KEYS[3])}
+-- Returns {value, pttl, fence, waiters, holders}: the key's value (false
+-- when absent), its remaining TTL in milliseconds (-2 absent, -1 no
+-- expiry), the last fence issued for the key (false when none is
+-- remembered), how many waiters are queued (dead ones included until they
+-- are dropped), and how many hold it. For a semaphore's or read-write
+-- lock's key (a sorted set of holders by expiry, ms), value is ARGV[1]
+-- with its TTL if that token holds, else the first holder with the
+-- longest TTL among the live holders.
+local fence, queued = redis.call('GET', KEYS[2]), redis.call('ZCARD', KEYS[3])
+local value = redis.pcall('GET', KEYS[1]) -- an error for a sorted set
+if type(value) ~= 'table' then
+  return {value, redis.call('PTTL', KEYS[1]), fence, queued, value and 1 or 0}
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local live = redis.call('ZCOUNT', KEYS[1], '(' .. now, '+inf')
+if ARGV[1] ~= '' then
+  local exp = redis.call('ZSCORE', KEYS[1], ARGV[1])
+  if exp and tonumber(exp) > now then
+    return {ARGV[1], tonumber(exp) - now, fence, queued, live}
+  end
+end
+local first = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. now, '+inf', 'LIMIT', '0', '1')[1]
+if not first then
+  return {false, -2, fence, queued, 0}
+end
+local last = redis.call('ZRANGE', KEYS[1], '-1', '-1', 'WITHSCORES')[2]
+return {first, tonumber(last) - now, fence, queued, live}

@@ -7,7 +7,8 @@
 -- KEYS[2]  fencing counter of the lock key
 -- KEYS[3]  wait queue (sorted set)       all in the lock key's hash slot
 -- KEYS[4]  waiters (hash)
--- ARGV[1]  token
+-- KEYS[5]  holders' fences (hash; permits and read-write holds only)
+-- ARGV[1]  token (its kind says what it asks for: prelude.lua, holders)
 -- ARGV[2]  TTL, milliseconds
 -- ARGV[3]  waiter id
 -- ARGV[4]  the waiter's group (its Client's id)
@@ -21,38 +22,43 @@
 -- ms counted from this step (the waiter counts its lease from when it sent
 -- it). Returns {0, pttl, score} when the waiter is queued: the holder's
 -- remaining TTL and the waiter's place, to rejoin with.
-local handoff, now, alive, claim_ms = queue(issue_fence)
+local handoff, now, alive, claim_ms, h = queue(issue_fence)
 local now_us = now()
+local now_ms = math.floor(now_us / 1000)
 alive(KEYS[3], KEYS[4], ARGV[4], now_us, ARGV[5])
-local value = redis.call('GET', KEYS[1])
-if value == ARGV[1] then
-  -- Granted by a hand-off: give the key a full claim from this step. The
-  -- counter holds the grant's fence: nothing issues another while the key
-  -- holds our token (should it be gone, a new, higher fence will do).
-  local px = tostring(math.min(tonumber(ARGV[2]), claim_ms))
-  redis.call('PEXPIRE', KEYS[1], px)
+if h.holds(KEYS[1], ARGV[1], now_ms) then
+  -- Granted by a hand-off: give the hold a full claim from this step,
+  -- with the fence it was granted (should it be gone, a new, higher
+  -- fence will do).
+  local px = math.min(tonumber(ARGV[2]), claim_ms)
+  local fence = h.fence_of(KEYS[2], KEYS[5], ARGV[1]) or issue_fence(KEYS[2], ARGV[9])
+  h.give(KEYS[1], KEYS[5], ARGV[1], px, now_ms, fence)
   redis.call('ZREM', KEYS[3], ARGV[3])
   redis.call('HDEL', KEYS[4], ARGV[3])
-  return {1, redis.call('GET', KEYS[2]) or issue_fence(KEYS[2], ARGV[9]), tonumber(px)}
+  return {1, fence, px}
 end
+local room = h.fits(KEYS[1], KEYS[5], ARGV[1], now_ms) -- raises a kind error before queueing
 local score = ARGV[6]
 if score == '0' then
   score = string.format('%.0f', now_us)
 end
 redis.call('ZADD', KEYS[3], 'NX', score, ARGV[3])
 redis.call('HSET', KEYS[4], ARGV[3], ARGV[1] .. ' ' .. ARGV[2] .. ' ' .. ARGV[4] .. ' ' .. ARGV[9])
-if not value then
-  -- Free: the first live waiter gets it, which may be this one.
+if room then
+  -- Room for it: the first live waiters get it, which may be this one.
   if redis.call('ZRANGE', KEYS[3], '0', '0')[1] == ARGV[3] then
     redis.call('ZREM', KEYS[3], ARGV[3])
     redis.call('HDEL', KEYS[4], ARGV[3])
-    redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-    return {1, issue_fence(KEYS[2], ARGV[9]), tonumber(ARGV[2])}
+    local fence = issue_fence(KEYS[2], ARGV[9])
+    h.give(KEYS[1], KEYS[5], ARGV[1], tonumber(ARGV[2]), now_ms, fence)
+    return {1, fence, tonumber(ARGV[2])}
   end
-  if handoff(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[7], ARGV[8]) == ARGV[3] then
-    -- Everyone ahead was dead: the hand-off (claim_ms at most, from now)
-    -- went to this waiter.
-    return {1, redis.call('GET', KEYS[2]), tonumber(redis.call('PTTL', KEYS[1]))}
+  handoff(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[7], ARGV[8])
+  if h.holds(KEYS[1], ARGV[1], now_ms) then
+    -- Everyone ahead was dead or fitted too: the hand-off (claim_ms at
+    -- most, from now) came to this waiter.
+    return {1, h.fence_of(KEYS[2], KEYS[5], ARGV[1]), h.pttl(KEYS[1], ARGV[1], now_ms)}
   end
 end
-return {0, redis.call('PTTL', KEYS[1]), redis.call('ZSCORE', KEYS[3], ARGV[3])}
+local wait = h.kind(ARGV[1]) == 'm' and redis.call('PTTL', KEYS[1]) or h.wait_ms(KEYS[1], now_ms)
+return {0, wait, redis.call('ZSCORE', KEYS[3], ARGV[3])}

@@ -45,10 +45,142 @@ local function issue_fence(fence_key, keep_ms)
   return fence
 end
 
+-- holders returns the functions that keep the holders of a lock key,
+-- whatever kind of lock it is. The kind is in the token (keys.go, kinds):
+-- a plain token is a mutex's, whose key is a string holding it; a token
+-- that starts with "~s<permits>~" is a semaphore permit's, "~r~" a read
+-- hold's and "~w~" a write hold's, whose key is a sorted set of the
+-- holders' tokens scored by when each expires (server time, ms), beside a
+-- hash (holders_key) of each holder's fence. Expired holders are purged
+-- before any count.
+local function holders()
+  local function kind(token)
+    local k, n = string.match(token, '^~([srw])(%d*)~')
+    return k or 'm', tonumber(n)
+  end
+
+  local function now_ms()
+    local t = redis.call('TIME')
+    return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+
+  local function purge(lock_key, holders_key, now)
+    local gone = redis.call('ZRANGEBYSCORE', lock_key, '-inf', now)
+    if #gone > 0 then
+      redis.call('ZREMRANGEBYSCORE', lock_key, '-inf', now)
+      redis.call('HDEL', holders_key, unpack(gone))
+    end
+  end
+
+  -- fits reports whether token's grant fits beside the current holders
+  -- (purged), and raises an error if they are of another kind: a
+  -- semaphore with other permits, or a read-write lock.
+  local function fits(lock_key, holders_key, token, now)
+    local k, n = kind(token)
+    if k == 'm' then
+      return redis.call('EXISTS', lock_key) == 0
+    end
+    purge(lock_key, holders_key, now)
+    local count = redis.call('ZCARD', lock_key)
+    if count == 0 then
+      return true
+    end
+    local fk, fn = kind(redis.call('ZRANGE', lock_key, '0', '0')[1])
+    if (k == 's') ~= (fk == 's') then
+      error({err = 'WRONGTYPE dlock: the key holds another kind of lock'})
+    end
+    if k == 's' then
+      if n ~= fn then
+        error({err = 'DLOCKPERMITS ' .. fn})
+      end
+      return count < n
+    end
+    return k == 'r' and fk == 'r'
+  end
+
+  -- holds reports whether token holds the lock now.
+  local function holds(lock_key, token, now)
+    if kind(token) == 'm' then
+      return redis.call('GET', lock_key) == token
+    end
+    local exp = redis.call('ZSCORE', lock_key, token)
+    return exp ~= false and tonumber(exp) > now
+  end
+
+  -- expire keeps a sorted set of holders, and their fences, until the
+  -- last of them expires.
+  local function expire(lock_key, holders_key)
+    local last = redis.call('ZRANGE', lock_key, '-1', '-1', 'WITHSCORES')[2]
+    if last then
+      redis.call('PEXPIREAT', lock_key, last)
+      redis.call('PEXPIREAT', holders_key, last)
+    end
+  end
+
+  -- give makes token a holder for px ms from now, with fence.
+  local function give(lock_key, holders_key, token, px, now, fence)
+    if kind(token) == 'm' then
+      redis.call('SET', lock_key, token, 'PX', tostring(px))
+      return
+    end
+    redis.call('ZADD', lock_key, string.format('%.0f', now + px), token)
+    redis.call('HSET', holders_key, token, fence)
+    expire(lock_key, holders_key)
+  end
+
+  -- drop ends token's hold (the caller checked it holds).
+  local function drop(lock_key, holders_key, token)
+    if kind(token) == 'm' then
+      redis.call('DEL', lock_key)
+      return
+    end
+    redis.call('ZREM', lock_key, token)
+    redis.call('HDEL', holders_key, token)
+  end
+
+  -- fence_of returns the fence of token's hold: for a mutex the counter's
+  -- (nothing issues another while the key holds the token), else the
+  -- holder's own.
+  local function fence_of(fence_key, holders_key, token)
+    if kind(token) == 'm' then
+      return redis.call('GET', fence_key)
+    end
+    return redis.call('HGET', holders_key, token)
+  end
+
+  -- pttl returns how long token's hold has left, in ms.
+  local function pttl(lock_key, token, now)
+    if kind(token) == 'm' then
+      return redis.call('PTTL', lock_key)
+    end
+    local exp = redis.call('ZSCORE', lock_key, token)
+    if not exp then
+      return -2
+    end
+    return math.max(tonumber(exp) - now, 0)
+  end
+
+  -- wait_ms returns how long a grant that does not fit may have to wait
+  -- for a holder to expire: the soonest expiry among the holders.
+  local function wait_ms(lock_key, now)
+    local first = redis.call('ZRANGE', lock_key, '0', '0', 'WITHSCORES')[2]
+    if not first then
+      return -2
+    end
+    return math.max(tonumber(first) - now, 0)
+  end
+
+  return {kind = kind, now_ms = now_ms, purge = purge, fits = fits, holds = holds, expire = expire,
+    give = give, drop = drop, fence_of = fence_of, pttl = pttl, wait_ms = wait_ms}
+end
+
 -- queue returns the functions that work a lock's wait queue, handoff, now
--- and alive, and claim_ms. issue_fence is passed in, so that building them costs no
--- upvalue unless they are built.
+-- and alive, claim_ms, and the holder functions (h, from holders()).
+-- issue_fence is passed in, so that building them costs no upvalue unless
+-- they are built.
 local function queue(issue_fence)
+  local h = holders()
+
   -- now returns the server time in microseconds (a number).
   local function now()
     local t = redis.call('TIME')
@@ -70,51 +202,67 @@ local function queue(issue_fence)
     redis.call('PEXPIRE', waiters_key, keep)
   end
 
-  -- handoff gives a free lock to the first live waiter of its queue: sets
-  -- the lock to the waiter's token for its TTL but at most claim_ms,
-  -- issues its fence, writes the grant record and publishes the grant on
-  -- the wake channel ("g id fence seq lease_ms"). Dead waiters met on the
-  -- way are dropped. Returns the waiter id, or false when nobody live is
-  -- waiting.
+  -- handoff gives the lock to the first live waiters of its queue while
+  -- their grants fit (a mutex: the one first waiter, if the key is free;
+  -- permits and read holds: as many as fit, in order; never one behind a
+  -- waiter that does not fit, so nobody is overtaken). Each grant makes
+  -- the waiter a holder for its TTL but at most claim_ms, issues its
+  -- fence, writes the grant record and publishes the grant on the wake
+  -- channel ("g id fence seq lease_ms"). Dead waiters met on the way are
+  -- dropped. Returns how many waiters it granted.
   --
   -- lease_ms is how long the lock lives counted from the group's last step
   -- (seq) that the server ran: the time since that step, on this server's
   -- clock, rounded down, plus the key's PX. The waiter counts its lease
   -- from when it sent that step, which was no later than the server ran
   -- it, so its estimate ends no later than the key expires (queue.go).
-  local function handoff(lock_key, fence_key, queue_key, waiters_key, pub, chan)
+  local function handoff(lock_key, fence_key, queue_key, waiters_key, holders_key, pub, chan)
     local now_us = now()
+    local now_ms = math.floor(now_us / 1000)
+    local granted = 0
     while true do
       local head = redis.call('ZRANGE', queue_key, '0', '0')[1]
       if not head then
-        return false
+        return granted
       end
       local data = redis.call('HGET', waiters_key, head)
-      redis.call('ZREM', queue_key, head)
-      redis.call('HDEL', waiters_key, head)
       local token, ttl, group, keep
       if data then
         token, ttl, group, keep = string.match(data, '^(%S+) (%d+) (%S+) ?(%d*)$')
       end
       local life = group and redis.call('HGET', waiters_key, '@' .. group)
+      local at, seq
       if life then
-        local at, seq = string.match(life, '^(%d+) (%d+)$')
-        if at and tonumber(at) + alive_us >= now_us then
-          local px = math.min(tonumber(ttl), claim_ms)
-          redis.call('SET', lock_key, token, 'PX', tostring(px))
-          if keep == '' then -- queued by an older dlock: its default margin
-            keep = tostring(tonumber(ttl) + 600000)
-          end
-          local fence = issue_fence(fence_key, keep)
-          local lease = tostring(math.floor((now_us - tonumber(at)) / 1000) + px)
-          redis.call('HSET', waiters_key, '!', group .. ' ' .. head .. ' ' .. token .. ' ' .. fence .. ' ' .. seq .. ' ' .. lease)
-          redis.call(pub, chan, 'g ' .. head .. ' ' .. fence .. ' ' .. seq .. ' ' .. lease)
-          return head
+        at, seq = string.match(life, '^(%d+) (%d+)$')
+      end
+      if at and tonumber(at) + alive_us >= now_us then
+        if not h.fits(lock_key, holders_key, token, now_ms) then
+          return granted
         end
-        redis.call('HDEL', waiters_key, '@' .. group)
+        redis.call('ZREM', queue_key, head)
+        redis.call('HDEL', waiters_key, head)
+        local px = math.min(tonumber(ttl), claim_ms)
+        if keep == '' then -- queued by an older dlock: its default margin
+          keep = tostring(tonumber(ttl) + 600000)
+        end
+        local fence = issue_fence(fence_key, keep)
+        h.give(lock_key, holders_key, token, px, now_ms, fence)
+        local lease = tostring(math.floor((now_us - tonumber(at)) / 1000) + px)
+        redis.call('HSET', waiters_key, '!', group .. ' ' .. head .. ' ' .. token .. ' ' .. fence .. ' ' .. seq .. ' ' .. lease)
+        redis.call(pub, chan, 'g ' .. head .. ' ' .. fence .. ' ' .. seq .. ' ' .. lease)
+        granted = granted + 1
+        if h.kind(token) == 'm' then
+          return granted
+        end
+      else
+        redis.call('ZREM', queue_key, head)
+        redis.call('HDEL', waiters_key, head)
+        if life then
+          redis.call('HDEL', waiters_key, '@' .. group)
+        end
       end
     end
   end
 
-  return handoff, now, alive, claim_ms
+  return handoff, now, alive, claim_ms, h
 end

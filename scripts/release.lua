@@ -8,6 +8,7 @@
 -- KEYS[3]  wait queue (sorted set)       all in the lock key's hash slot
 -- KEYS[4]  waiters (hash)
 -- KEYS[5]  notify key: exists while someone listens on the wake channel
+-- KEYS[6]  holders' fences (hash; unused by a mutex, passed to handoff)
 -- ARGV[1]  token
 -- ARGV[2]  the holder's fence, or 0
 -- ARGV[3]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
@@ -34,7 +35,7 @@ end
 -- Usually nobody waits, and one EXISTS says so for both kinds of waiter.
 if redis.call('EXISTS', KEYS[3], KEYS[5]) > 0 then
   local handoff = queue(issue_fence)
-  if not handoff(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[3], ARGV[4]) then
+  if handoff(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[6], ARGV[3], ARGV[4]) == 0 then
     redis.call(ARGV[3], ARGV[4], 'released')
   end
 end

@@ -25,8 +25,8 @@ runs, dlock says so, sends SIGTERM to CMD's process group (SIGKILL after
 --kill-after) and exits 76, as 'dlock run' does.
 
 Exit codes: CMD's status; 76 leadership lost while CMD ran; 75 not elected
-within --wait; 69 Redis unavailable; 64 usage; 126/127 CMD not
-runnable/found.
+within --wait; 130 interrupted (SIGINT, SIGTERM) while campaigning; 69
+Redis unavailable; 64 usage; 126/127 CMD not runnable/found.
 
 Examples:
   dlock elect --key scheduler -- ./scheduler        # one scheduler at a time
@@ -58,6 +58,8 @@ func electMain(args []string, stdout, stderr io.Writer) int {
 		return usageError(stderr, "elect: no command given (dlock elect --key NAME -- CMD ARGS...)")
 	case *killAfter <= 0:
 		return usageError(stderr, "elect: --kill-after must be positive")
+	case wait.set && wait.d == 0:
+		return usageError(stderr, "elect: --wait must be positive: a campaign waits in line")
 	}
 	c, _, closeAll, err := rf.connect(stderr)
 	if err != nil {
@@ -83,7 +85,9 @@ func electMain(args []string, stdout, stderr io.Writer) int {
 const leaderHelp = `
 Show who leads the election NAME: the value it campaigned with, its term
 (the leadership's fence) and the remaining lease. With --watch, print the
-leader, then every change (a new leader, or "none"), until interrupted.
+leader, then every change (a new leader, or "no leader"), until
+interrupted; if Redis cannot be read when it starts, it exits 69 at once,
+and once running it waits through Redis failures, printing nothing.
 
 Exit codes: 0 a leader; 1 nobody leads; 69 Redis unavailable; 64 usage.
 
@@ -138,29 +142,31 @@ func leaderMain(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	e := c.Election(key)
-	if *watch {
-		sigs := notifySignals()
-		defer signal.Stop(sigs)
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		go func() { <-sigs; cancel() }()
-		for ld := range e.Observe(ctx) {
-			show(ld, ld != (dlock.Leader{}))
-		}
-		return exitOK
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	ld, err := e.Leader(ctx)
 	switch {
 	case errors.Is(err, dlock.ErrNoLeader):
-		show(ld, false)
-		return exitFree
+		if !*watch {
+			show(ld, false)
+			return exitFree
+		}
 	case errors.Is(err, dlock.ErrWrongKind):
 		fmt.Fprintf(stderr, "dlock: %q is held by a plain lock, not an election\n", key)
 		return exitUsage
-	case err != nil:
+	case err != nil: // --watch too: a server it cannot read now is reported, not waited for
 		return redisFailed(stderr, "leader", key, err)
+	}
+	if *watch {
+		sigs := notifySignals()
+		defer signal.Stop(sigs)
+		wctx, stop := context.WithCancel(context.Background())
+		defer stop()
+		go func() { <-sigs; stop() }()
+		for ld := range e.Observe(wctx) {
+			show(ld, ld != (dlock.Leader{}))
+		}
+		return exitOK
 	}
 	show(ld, true)
 	return exitOK

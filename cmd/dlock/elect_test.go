@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"os"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -110,5 +111,44 @@ func TestElectExitsLostWhenLeadershipIsLost(t *testing.T) {
 	case <-time.After(45 * time.Second):
 		cmd.Process.Kill()
 		t.Fatal("the command kept running after the leadership was lost")
+	}
+}
+
+// dlock run --permits N runs at most N copies at once.
+func TestRunWithPermitsRunsAtMostNAtOnce(t *testing.T) {
+	k := key(t)
+	dir := t.TempDir()
+	script := `touch "$0/$$"; ls "$0" | wc -l >> "$0.log"; sleep 0.2; rm "$0/$$"`
+	done := make(chan int, 6)
+	for range 6 {
+		go func() {
+			code, _, stderr := run(t, "run", "--key", k, "--permits", "2", "--", "sh", "-c", script, dir)
+			if code != 0 {
+				t.Errorf("dlock run --permits 2 exited %d: %s", code, stderr)
+			}
+			done <- code
+		}()
+	}
+	for range 6 {
+		<-done
+	}
+	data, err := os.ReadFile(dir + ".log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := strings.Fields(string(data))
+	if len(counts) != 6 {
+		t.Fatalf("%d runs logged, want 6: %q", len(counts), counts)
+	}
+	for _, c := range counts {
+		if c != "1" && c != "2" {
+			t.Fatalf("%s copies ran at once with --permits 2: %q", c, counts)
+		}
+	}
+	if code, _, stderr := run(t, "run", "--key", k, "--permits", "3", "--wait", "0", "--", "true"); code != 0 {
+		t.Fatalf("a free semaphore with other permits: exit %d %s", code, stderr)
+	}
+	if code, _, _ := run(t, "run", "--key", k, "--permits", "-1", "--", "true"); code != exitUsage {
+		t.Fatalf("--permits -1: exit %d, want %d", code, exitUsage)
 	}
 }

@@ -78,15 +78,25 @@ func parseDuration(v string) (time.Duration, error) {
 // otherwise, waiting until obtained when unset. ctx ends the wait early
 // (a signal).
 func acquire(ctx context.Context, c *dlock.Client, key string, wait waitFlag, opts ...dlock.Option) (*dlock.Lock, error) {
+	try := func(ctx context.Context, opts ...dlock.Option) (*dlock.Lock, error) {
+		return c.TryLock(ctx, key, opts...)
+	}
+	lock := func(ctx context.Context, opts ...dlock.Option) (*dlock.Lock, error) { return c.Lock(ctx, key, opts...) }
+	return waitFor(ctx, wait, try, lock, opts)
+}
+
+// waitFor is acquire for any kind of lock: try for a --wait of 0, else
+// wait (up to --wait, when it is set).
+func waitFor(ctx context.Context, wait waitFlag, try, lock func(context.Context, ...dlock.Option) (*dlock.Lock, error), opts []dlock.Option) (*dlock.Lock, error) {
 	switch {
 	case wait.set && wait.d == 0:
-		return c.TryLock(ctx, key, opts...)
+		return try(ctx, opts...)
 	case wait.set:
 		ctx, cancel := context.WithTimeout(ctx, wait.d)
 		defer cancel()
-		return c.Lock(ctx, key, opts...)
+		return lock(ctx, opts...)
 	}
-	return c.Lock(ctx, key, opts...)
+	return lock(ctx, opts...)
 }
 
 // acquireFailed reports why the lock was not obtained and returns the exit
@@ -105,6 +115,12 @@ func acquireFailed(stderr io.Writer, key string, err error, conflict int) int {
 		return conflict
 	case errors.Is(err, dlock.ErrInvalidArgument):
 		fmt.Fprintf(stderr, "%v\n", err)
+		return exitUsage
+	case errors.Is(err, dlock.ErrPermitMismatch):
+		fmt.Fprintf(stderr, "dlock: %q: %v\n", key, err)
+		return exitUsage
+	case errors.Is(err, dlock.ErrWrongKind):
+		fmt.Fprintf(stderr, "dlock: %q holds another kind of lock (a semaphore's or a plain lock's); use the same --permits as its holders\n", key)
 		return exitUsage
 	}
 	return redisFailed(stderr, "cannot lock", key, err)

@@ -115,9 +115,10 @@ Redis: --redis URL (repeat it for Redlock over several masters), default
 $DLOCK_REDIS (URLs separated by commas), then redis://127.0.0.1:6379.
 URLs: redis://[user:password@]host:port[/db], rediss:// for TLS.
 
-Exit codes: 0 ok; 1 not held (status); 64 usage; 69 Redis unavailable or
-refused; 75 not obtained (someone else holds the lock); 76 lock lost, or not
-held by this token; 126/127 command not runnable/found; otherwise run's
+Exit codes: 0 ok; 1 not held (status), nobody leads (leader); 64 usage; 69
+Redis unavailable or refused; 75 not obtained (someone else holds the lock);
+76 lock or leadership lost, or not held by this token; 126/127 command not
+runnable/found; 130 interrupted while waiting; otherwise run's or elect's
 command's own exit status (128+N when killed by signal N).
 `)
 }

@@ -35,11 +35,16 @@ without the lock; on other systems CMD goes on, and the lock expires by its
 TTL while it runs.
 
 Exit codes: CMD's status (128+N if killed by signal N); 75 not obtained (see
---conflict-exit-code); 76 lock lost while CMD ran; 69 Redis unavailable;
-64 usage; 126/127 CMD not runnable/found.
+--conflict-exit-code); 76 lock lost while CMD ran; 130 interrupted (SIGINT,
+SIGTERM) while waiting; 69 Redis unavailable; 64 usage; 126/127 CMD not
+runnable/found.
+
+With --permits N, up to N copies run at once (a semaphore on NAME, like
+consul lock -n): each holds one permit while its command runs.
 
 Examples:
   dlock run --key nightly-report -- ./report.sh --date today
+  dlock run --key partner-api --permits 4 -- ./sync.sh   # at most 4 at once
   dlock run --key deploy --wait 0 -- make deploy        # give up at once if held
   dlock run --key sync --wait 5m --max-hold 1h -- rsync -a src/ dst/
   dlock run --key job --redis redis://r1:6379 --redis redis://r2:6379 --redis redis://r3:6379 -- ./job
@@ -56,6 +61,7 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 		killAfter  = durationFlag(fs, "kill-after", 10*time.Second, "after a lost lock, SIGKILL CMD this long after SIGTERM")
 		conflict   = fs.Int("conflict-exit-code", exitConflict, "exit code when the lock is held by someone else")
 		nodeTimout = durationFlag(fs, "node-timeout", 0, "per-node timeout for Redlock (0: the library default)")
+		permits    = fs.Int("permits", 0, "run up to `N` copies at once (a semaphore on NAME; 0: one, a plain lock)")
 	)
 	rf.register(fs)
 	var mf metricsFlag
@@ -72,6 +78,8 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 		return usageError(stderr, "run: no command given (dlock run --key NAME -- CMD ARGS...)")
 	case *killAfter <= 0:
 		return usageError(stderr, "run: --kill-after must be positive")
+	case *permits < 0:
+		return usageError(stderr, "run: --permits must be at least 1 (or 0 for a plain lock)")
 	}
 	opts := []dlock.Option{dlock.WithTTL(*ttl), dlock.WithAutoRenew()}
 	if *maxHold != 0 {
@@ -97,6 +105,10 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	sigs := notifySignals()
 	defer signal.Stop(sigs)
 	lock, err := untilSignalled(sigs, func(ctx context.Context) (*dlock.Lock, error) {
+		if *permits > 0 {
+			sem := c.Semaphore(*key, *permits)
+			return waitFor(ctx, wait, sem.TryAcquire, sem.Acquire, opts)
+		}
 		return acquire(ctx, c, *key, wait, opts...)
 	})
 	if err != nil {

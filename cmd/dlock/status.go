@@ -31,10 +31,11 @@ type statusResult struct {
 	Fence   int64  `json:"fence"`
 	Holder  string `json:"holder,omitempty"`
 	Waiters int    `json:"waiters"`
+	Holders int    `json:"holders"`
 }
 
 func toResult(st dlock.Status) statusResult {
-	return statusResult{Key: st.Key, Held: st.Held, TTLms: st.TTL.Milliseconds(), Fence: st.Fence, Holder: st.Holder, Waiters: st.Waiters}
+	return statusResult{Key: st.Key, Held: st.Held, TTLms: st.TTL.Milliseconds(), Fence: st.Fence, Holder: st.Holder, Waiters: st.Waiters, Holders: st.Holders}
 }
 
 // describe is the human line for a lock's status.
@@ -49,6 +50,9 @@ func describe(st dlock.Status) string {
 	ttl := st.TTL.Round(time.Millisecond).String()
 	if st.TTL < 0 {
 		ttl = "none (set without expiry)"
+	}
+	if st.Holders > 1 { // permits of a semaphore, read holds
+		return fmt.Sprintf("%s: held by %d holders (%s, …), longest ttl %s, fence %d%s", st.Key, st.Holders, st.Holder, ttl, st.Fence, waiting)
 	}
 	return fmt.Sprintf("%s: held by %s, ttl %s, fence %d%s", st.Key, st.Holder, ttl, st.Fence, waiting)
 }

@@ -1,0 +1,178 @@
+package dlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Semaphores and read-write locks
+//
+// Both are one key holding several holders at once, on the same machinery
+// as Lock: the same FIFO queue and direct hand-off (queue.go), leases with
+// a Context that ends before the server could expire the hold, the
+// watchdog, WithMaxHold, and a fence per grant from the key's one counter,
+// strictly increasing over all grants of the key. Every grant is a *Lock:
+// its Unlock gives the permit or the hold back.
+//
+// The kind of a grant travels in its token, ahead of the random part:
+// "~s<permits>~" for a semaphore permit, "~r~" for a read hold, "~w~" for
+// a write hold (no '~' in a plain or election token). The scripts read it
+// to decide what fits (prelude.lua, holders): a permit while fewer than
+// permits hold, a read hold while no write hold does, a write hold when
+// nobody holds. The key is a sorted set of the holders' tokens scored by
+// when each expires on the server's clock (ms), with each holder's fence
+// beside it (dlock:holders:{…}); an expired holder is purged before any
+// count, so a crashed holder's permit comes back by its TTL. The key and
+// its fences expire with their last holder.
+//
+// Fairness is the queue's: the first waiter that does not fit stops every
+// hand-off behind it, and a newcomer does not take room while anyone is
+// queued. So a waiting writer is not starved by a stream of readers
+// (readers that come after it queue behind it), and a waiter that needs a
+// permit is not overtaken.
+//
+// One deployment only: on a Redlock Client each node would grant permits
+// on its own, and a majority of "fewer than N" on each node is not fewer
+// than N in all; Semaphore and RWMutex there fail with an error matching
+// errors.ErrUnsupported (as does WithReplicaAck, whose notified wait they
+// do not have).
+
+// Kind prefixes of shared tokens.
+const (
+	readPrefix  = "~r~"
+	writePrefix = "~w~"
+)
+
+// shared reports whether token is a semaphore permit's or a read-write
+// hold's.
+func shared(token string) bool { return strings.HasPrefix(token, "~") }
+
+// ErrPermitMismatch is returned when a Semaphore is asked for with a
+// number of permits other than its current holders were granted with:
+// two limits on one key would be no limit. Nothing is changed.
+var ErrPermitMismatch = errors.New("dlock: the semaphore's holders have other permits")
+
+// kindError maps a script's error about a key of another kind, or a
+// semaphore's other permits, to ErrWrongKind or ErrPermitMismatch (keeping
+// the server's words).
+func kindError(err error) error {
+	if !isRedisError(err) {
+		return err
+	}
+	switch msg := err.Error(); {
+	case strings.HasPrefix(msg, "WRONGTYPE"):
+		return fmt.Errorf("%w (%w)", ErrWrongKind, err)
+	case strings.HasPrefix(msg, "DLOCKPERMITS "):
+		return fmt.Errorf("%w: %s", ErrPermitMismatch, strings.TrimPrefix(msg, "DLOCKPERMITS "))
+	}
+	return err
+}
+
+// Semaphore is a counting semaphore: at most permits holders of its key at
+// once.
+type Semaphore struct {
+	c       *Client
+	key     string
+	permits int
+}
+
+// Semaphore returns the semaphore on key with permits permits. A permits
+// below 1 is refused by Acquire and TryAcquire (ErrInvalidArgument), and
+// one other than the current holders' by ErrPermitMismatch.
+func (c *Client) Semaphore(key string, permits int) *Semaphore {
+	return &Semaphore{c: c, key: key, permits: permits}
+}
+
+// Acquire waits for a permit, in arrival order, until ctx ends (an error
+// matching ErrNotObtained and ctx.Err()). The permit is a *Lock: it
+// expires with its TTL unless renewed (WithAutoRenew, Extend), its Fence
+// is above every earlier grant's on the key, its Context ends when it is
+// lost, and Unlock gives it back.
+func (s *Semaphore) Acquire(ctx context.Context, opts ...Option) (*Lock, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	return s.c.Lock(ctx, s.key, s.with(opts)...)
+}
+
+// TryAcquire makes one attempt to get a permit: ErrNotObtained when all
+// are held (or others are queued for them).
+func (s *Semaphore) TryAcquire(ctx context.Context, opts ...Option) (*Lock, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	return s.c.TryLock(ctx, s.key, s.with(opts)...)
+}
+
+func (s *Semaphore) check() error {
+	if s.permits < 1 {
+		return invalid("semaphore %q with %d permits: want at least 1", s.key, s.permits)
+	}
+	return s.c.oneDeployment("Semaphore")
+}
+
+func (s *Semaphore) with(opts []Option) []Option {
+	return append(opts, holdKind("~s"+strconv.Itoa(s.permits)+"~"))
+}
+
+// RWMutex is a read-write lock: many readers or one writer. A waiting
+// writer is not starved by a stream of readers: readers that come after
+// it wait behind it.
+type RWMutex struct {
+	c   *Client
+	key string
+}
+
+// RWMutex returns the read-write lock on key.
+func (c *Client) RWMutex(key string) *RWMutex { return &RWMutex{c: c, key: key} }
+
+// Lock waits for the write hold: nobody else holds the key, read or
+// write. Waiters are served in arrival order. The hold is a *Lock whose
+// Fence is above every earlier grant's on the key, read holds included, so
+// a resource can refuse a stale writer or a reader that still believes
+// it reads.
+func (m *RWMutex) Lock(ctx context.Context, opts ...Option) (*Lock, error) {
+	return m.hold(ctx, writePrefix, true, opts)
+}
+
+// TryLock makes one attempt at the write hold.
+func (m *RWMutex) TryLock(ctx context.Context, opts ...Option) (*Lock, error) {
+	return m.hold(ctx, writePrefix, false, opts)
+}
+
+// RLock waits for a read hold: shared with other readers, not with a
+// writer, and behind any writer that waits.
+func (m *RWMutex) RLock(ctx context.Context, opts ...Option) (*Lock, error) {
+	return m.hold(ctx, readPrefix, true, opts)
+}
+
+// TryRLock makes one attempt at a read hold.
+func (m *RWMutex) TryRLock(ctx context.Context, opts ...Option) (*Lock, error) {
+	return m.hold(ctx, readPrefix, false, opts)
+}
+
+func (m *RWMutex) hold(ctx context.Context, prefix string, wait bool, opts []Option) (*Lock, error) {
+	if err := m.c.oneDeployment("RWMutex"); err != nil {
+		return nil, err
+	}
+	opts = append(opts, holdKind(prefix))
+	if wait {
+		return m.c.Lock(ctx, m.key, opts...)
+	}
+	return m.c.TryLock(ctx, m.key, opts...)
+}
+
+// holdKind makes the acquisition's token ask for a shared hold of the kind
+// prefix names.
+func holdKind(prefix string) Option { return func(o *options) { o.kind = prefix } }
+
+// oneDeployment refuses what needs a single deployment on a Redlock Client.
+func (c *Client) oneDeployment(what string) error {
+	if len(c.nodes) > 1 {
+		return fmt.Errorf("dlock: %s needs one Redis deployment, not Redlock over %d nodes: %w", what, len(c.nodes), errors.ErrUnsupported)
+	}
+	return nil
+}

@@ -1,0 +1,171 @@
+package dlock_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dlock-go/dlock"
+)
+
+// Never more than N permit holders, however many goroutines ask; every
+// permit's fence is above the fences before it.
+func TestASemaphoreNeverHasMoreThanNHolders(t *testing.T) {
+	c, _ := newClient(t, shared)
+	k := key(t)
+	const permits, goroutines, rounds = 3, 24, 8
+	var inside, most atomic.Int32
+	var mu sync.Mutex
+	fences := map[int64]bool{}
+	var wg sync.WaitGroup
+	for range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem := c.Semaphore(k, permits)
+			for range rounds {
+				l, err := sem.Acquire(ctxT(t), dlock.WithTTL(10*time.Second))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				n := inside.Add(1)
+				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+				}
+				mu.Lock()
+				if fences[l.Fence()] {
+					t.Errorf("fence %d issued twice", l.Fence())
+				}
+				fences[l.Fence()] = true
+				mu.Unlock()
+				time.Sleep(time.Millisecond)
+				inside.Add(-1)
+				if err := l.Unlock(ctxT(t)); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if m := most.Load(); m > permits || m < 2 {
+		t.Fatalf("at most %d holders at once, want 2..%d", m, permits)
+	}
+	if st, err := c.Inspect(ctxT(t), k); err != nil || st.Holders != 0 || st.Held {
+		t.Fatalf("after all released: %+v %v", st, err)
+	}
+}
+
+// Waiters get permits in arrival order, and a crashed holder's permit
+// comes back with its TTL.
+func TestSemaphorePermitsGoInArrivalOrderAndExpire(t *testing.T) {
+	c, _ := newClient(t, shared)
+	k := key(t)
+	sem := c.Semaphore(k, 2)
+	a, err := sem.TryAcquire(ctxT(t), dlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	crashed, err := sem.TryAcquire(ctxT(t), dlock.WithTTL(300*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sem.TryAcquire(ctxT(t)); !errors.Is(err, dlock.ErrNotObtained) {
+		t.Fatalf("a third permit of two: %v", err)
+	}
+	_ = crashed // never released: it expires
+	order := make(chan int, 3)
+	for i := range 3 {
+		other, _ := newClient(t, shared)
+		go func() {
+			l, err := other.Semaphore(k, 2).Acquire(ctxT(t), dlock.WithTTL(time.Minute))
+			if err != nil {
+				t.Error(err)
+				order <- -1
+				return
+			}
+			order <- i
+			time.Sleep(50 * time.Millisecond)
+			l.Unlock(ctxT(t))
+		}()
+		eventually(t, "queued", func() bool { st, _ := c.Inspect(ctxT(t), k); return st.Waiters == i+1 })
+	}
+	// The crashed permit's TTL frees one place: the first waiter gets it.
+	if got := <-order; got != 0 {
+		t.Fatalf("first served: %d, want 0", got)
+	}
+	a.Unlock(ctxT(t))
+	for want := 1; want < 3; want++ {
+		if got := <-order; got != want {
+			t.Fatalf("served %d, want %d", got, want)
+		}
+	}
+}
+
+func TestSemaphoreBadInputAndKinds(t *testing.T) {
+	c, _ := newClient(t, shared)
+	k := key(t)
+	if _, err := c.Semaphore(k, 0).TryAcquire(ctxT(t)); !errors.Is(err, dlock.ErrInvalidArgument) {
+		t.Fatalf("0 permits: %v", err)
+	}
+	if _, err := c.Semaphore("", 1).Acquire(ctxT(t)); !errors.Is(err, dlock.ErrInvalidArgument) {
+		t.Fatalf("empty key: %v", err)
+	}
+	l, err := c.Semaphore(k, 3).TryAcquire(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock(ctxT(t))
+	if _, err := c.Semaphore(k, 2).TryAcquire(ctxT(t)); !errors.Is(err, dlock.ErrPermitMismatch) {
+		t.Fatalf("other permits: %v, want ErrPermitMismatch", err)
+	}
+	if _, err := c.TryLock(ctxT(t), k); !errors.Is(err, dlock.ErrWrongKind) {
+		t.Fatalf("TryLock on a semaphore's key: %v, want ErrWrongKind", err)
+	}
+	if _, err := c.RWMutex(k).TryRLock(ctxT(t)); !errors.Is(err, dlock.ErrWrongKind) {
+		t.Fatalf("TryRLock on a semaphore's key: %v, want ErrWrongKind", err)
+	}
+	m := key(t)
+	ml := mustLock(t, c, m)
+	defer ml.Unlock(ctxT(t))
+	if _, err := c.Semaphore(m, 2).TryAcquire(ctxT(t)); !errors.Is(err, dlock.ErrWrongKind) {
+		t.Fatalf("TryAcquire on a lock's key: %v, want ErrWrongKind", err)
+	}
+	ctx, cancel := context.WithTimeout(ctxT(t), time.Second)
+	defer cancel()
+	if _, err := c.Semaphore(m, 2).Acquire(ctx); !errors.Is(err, dlock.ErrWrongKind) {
+		t.Fatalf("Acquire on a lock's key: %v, want ErrWrongKind", err)
+	}
+	rl, _ := newRedlock(t, startNodes(t, 3))
+	if _, err := rl.Semaphore(k, 2).TryAcquire(ctxT(t)); !errors.Is(err, errors.ErrUnsupported) {
+		t.Fatalf("a Redlock semaphore: %v, want ErrUnsupported", err)
+	}
+}
+
+// A permit is a Lock: Extend, TTL and the watchdog work on it.
+func TestAPermitIsALock(t *testing.T) {
+	c, _ := newClient(t, shared)
+	k := key(t)
+	l, err := c.Semaphore(k, 2).TryAcquire(ctxT(t), dlock.WithTTL(200*time.Millisecond), dlock.WithAutoRenew())
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(600 * time.Millisecond) // three TTLs: the watchdog renews
+	if d, err := l.TTL(ctxT(t)); err != nil || d <= 0 {
+		t.Fatalf("TTL after renewals: %v %v", d, err)
+	}
+	if err := l.Extend(ctxT(t), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := l.TTL(ctxT(t)); err != nil || d < 30*time.Second {
+		t.Fatalf("TTL after Extend: %v %v", d, err)
+	}
+	if err := l.Unlock(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Unlock(ctxT(t)); !errors.Is(err, dlock.ErrNotHeld) {
+		t.Fatalf("second Unlock: %v", err)
+	}
+}
