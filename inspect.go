@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -32,6 +34,32 @@ type Status struct {
 	// read-write lock. For those, Holder is one of them and TTL the
 	// longest any has left.
 	Holders int
+	// Kind is what holds the key, while Held: "lock" (a Lock), "election"
+	// (a campaign's leadership; Leader is its value), "semaphore" (with
+	// Permits), "read" or "write" (holds of a read-write lock).
+	Kind    string
+	Permits int
+	Leader  string
+}
+
+// describeHolder fills in st's Kind, Permits and Leader from a holder's
+// token (its kind prefix, or a campaign's value: never its secret part).
+func (st *Status) describeHolder(token string) {
+	switch {
+	case strings.HasPrefix(token, readPrefix):
+		st.Kind = "read"
+	case strings.HasPrefix(token, writePrefix):
+		st.Kind = "write"
+	case strings.HasPrefix(token, "~s"):
+		st.Kind = "semaphore"
+		n, _, _ := strings.Cut(token[2:], "~")
+		st.Permits, _ = strconv.Atoi(n)
+	default:
+		st.Kind = "lock"
+		if v, ok := tokenValue(token); ok {
+			st.Kind, st.Leader = "election", v
+		}
+	}
 }
 
 // Inspect reports the state of the lock on key, as the nodes see it now,
@@ -55,6 +83,7 @@ func (c *Client) Inspect(ctx context.Context, key string) (Status, error) {
 	for value, held := range values {
 		if v, d := holding(answers, value); held && v.of(len(c.nodes)) == agreed {
 			st.Held, st.Holder, st.TTL = true, redact(value), d
+			st.describeHolder(value)
 			return st, nil
 		}
 	}

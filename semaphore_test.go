@@ -169,3 +169,34 @@ func TestAPermitIsALock(t *testing.T) {
 		t.Fatalf("second Unlock: %v", err)
 	}
 }
+
+// Inspect says what kind of lock holds a key.
+func TestInspectTellsTheKinds(t *testing.T) {
+	c, _ := newClient(t, shared)
+	base := key(t)
+	sem := c.Semaphore(base+":sem", 3)
+	p1, _ := sem.TryAcquire(ctxT(t))
+	p2, _ := sem.TryAcquire(ctxT(t))
+	defer p1.Unlock(ctxT(t))
+	defer p2.Unlock(ctxT(t))
+	r, _ := c.RWMutex(base + ":rw").RLock(ctxT(t))
+	defer r.Unlock(ctxT(t))
+	w, _ := c.RWMutex(base + ":w").Lock(ctxT(t))
+	defer w.Unlock(ctxT(t))
+	e, _ := c.Election(base+":e").Campaign(ctxT(t), "host-1")
+	defer e.Unlock(ctxT(t))
+	l := mustLock(t, c, base+":l")
+	defer l.Unlock(ctxT(t))
+	for k, want := range map[string]dlock.Status{
+		base + ":sem": {Kind: "semaphore", Permits: 3, Holders: 2},
+		base + ":rw":  {Kind: "read", Holders: 1},
+		base + ":w":   {Kind: "write", Holders: 1},
+		base + ":e":   {Kind: "election", Leader: "host-1", Holders: 1},
+		base + ":l":   {Kind: "lock", Holders: 1},
+	} {
+		st, err := c.Inspect(ctxT(t), k)
+		if err != nil || !st.Held || st.Kind != want.Kind || st.Permits != want.Permits || st.Holders != want.Holders || st.Leader != want.Leader {
+			t.Errorf("%s: %+v %v, want %+v", k, st, err, want)
+		}
+	}
+}

@@ -152,3 +152,27 @@ func TestRunWithPermitsRunsAtMostNAtOnce(t *testing.T) {
 		t.Fatalf("--permits -1: exit %d, want %d", code, exitUsage)
 	}
 }
+
+// dlock status says what kind of lock holds a key.
+func TestStatusOfASemaphoreAndAnElection(t *testing.T) {
+	k := key(t)
+	hold := dlockCmd("run", "--key", k, "--permits", "3", "--", "sleep", "30")
+	if err := hold.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { hold.Process.Signal(syscall.SIGTERM); hold.Wait() }()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		code, out, _ := run(t, "status", k)
+		if code == 0 {
+			if !strings.Contains(out, "semaphore, 1 of 3 permits") {
+				t.Fatalf("status of a semaphore: %q", out)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the semaphore was never taken")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -32,10 +32,13 @@ type statusResult struct {
 	Holder  string `json:"holder,omitempty"`
 	Waiters int    `json:"waiters"`
 	Holders int    `json:"holders"`
+	Kind    string `json:"kind,omitempty"`
+	Permits int    `json:"permits,omitempty"`
+	Leader  string `json:"leader,omitempty"`
 }
 
 func toResult(st dlock.Status) statusResult {
-	return statusResult{Key: st.Key, Held: st.Held, TTLms: st.TTL.Milliseconds(), Fence: st.Fence, Holder: st.Holder, Waiters: st.Waiters, Holders: st.Holders}
+	return statusResult{Key: st.Key, Held: st.Held, TTLms: st.TTL.Milliseconds(), Fence: st.Fence, Holder: st.Holder, Waiters: st.Waiters, Holders: st.Holders, Kind: st.Kind, Permits: st.Permits, Leader: st.Leader}
 }
 
 // describe is the human line for a lock's status.
@@ -51,8 +54,15 @@ func describe(st dlock.Status) string {
 	if st.TTL < 0 {
 		ttl = "none (set without expiry)"
 	}
-	if st.Holders > 1 { // permits of a semaphore, read holds
-		return fmt.Sprintf("%s: held by %d holders (%s, …), longest ttl %s, fence %d%s", st.Key, st.Holders, st.Holder, ttl, st.Fence, waiting)
+	switch st.Kind {
+	case "semaphore":
+		return fmt.Sprintf("%s: semaphore, %d of %d permits taken (%s, …), longest ttl %s, fence %d%s", st.Key, st.Holders, st.Permits, st.Holder, ttl, st.Fence, waiting)
+	case "read":
+		return fmt.Sprintf("%s: read-write lock, %d readers (%s, …), longest ttl %s, fence %d%s", st.Key, st.Holders, st.Holder, ttl, st.Fence, waiting)
+	case "write":
+		return fmt.Sprintf("%s: read-write lock, written by %s, ttl %s, fence %d%s", st.Key, st.Holder, ttl, st.Fence, waiting)
+	case "election":
+		return fmt.Sprintf("%s: election, led by %q (%s), ttl %s, term %d%s", st.Key, st.Leader, st.Holder, ttl, st.Fence, waiting)
 	}
 	return fmt.Sprintf("%s: held by %s, ttl %s, fence %d%s", st.Key, st.Holder, ttl, st.Fence, waiting)
 }

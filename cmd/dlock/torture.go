@@ -169,6 +169,8 @@ func workerMain(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.Duration, "duration", 10*time.Second, "")
 	fs.IntVar(&cfg.ReplicaAck, "replica-ack", 0, "")
 	fs.IntVar(&cfg.Waiters, "waiters", 0, "")
+	fs.StringVar(&cfg.Primitive, "primitive", "", "")
+	fs.IntVar(&cfg.Permits, "permits", 0, "")
 	fs.Var(&nodes, "node", "")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage

@@ -14,7 +14,9 @@ type Result struct {
 	Errors   map[string]int `json:"errors"`   // failed attempts by kind (not_obtained, no_quorum, node, …)
 
 	// Overlaps counts pairs of grants to different clients whose holding
-	// intervals (grant to release or loss notice) overlap in real time.
+	// intervals (grant to release or loss notice) overlap in real time;
+	// for a semaphore of N permits, the grants that began while N others
+	// were held.
 	Overlaps int `json:"overlaps"`
 	// Accepted counts the writes the fenced resource accepted;
 	// StaleRejected, those it refused because a newer fence had written.
@@ -46,7 +48,7 @@ type Result struct {
 func (r Result) OK() bool { return r.StaleAccepted == 0 && r.FenceRegressions == 0 && r.Unserved == 0 }
 
 // check computes a Result from the clients' events and the resource's log.
-func check(events []Event, writes []Write, end int64) Result {
+func check(events []Event, writes []Write, end int64, permits int) Result {
 	r := Result{Errors: map[string]int{}}
 	type hold struct {
 		client              int
@@ -93,6 +95,19 @@ func check(events []Event, writes []Write, end int64) Result {
 	// start before it ends.
 	sort.Slice(holds, func(i, j int) bool { return holds[i].start < holds[j].start })
 	for i, a := range holds {
+		if permits > 1 {
+			// Holds of others still open when a began.
+			others := 0
+			for _, b := range holds[:i] {
+				if b.end > a.start && b.client != a.client {
+					others++
+				}
+			}
+			if others >= permits {
+				r.Overlaps++
+			}
+			continue
+		}
 		for _, b := range holds[i+1:] {
 			if b.start >= a.end {
 				break

@@ -62,8 +62,12 @@ type Scenario struct {
 	ReplicaAck int  // clients ask for this many replica acknowledgements
 	// Herd runs Config.HerdClients processes of Config.HerdWaiters waiters
 	// each, every waiter served once, instead of Clients looping.
-	Herd    bool
-	Nemesis func(ctx context.Context, e *Env)
+	Herd bool
+	// Primitive is what the clients take: "" a Lock, "election" a
+	// Campaign's leadership, "semaphore" one of Permits permits.
+	Primitive string
+	Permits   int
+	Nemesis   func(ctx context.Context, e *Env)
 }
 
 // Env is a running scenario: servers, the proxies in front of them, the
@@ -152,6 +156,14 @@ func Scenarios() []Scenario {
 					p.SetDelay(0)
 				}
 			}},
+		{Name: "election", Modes: []string{"single", "redlock"}, Primitive: "election", What: "clients campaign, lead and resign; no faults"},
+		{Name: "election+client-pause", Modes: []string{"single", "redlock"}, Primitive: "election", What: "SIGSTOP the leader for 3 TTLs, then SIGCONT",
+			Nemesis: func(ctx context.Context, e *Env) { sleep(ctx, e.Cfg.Duration/4); pauseHolder(ctx, e) }},
+		{Name: "semaphore", Modes: []string{"single"}, Primitive: "semaphore", Permits: 2, What: "clients take one of 2 permits; no faults"},
+		{Name: "semaphore+client-pause", Modes: []string{"single"}, Primitive: "semaphore", Permits: 2, What: "SIGSTOP a permit holder for 3 TTLs",
+			Nemesis: func(ctx context.Context, e *Env) { sleep(ctx, e.Cfg.Duration/4); pauseHolder(ctx, e) }},
+		{Name: "semaphore+kill-restart", Modes: []string{"single"}, Primitive: "semaphore", Permits: 2, What: "kill Redis and restart it without persistence (the permits are lost)",
+			Nemesis: killRestart},
 		{Name: "herd", Modes: []string{"single", "redlock"}, Herd: true, What: "processes × waiters on one key, each served once, no faults"},
 		{Name: "herd+client-pause", Modes: []string{"single", "redlock"}, Herd: true, What: "the herd; SIGSTOP a holder's process for 3 TTLs",
 			Nemesis: func(ctx context.Context, e *Env) { e.firstGrant(ctx); pauseHolder(ctx, e) }},
@@ -278,7 +290,8 @@ func Run(cfg Config, sc Scenario, mode string) (Result, error) {
 	for i := 0; i < clients; i++ {
 		args := []string{"torture-worker", "--id", strconv.Itoa(i), "--resource", res.Addr(),
 			"--ttl", cfg.TTL.String(), "--hold", hold.String(), "--duration", duration.String(),
-			"--key", "torture:" + sc.Name, "--replica-ack", strconv.Itoa(sc.ReplicaAck), "--waiters", strconv.Itoa(waiters)}
+			"--key", "torture:" + sc.Name, "--replica-ack", strconv.Itoa(sc.ReplicaAck), "--waiters", strconv.Itoa(waiters),
+			"--primitive", sc.Primitive, "--permits", strconv.Itoa(sc.Permits)}
 		for _, p := range e.Proxies {
 			args = append(args, "--node", p.Addr())
 		}
@@ -335,7 +348,7 @@ func Run(cfg Config, sc Scenario, mode string) (Result, error) {
 	end := time.Now().UnixNano()
 	maxConns := stopSampling()
 	e.mu.Lock()
-	r := check(e.events, res.Log(), end)
+	r := check(e.events, res.Log(), end, max(sc.Permits, 1))
 	e.mu.Unlock()
 	r.Scenario, r.Mode, r.Clients, r.Seconds = sc.Name, mode, clients, time.Since(start).Seconds()
 	r.MaxConnections = maxConns

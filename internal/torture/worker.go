@@ -30,6 +30,11 @@ type WorkerConfig struct {
 	// served once (or Duration has passed). Each reports as client
 	// ID*Waiters+i.
 	Waiters int
+	// Primitive is what the client takes (Scenario.Primitive), Permits a
+	// semaphore's permits. A semaphore's holders do not write to the
+	// fenced resource: several hold at once by design.
+	Primitive string
+	Permits   int
 }
 
 // RunWorker loops until cfg.Duration has passed: obtain the lock, write to
@@ -77,12 +82,24 @@ func RunWorker(cfg WorkerConfig, out io.Writer) error {
 		runHerd(cfg, locks, opts, write, rec)
 		return nil
 	}
+	obtain := func(ctx context.Context) (*dlock.Lock, error) {
+		switch cfg.Primitive {
+		case "election":
+			return locks.Election(cfg.Key).Campaign(ctx, fmt.Sprint("client-", cfg.ID), opts...)
+		case "semaphore":
+			return locks.Semaphore(cfg.Key, cfg.Permits).Acquire(ctx, opts...)
+		}
+		return locks.Lock(ctx, cfg.Key, opts...)
+	}
+	if cfg.Primitive == "semaphore" {
+		write = func(int64, int64) {}
+	}
 	end := time.Now().Add(cfg.Duration)
 	for time.Now().Before(end) {
 		rec.emit(Event{Kind: "attempt", Client: cfg.ID})
 		ctx, cancel := context.WithTimeout(context.Background(), 2*cfg.TTL)
 		sent := time.Now().UnixNano()
-		l, err := locks.Lock(ctx, cfg.Key, opts...)
+		l, err := obtain(ctx)
 		cancel()
 		if err != nil {
 			rec.emit(Event{Kind: "error", Client: cfg.ID, Detail: errorKind(err)})
