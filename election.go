@@ -151,7 +151,7 @@ func (e *Election) leader(ctx context.Context) (Leader, time.Duration, error) {
 		}
 		value, ok := tokenValue(token)
 		if !ok {
-			return Leader{}, 0, fmt.Errorf("%w: %q is held by a Lock, not a campaign", ErrWrongKind, e.key)
+			return Leader{}, 0, fmt.Errorf("%w: %q is held by a lock that is not a campaign", ErrWrongKind, e.key)
 		}
 		var term int64
 		for _, a := range answers {

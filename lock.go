@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -131,10 +132,16 @@ func (l *Lock) String() string {
 // redact keeps the first few characters of a token, enough to tell tokens
 // apart in a log, not enough to use one.
 func redact(token string) string {
-	if len(token) <= 6 {
-		return "…"
+	kind := ""
+	if shared(token) { // keep the kind, and six characters of the random part
+		if i := strings.Index(token[1:], "~"); i >= 0 {
+			kind, token = token[:i+2], token[i+2:]
+		}
 	}
-	return token[:6] + "…"
+	if len(token) <= 6 {
+		return kind + "…"
+	}
+	return kind + token[:6] + "…"
 }
 
 // Unlock releases the lock if this Lock still holds it, stops its

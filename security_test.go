@@ -81,6 +81,17 @@ func TestARestrictedACLUserCanLockItsKeysAndNothingElse(t *testing.T) {
 		t.Fatalf("Extend of a permit: %v", err)
 	}
 	sem.Unlock(ctxT(t))
+	rw := c.RWMutex("lock:rw:" + key(t))
+	r, err := rw.RLock(ctxT(t))
+	if err != nil {
+		t.Fatalf("a read hold as the restricted user: %v", err)
+	}
+	r.Unlock(ctxT(t))
+	w, err := rw.Lock(ctxT(t))
+	if err != nil {
+		t.Fatalf("a write hold as the restricted user: %v", err)
+	}
+	w.Unlock(ctxT(t))
 	e := c.Election("lock:elect:" + key(t))
 	obs := e.Observe(ctxT(t))
 	<-obs

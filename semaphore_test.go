@@ -3,6 +3,7 @@ package dlock_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -198,5 +199,83 @@ func TestInspectTellsTheKinds(t *testing.T) {
 		if err != nil || !st.Held || st.Kind != want.Kind || st.Permits != want.Permits || st.Holders != want.Holders || st.Leader != want.Leader {
 			t.Errorf("%s: %+v %v, want %+v", k, st, err, want)
 		}
+	}
+}
+
+// The key of a semaphore lives as long as its longest holder left: a
+// long permit given back leaves the key to expire with the short one that
+// crashed, and then a Lock may take it.
+func TestASemaphoreKeyExpiresWithItsLastHolder(t *testing.T) {
+	c, admin := newClient(t, shared)
+	k := key(t)
+	sem := c.Semaphore(k, 2)
+	long, err := sem.TryAcquire(ctxT(t), dlock.WithTTL(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sem.TryAcquire(ctxT(t), dlock.WithTTL(100*time.Millisecond)); err != nil { // never released
+		t.Fatal(err)
+	}
+	if err := long.Unlock(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if d := admin.PTTL(ctxT(t), k).Val(); d > time.Second {
+		t.Fatalf("the key's TTL after the long permit left: %v", d)
+	}
+	eventually(t, "a Lock takes the key once the crashed permit expired", func() bool {
+		l, err := c.TryLock(ctxT(t), k)
+		if err == nil {
+			l.Unlock(ctxT(t))
+		}
+		return err == nil
+	})
+}
+
+// Unlock of a hold whose key another kind of lock took since is
+// ErrNotHeld, as for a lock someone else holds now.
+func TestUnlockAfterAnotherKindTookTheKeyIsNotHeld(t *testing.T) {
+	c, _ := newClient(t, shared)
+	k := key(t)
+	p, err := c.Semaphore(k, 2).TryAcquire(ctxT(t), dlock.WithTTL(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var l *dlock.Lock
+	eventually(t, "a Lock takes the key", func() bool { l, err = c.TryLock(ctxT(t), k); return err == nil })
+	defer l.Unlock(ctxT(t))
+	if err := p.Unlock(ctxT(t)); !errors.Is(err, dlock.ErrNotHeld) {
+		t.Fatalf("Unlock of the expired permit: %v, want ErrNotHeld", err)
+	}
+	if st, _ := c.Inspect(ctxT(t), k); !st.Held || st.Kind != "lock" {
+		t.Fatalf("the Lock's key after the permit's Unlock: %+v", st)
+	}
+	m := key(t)
+	ml, err := c.TryLock(ctxT(t), m, dlock.WithTTL(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sp *dlock.Lock
+	eventually(t, "a permit takes the key", func() bool { sp, err = c.Semaphore(m, 2).TryAcquire(ctxT(t)); return err == nil })
+	defer sp.Unlock(ctxT(t))
+	if err := ml.Unlock(ctxT(t)); !errors.Is(err, dlock.ErrNotHeld) {
+		t.Fatalf("Unlock of the expired Lock: %v, want ErrNotHeld", err)
+	}
+}
+
+// Permits' holders stay apart in logs: the kind is kept, and six
+// characters of the random part.
+func TestPermitsAreToldApartInStatusAndLogs(t *testing.T) {
+	c, _ := newClient(t, shared)
+	k := key(t)
+	sem := c.Semaphore(k, 100)
+	a, _ := sem.TryAcquire(ctxT(t))
+	b, _ := sem.TryAcquire(ctxT(t))
+	defer a.Unlock(ctxT(t))
+	defer b.Unlock(ctxT(t))
+	if a.String() == b.String() {
+		t.Fatalf("two permits print alike: %s", a)
+	}
+	if !strings.Contains(a.String(), "~s100~") || strings.Contains(a.String(), a.Token()) {
+		t.Fatalf("a permit prints as %s", a)
 	}
 }

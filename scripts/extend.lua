@@ -10,7 +10,14 @@
 --
 -- Returns 1 when extended, 0 when the key does not hold the token: then
 -- nothing is changed (in particular, an expired lock is not re-created).
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+local value = redis.pcall('GET', KEYS[1])
+if type(value) == 'table' then
+  if string.sub(value.err, 1, 9) == 'WRONGTYPE' then
+    return 0 -- another kind of lock took the key: it holds nothing of ours
+  end
+  return value
+end
+if value ~= ARGV[1] then
   return 0
 end
 if redis.call('PTTL', KEYS[2]) < tonumber(ARGV[3]) then

@@ -18,6 +18,10 @@ local value = redis.pcall('GET', KEYS[1]) -- an error for a sorted set
 if type(value) ~= 'table' then
   return {value, redis.call('PTTL', KEYS[1]), fence, queued, value and 1 or 0}
 end
+local any = redis.call('ZRANGE', KEYS[1], '0', '0')[1]
+if any and string.sub(any, 1, 1) ~= '~' then -- a sorted set, not dlock's
+  return redis.error_reply('WRONGTYPE dlock: the key holds a sorted set that is not a lock')
+end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local live = redis.call('ZCOUNT', KEYS[1], '(' .. now, '+inf')

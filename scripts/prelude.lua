@@ -64,11 +64,25 @@ local function holders()
     return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   end
 
+
+  -- expire keeps a sorted set of holders, and their fences, until the
+  -- last of them expires.
+  local function expire(lock_key, holders_key)
+    local last = redis.call('ZRANGE', lock_key, '-1', '-1', 'WITHSCORES')[2]
+    if last then
+      redis.call('PEXPIREAT', lock_key, last)
+      redis.call('PEXPIREAT', holders_key, last)
+    end
+  end
+
+  -- purge drops the holders that have expired, and keeps the rest until
+  -- the last of them expires.
   local function purge(lock_key, holders_key, now)
     local gone = redis.call('ZRANGEBYSCORE', lock_key, '-inf', now)
     if #gone > 0 then
       redis.call('ZREMRANGEBYSCORE', lock_key, '-inf', now)
       redis.call('HDEL', holders_key, unpack(gone))
+      expire(lock_key, holders_key)
     end
   end
 
@@ -107,15 +121,6 @@ local function holders()
     return exp ~= false and tonumber(exp) > now
   end
 
-  -- expire keeps a sorted set of holders, and their fences, until the
-  -- last of them expires.
-  local function expire(lock_key, holders_key)
-    local last = redis.call('ZRANGE', lock_key, '-1', '-1', 'WITHSCORES')[2]
-    if last then
-      redis.call('PEXPIREAT', lock_key, last)
-      redis.call('PEXPIREAT', holders_key, last)
-    end
-  end
 
   -- give makes token a holder for px ms from now, with fence.
   local function give(lock_key, holders_key, token, px, now, fence)
@@ -136,6 +141,7 @@ local function holders()
     end
     redis.call('ZREM', lock_key, token)
     redis.call('HDEL', holders_key, token)
+    expire(lock_key, holders_key) -- the key lives as long as its longest holder left
   end
 
   -- fence_of returns the fence of token's hold: for a mutex the counter's

@@ -22,7 +22,14 @@
 -- maximum over several nodes: whoever wins this node next must get a higher
 -- one (redlock.go has the argument). On one node the counter is already at
 -- least the fence, and this changes nothing.
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+local value = redis.pcall('GET', KEYS[1])
+if type(value) == 'table' then
+  if string.sub(value.err, 1, 9) == 'WRONGTYPE' then
+    return 0 -- another kind of lock took the key: it holds nothing of ours
+  end
+  return value
+end
+if value ~= ARGV[1] then
   return 0
 end
 redis.call('DEL', KEYS[1])
