@@ -28,7 +28,7 @@ func TestCheckCountsWhatFencingMustPrevent(t *testing.T) {
 		{Client: 3, Fence: 9, Grant: ms(2001), Accepted: false}, // the regressed one, refused
 		{Client: 2, Fence: 11, Grant: ms(1101), Accepted: true}, // the holder writes again
 	}
-	r := check(events, writes, ms(3000), 1)
+	r := check(events, writes, ms(3000), 1, false)
 	if r.Grants != 3 || r.Attempts != 2 {
 		t.Errorf("grants %d attempts %d", r.Grants, r.Attempts)
 	}
@@ -58,7 +58,7 @@ func TestCheckCountsWhatFencingMustPrevent(t *testing.T) {
 		{Kind: "grant", Client: 2, Fence: 11, Sent: ms(600), At: ms(601)},
 		{Kind: "grant", Client: 3, Fence: 12, Sent: ms(1000), At: ms(1001)},
 	}
-	if r := check(stalled, nil, ms(3000), 1); r.FenceRegressions != 0 {
+	if r := check(stalled, nil, ms(3000), 1, false); r.FenceRegressions != 0 {
 		t.Errorf("a late report counted as %d regressions", r.FenceRegressions)
 	}
 
@@ -67,7 +67,7 @@ func TestCheckCountsWhatFencingMustPrevent(t *testing.T) {
 		{Client: 2, Fence: 11, Grant: ms(1101), Accepted: true},
 		{Client: 1, Fence: 12, Grant: ms(1), Accepted: true},
 	}
-	if r := check(nil, stale, ms(3000), 1); r.StaleAccepted != 1 || r.OK() {
+	if r := check(nil, stale, ms(3000), 1, false); r.StaleAccepted != 1 || r.OK() {
 		t.Errorf("stale accepted = %d, want 1", r.StaleAccepted)
 	}
 }
@@ -114,10 +114,27 @@ func TestSemaphoreOverlapsCountGrantsBeyondThePermits(t *testing.T) {
 	events = append(events, grant(1, 100, 500)...)
 	events = append(events, grant(2, 200, 600)...) // two at once: within 2 permits
 	events = append(events, grant(3, 300, 700)...) // a third: beyond
-	if r := check(events, nil, ms(3000), 2); r.Overlaps != 1 {
+	if r := check(events, nil, ms(3000), 2, false); r.Overlaps != 1 {
 		t.Fatalf("overlaps %d, want 1", r.Overlaps)
 	}
-	if r := check(events, nil, ms(3000), 3); r.Overlaps != 0 {
+	if r := check(events, nil, ms(3000), 3, false); r.Overlaps != 0 {
 		t.Fatalf("with 3 permits: overlaps %d, want 0", r.Overlaps)
+	}
+}
+
+// For a read-write lock, readers' holds may overlap each other, not a
+// writer's.
+func TestReadersMayOverlapEachOtherNotAWriter(t *testing.T) {
+	ms := func(n int64) int64 { return n * int64(time.Millisecond) }
+	grant := func(c int, at, end int64) []Event {
+		return []Event{{Kind: "grant", Client: c, Fence: at, Sent: ms(at), At: ms(at), Expiry: ms(end)},
+			{Kind: "release", Client: c, Fence: at, At: ms(end)}}
+	}
+	var events []Event
+	events = append(events, grant(1, 100, 500)...) // a reader
+	events = append(events, grant(3, 200, 600)...) // another reader beside it
+	events = append(events, grant(2, 550, 700)...) // a writer beside reader 3
+	if r := check(events, nil, ms(3000), 1, true); r.Overlaps != 1 {
+		t.Fatalf("overlaps %d, want 1", r.Overlaps)
 	}
 }

@@ -64,7 +64,8 @@ type Scenario struct {
 	// each, every waiter served once, instead of Clients looping.
 	Herd bool
 	// Primitive is what the clients take: "" a Lock, "election" a
-	// Campaign's leadership, "semaphore" one of Permits permits.
+	// Campaign's leadership, "semaphore" one of Permits permits,
+	// "rwmutex" a read hold (odd clients) or the write hold (even ones).
 	Primitive string
 	Permits   int
 	Nemesis   func(ctx context.Context, e *Env)
@@ -164,6 +165,9 @@ func Scenarios() []Scenario {
 			Nemesis: func(ctx context.Context, e *Env) { sleep(ctx, e.Cfg.Duration/4); pauseHolder(ctx, e) }},
 		{Name: "semaphore+kill-restart", Modes: []string{"single"}, Primitive: "semaphore", Permits: 2, What: "kill Redis and restart it without persistence (the permits are lost)",
 			Nemesis: killRestart},
+		{Name: "rwmutex", Modes: []string{"single"}, Primitive: "rwmutex", What: "odd clients read, even clients write (fenced); no faults"},
+		{Name: "rwmutex+client-pause", Modes: []string{"single"}, Primitive: "rwmutex", What: "SIGSTOP a holder for 3 TTLs",
+			Nemesis: func(ctx context.Context, e *Env) { sleep(ctx, e.Cfg.Duration/4); pauseHolder(ctx, e) }},
 		{Name: "herd", Modes: []string{"single", "redlock"}, Herd: true, What: "processes × waiters on one key, each served once, no faults"},
 		{Name: "herd+client-pause", Modes: []string{"single", "redlock"}, Herd: true, What: "the herd; SIGSTOP a holder's process for 3 TTLs",
 			Nemesis: func(ctx context.Context, e *Env) { e.firstGrant(ctx); pauseHolder(ctx, e) }},
@@ -348,7 +352,7 @@ func Run(cfg Config, sc Scenario, mode string) (Result, error) {
 	end := time.Now().UnixNano()
 	maxConns := stopSampling()
 	e.mu.Lock()
-	r := check(e.events, res.Log(), end, max(sc.Permits, 1))
+	r := check(e.events, res.Log(), end, max(sc.Permits, 1), sc.Primitive == "rwmutex")
 	e.mu.Unlock()
 	r.Scenario, r.Mode, r.Clients, r.Seconds = sc.Name, mode, clients, time.Since(start).Seconds()
 	r.MaxConnections = maxConns

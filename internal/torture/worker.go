@@ -88,11 +88,16 @@ func RunWorker(cfg WorkerConfig, out io.Writer) error {
 			return locks.Election(cfg.Key).Campaign(ctx, fmt.Sprint("client-", cfg.ID), opts...)
 		case "semaphore":
 			return locks.Semaphore(cfg.Key, cfg.Permits).Acquire(ctx, opts...)
+		case "rwmutex":
+			if reader(cfg.ID) {
+				return locks.RWMutex(cfg.Key).RLock(ctx, opts...)
+			}
+			return locks.RWMutex(cfg.Key).Lock(ctx, opts...)
 		}
 		return locks.Lock(ctx, cfg.Key, opts...)
 	}
-	if cfg.Primitive == "semaphore" {
-		write = func(int64, int64) {}
+	if cfg.Primitive == "semaphore" || (cfg.Primitive == "rwmutex" && reader(cfg.ID)) {
+		write = func(int64, int64) {} // several hold at once by design
 	}
 	end := time.Now().Add(cfg.Duration)
 	for time.Now().Before(end) {
@@ -115,6 +120,10 @@ func RunWorker(cfg WorkerConfig, out io.Writer) error {
 	}
 	return nil
 }
+
+// reader reports whether client id of an rwmutex scenario reads (odd
+// ids) or writes (even ids).
+func reader(id int) bool { return id%2 == 1 }
 
 // hold reports client id's grant of l (its acquire sent at sent), and any
 // loss, runs work under the lock, releases it and reports the release.
