@@ -4,7 +4,7 @@ go 1.26.0
 
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
-	github.com/dlock-go/dlock v0.0.0-20261201162054-61cc790a3b36
+	github.com/dlock-go/dlock v0.0.0-20261201163335-2953c69b0bec
 	github.com/dlock-go/dlock/prometheus v0.0.0-20261201123332-0d03a74a5507
 	github.com/prometheus/client_golang v1.23.2
 	github.com/redis/go-redis/v9 v9.23.0
