@@ -17,8 +17,10 @@ import (
 )
 
 const demoHelp = `
-Reproduce the experiments of the Redis guidance on distributed locks and
-print, for each, what the guidance expects, what happened, and PASS or FAIL.
+Reproduce the experiments of the Redis guidance on distributed locks, and
+two of its use cases (a scheduled job that runs once, at most N callers),
+and print, for each, what the guidance expects, what happened, and PASS or
+FAIL.
 
 With no flags it needs nothing installed: it runs against an embedded
 in-process Redis (miniredis). With --redis URL it runs against that server
@@ -341,6 +343,70 @@ var experiments = []experiment{
 			bOK := res.write(b.Fence())
 			aOK := res.write(a.Fence()) // A wakes up and writes
 			return fmt.Sprintf("B (fence %d) accepted: %v; A (fence %d) accepted: %v", b.Fence(), bOK, a.Fence(), aOK), bOK && !aOK, nil
+		},
+	},
+	{
+		name:   "scheduled job runs once (election)",
+		expect: "one of three instances leads; a standby takes over on resign, term higher",
+		run: func(ctx context.Context, e *env) (string, bool, error) {
+			k := demoKey("nightly-jobs")
+			first, err := e.locks.Election(k).Campaign(ctx, "instance-1")
+			if err != nil {
+				return "", false, err
+			}
+			tctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+			_, err2 := e.other.Election(k).Campaign(tctx, "instance-2") // waits: someone leads
+			cancel()
+			next := make(chan *dlock.Lock, 1)
+			go func() {
+				l, _ := e.other.Election(k).Campaign(ctx, "instance-3")
+				next <- l
+			}()
+			time.Sleep(50 * time.Millisecond) // instance-3 waits in line
+			first.Unlock(ctx)                 // resign
+			second := <-next
+			if second == nil {
+				return "", false, errors.New("the standby was not elected")
+			}
+			defer second.Unlock(ctx)
+			ld, err := e.locks.Election(k).Leader(ctx)
+			if err != nil {
+				return "", false, err
+			}
+			ok := errors.Is(err2, dlock.ErrNotObtained) && ld.Value == "instance-3" && ld.Term > first.Fence()
+			return fmt.Sprintf("instance-2 not elected while instance-1 led: %v; after the resign: %s leads, term higher: %v", errors.Is(err2, dlock.ErrNotObtained), ld.Value, ld.Term > first.Fence()), ok, nil
+		},
+	},
+	{
+		name:   "at most N callers (semaphore)",
+		expect: "2 permits: a 3rd caller waits, and gets the first permit given back",
+		run: func(ctx context.Context, e *env) (string, bool, error) {
+			k := demoKey("partner-api")
+			sem := e.locks.Semaphore(k, 2)
+			a, err := sem.TryAcquire(ctx, dlock.WithTTL(15*time.Second))
+			if err != nil {
+				return "", false, err
+			}
+			b, err := e.other.Semaphore(k, 2).TryAcquire(ctx, dlock.WithTTL(15*time.Second))
+			if err != nil {
+				return "", false, err
+			}
+			defer b.Unlock(ctx)
+			_, err3 := sem.TryAcquire(ctx)
+			got := make(chan *dlock.Lock, 1)
+			go func() {
+				l, _ := e.other.Semaphore(k, 2).Acquire(ctx)
+				got <- l
+			}()
+			time.Sleep(50 * time.Millisecond) // the 3rd waits in line
+			a.Unlock(ctx)
+			c := <-got
+			if c == nil {
+				return "", false, errors.New("the waiter got no permit")
+			}
+			defer c.Unlock(ctx)
+			ok := errors.Is(err3, dlock.ErrNotObtained) && c.Fence() > b.Fence()
+			return fmt.Sprintf("3rd TryAcquire: %v; the waiter got the given-back permit: %v", errText(err3), c != nil), ok, nil
 		},
 	},
 }
