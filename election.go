@@ -138,33 +138,18 @@ func (e *Election) leader(ctx context.Context) (Leader, time.Duration, error) {
 		return Leader{}, 0, err
 	}
 	answers := e.c.inspectAll(ctx, e.key, "", o.nodeTimeoutFor(len(e.c.nodes)), "leader")
-	values := map[string]bool{}
-	for _, a := range answers {
-		if a.err == nil && a.v.exists {
-			values[a.v.value] = true
-		}
+	h, err := majorityHolder(ctx, answers)
+	switch {
+	case err != nil:
+		return Leader{}, 0, err
+	case h.token == "":
+		return Leader{}, 0, fmt.Errorf("%w: %q", ErrNoLeader, e.key)
 	}
-	for token := range values {
-		v, ttl := holding(answers, token)
-		if v.of(len(e.c.nodes)) != agreed {
-			continue
-		}
-		value, ok := tokenValue(token)
-		if !ok {
-			return Leader{}, 0, fmt.Errorf("%w: %q is held by a lock that is not a campaign", ErrWrongKind, e.key)
-		}
-		var term int64
-		for _, a := range answers {
-			if a.err == nil && a.v.exists && a.v.value == token {
-				term = max(term, a.v.fence)
-			}
-		}
-		return Leader{Value: value, Term: term}, ttl, nil
+	value, ok := tokenValue(h.token)
+	if !ok {
+		return Leader{}, 0, fmt.Errorf("%w: %q is held by a lock that is not a campaign", ErrWrongKind, e.key)
 	}
-	if answered := count(answers, func(keyState) bool { return true }); answered.of(len(e.c.nodes)) != agreed {
-		return Leader{}, 0, answered.undecided(ctx.Err(), len(e.c.nodes))
-	}
-	return Leader{}, 0, fmt.Errorf("%w: %q", ErrNoLeader, e.key)
+	return Leader{Value: value, Term: h.fence}, h.ttl, nil
 }
 
 // Observe returns a channel that receives the current leader, then every

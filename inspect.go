@@ -71,28 +71,61 @@ func (c *Client) Inspect(ctx context.Context, key string) (Status, error) {
 	}
 	answers := c.inspectAll(ctx, key, "", o.nodeTimeoutFor(len(c.nodes)), "inspect")
 	st := Status{Key: key}
-	values := map[string]bool{} // the values the nodes hold
 	for _, a := range answers {
 		if a.err == nil {
 			st.Fence = max(st.Fence, a.v.fence)
 			st.Waiters = max(st.Waiters, int(a.v.queued))
 			st.Holders = max(st.Holders, int(a.v.held))
-			values[a.v.value] = values[a.v.value] || a.v.exists
 		}
 	}
-	for value, held := range values {
-		if v, d := holding(answers, value); held && v.of(len(c.nodes)) == agreed {
-			st.Held, st.Holder, st.TTL = true, redact(value), d
-			st.describeHolder(value)
-			return st, nil
-		}
+	h, err := majorityHolder(ctx, answers)
+	if err != nil || h.token == "" {
+		return st, err
 	}
-	// Not held, as far as the nodes that answered can tell: that takes a
-	// majority of answers.
-	if answered := count(answers, func(keyState) bool { return true }); answered.of(len(c.nodes)) != agreed {
-		return st, answered.undecided(ctx.Err(), len(c.nodes))
-	}
+	st.Held, st.Holder, st.TTL = true, redact(h.token), h.ttl
+	st.describeHolder(h.token)
 	return st, nil
+}
+
+// holder is who holds a key on a majority of nodes: its token, its TTL
+// (holding's) and the highest fence the nodes that hold it remember.
+type holder struct {
+	token string
+	ttl   time.Duration
+	fence int64
+}
+
+// majorityHolder finds the value a majority of nodes hold in answers. A
+// zero holder means the key is free as far as a majority of answers can
+// tell; fewer answers than that are an error (undecided).
+func majorityHolder(ctx context.Context, answers []answer[keyState]) (holder, error) {
+	values := map[string]bool{}
+	for _, a := range answers {
+		if a.err == nil && a.v.exists {
+			values[a.v.value] = true
+		}
+	}
+	for token := range values {
+		if v, d := holding(answers, token); v.of(len(answers)) == agreed {
+			return holder{token: token, ttl: d, fence: holdersFence(answers, token)}, nil
+		}
+	}
+	if answered := count(answers, func(keyState) bool { return true }); answered.of(len(answers)) != agreed {
+		return holder{}, answered.undecided(ctx.Err(), len(answers))
+	}
+	return holder{}, nil
+}
+
+// holdersFence is the highest fence remembered by the nodes that hold
+// token.
+func holdersFence(answers []answer[keyState], token string) int64 {
+	var fence int64
+	for _, a := range answers {
+		if a.err == nil && a.v.exists && a.v.value == token {
+			fence = max(fence, a.v.fence)
+		}
+	}
+	return fence
 }
 
 // inspectAll reads key's state on every node (op names the caller, for
@@ -144,12 +177,7 @@ func (c *Client) Attach(ctx context.Context, key, token string, opts ...Option) 
 	v, d := holding(answers, token)
 	switch v.of(len(c.nodes)) {
 	case agreed:
-		var fence int64
-		for _, a := range answers {
-			if a.err == nil && a.v.exists && a.v.value == token {
-				fence = max(fence, a.v.fence)
-			}
-		}
+		fence := holdersFence(answers, token)
 		if d < MinTTL {
 			return nil, fmt.Errorf("%w: %q is about to expire: %w", ErrNotHeld, key, ErrLeaseExpired)
 		}

@@ -61,35 +61,33 @@ func queueKeys(key string) (queue, waiters string) {
 type lockNames struct {
 	key string
 	// all holds the lock key, its fencing counter, wait queue, waiters,
-	// notify key and holders' fences, in that order.
+	// holders' fences and notify key, in that order.
 	all  [6]string
 	wake string // the wake channel
 }
 
+// fence is the lock key's fencing counter.
+func (nm *lockNames) fence() string { return nm.all[1] }
+
+// holders is the hash of a semaphore's or read-write lock's holders' fences.
+func (nm *lockNames) holders() string { return nm.all[4] }
+
 // acquireKeys are the acquire script's KEYS: lock, fence, queue, notify.
 func (nm *lockNames) acquireKeys() []string {
-	return []string{nm.all[0], nm.all[1], nm.all[2], nm.all[4]}
+	return []string{nm.all[0], nm.all[1], nm.all[2], nm.all[5]}
 }
 
 // releaseKeys are the release script's KEYS: all six.
 func (nm *lockNames) releaseKeys() []string { return nm.all[:] }
 
 // queueKeys are the KEYS of the scripts that work the queue (join,
-// keepalive, leave) and of shared_release: lock, fence, queue, waiters,
-// holders.
-func (nm *lockNames) queueKeys() []string {
-	return []string{nm.all[0], nm.all[1], nm.all[2], nm.all[3], nm.all[5]}
-}
-
-// sharedAcquireKeys are the shared_acquire script's KEYS: lock, fence,
-// queue, holders.
-func (nm *lockNames) sharedAcquireKeys() []string {
-	return []string{nm.all[0], nm.all[1], nm.all[2], nm.all[5]}
-}
+// keepalive, leave) and of shared_acquire and shared_release: lock,
+// fence, queue, waiters, holders.
+func (nm *lockNames) queueKeys() []string { return nm.all[:5] }
 
 func namesOf(key string) *lockNames {
 	queue, waiters := queueKeys(key)
-	return &lockNames{key: key, all: [6]string{key, fenceKey(key), queue, waiters, notifyKey(key), derive(holdersPrefix, key)}, wake: wakeChannel(key)}
+	return &lockNames{key: key, all: [6]string{key, fenceKey(key), queue, waiters, derive(holdersPrefix, key), notifyKey(key)}, wake: wakeChannel(key)}
 }
 
 // namesCache remembers the names derived from recently used lock keys:

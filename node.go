@@ -178,7 +178,7 @@ func (n *node) acquire(ctx context.Context, nm *lockNames, token string, o optio
 // acquireShared runs the shared_acquire script: a semaphore permit or a
 // read-write hold.
 func (n *node) acquireShared(ctx context.Context, nm *lockNames, token string, o options) (grant, error) {
-	res, err := n.script(ctx, sharedAcquireScript, nm.sharedAcquireKeys(), token, o.ttl.Milliseconds(), o.fenceKeep().Milliseconds()).Slice()
+	res, err := n.script(ctx, sharedAcquireScript, nm.queueKeys(), token, o.ttl.Milliseconds(), o.fenceKeep().Milliseconds()).Slice()
 	if err != nil {
 		return grant{}, n.fail("acquire", err)
 	}
@@ -286,11 +286,11 @@ func (n *node) extend(ctx context.Context, nm *lockNames, token string, ttl, kee
 	var err error
 	switch {
 	case shared(token):
-		v, err = n.script(ctx, sharedExtendScript, []string{nm.key, nm.all[5], nm.all[1]}, token, ttl.Milliseconds(), keep.Milliseconds()).Int64()
+		v, err = n.script(ctx, sharedExtendScript, []string{nm.key, nm.holders(), nm.fence()}, token, ttl.Milliseconds(), keep.Milliseconds()).Int64()
 	case n.hasNative(ctx):
 		return n.extendNative(ctx, nm, token, ttl, keep)
 	default:
-		v, err = n.script(ctx, extendScript, nm.all[:2], token, ttl.Milliseconds(), keep.Milliseconds()).Int64()
+		v, err = n.script(ctx, extendScript, []string{nm.key, nm.fence()}, token, ttl.Milliseconds(), keep.Milliseconds()).Int64()
 	}
 	if err != nil {
 		return false, n.fail("extend", err)
@@ -304,7 +304,7 @@ func (n *node) extendNative(ctx context.Context, nm *lockNames, token string, tt
 	var set *redis.Cmd
 	_, err := n.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		set = p.Do(ctx, "SET", nm.key, token, "IFEQ", token, "PX", ttl.Milliseconds())
-		p.Do(ctx, "PEXPIRE", nm.all[1], keep.Milliseconds(), "GT")
+		p.Do(ctx, "PEXPIRE", nm.fence(), keep.Milliseconds(), "GT")
 		return nil
 	})
 	if err := set.Err(); errors.Is(err, redis.Nil) {

@@ -112,13 +112,26 @@ local function holders()
     return k == 'r' and fk == 'r'
   end
 
-  -- holds reports whether token holds the lock now.
+  -- holds reports whether token holds the lock now. A key of another
+  -- kind (WRONGTYPE) holds nothing of ours; any other error is raised.
   local function holds(lock_key, token, now)
-    if kind(token) == 'm' then
-      return redis.call('GET', lock_key) == token
+    local m = kind(token) == 'm'
+    local v
+    if m then
+      v = redis.pcall('GET', lock_key)
+    else
+      v = redis.pcall('ZSCORE', lock_key, token)
     end
-    local exp = redis.call('ZSCORE', lock_key, token)
-    return exp ~= false and tonumber(exp) > now
+    if type(v) == 'table' then
+      if string.sub(v.err, 1, 9) == 'WRONGTYPE' then
+        return false
+      end
+      error(v)
+    end
+    if m then
+      return v == token
+    end
+    return v ~= false and tonumber(v) > now
   end
 
 

@@ -7,8 +7,8 @@
 -- KEYS[2]  fencing counter of the lock key
 -- KEYS[3]  wait queue (sorted set)       all in the lock key's hash slot
 -- KEYS[4]  waiters (hash)
--- KEYS[5]  notify key: exists while someone listens on the wake channel
--- KEYS[6]  holders' fences (hash; unused by a mutex, passed to handoff)
+-- KEYS[5]  holders' fences (hash; unused by a mutex, passed to handoff)
+-- KEYS[6]  notify key: exists while someone listens on the wake channel
 -- ARGV[1]  token
 -- ARGV[2]  the holder's fence, or 0
 -- ARGV[3]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
@@ -40,9 +40,9 @@ if ARGV[2] ~= '0' then
   end
 end
 -- Usually nobody waits, and one EXISTS says so for both kinds of waiter.
-if redis.call('EXISTS', KEYS[3], KEYS[5]) > 0 then
+if redis.call('EXISTS', KEYS[3], KEYS[6]) > 0 then
   local handoff = queue(issue_fence)
-  if handoff(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[6], ARGV[3], ARGV[4]) == 0 then
+  if handoff(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[3], ARGV[4]) == 0 then
     redis.call(ARGV[3], ARGV[4], 'released')
   end
 end

@@ -12,13 +12,6 @@
 -- is changed (an expired hold is not re-created).
 local h = holders()
 local now = h.now_ms()
-local held = redis.pcall('ZSCORE', KEYS[1], ARGV[1])
-if type(held) == 'table' then
-  if string.sub(held.err, 1, 9) == 'WRONGTYPE' then
-    return 0 -- another kind of lock took the key: it holds nothing of ours
-  end
-  return held
-end
 if not h.holds(KEYS[1], ARGV[1], now) then
   return 0
 end

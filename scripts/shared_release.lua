@@ -15,13 +15,6 @@
 -- already released): then nothing is changed.
 local handoff, now, _, _, h = queue(issue_fence)
 local now_ms = math.floor(now() / 1000)
-local held = redis.pcall('ZSCORE', KEYS[1], ARGV[1])
-if type(held) == 'table' then
-  if string.sub(held.err, 1, 9) == 'WRONGTYPE' then
-    return 0 -- another kind of lock took the key: it holds nothing of ours
-  end
-  return held
-end
 if not h.holds(KEYS[1], ARGV[1], now_ms) then
   return 0
 end
