@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
-	"strings"
 	"syscall"
 	"time"
 
@@ -41,7 +40,7 @@ func (c *Client) TryLock(ctx context.Context, key string, opts ...Option) (*Lock
 		return nil, err
 	}
 	l, _, err := c.try(ctx, key, o, false)
-	c.observeAcquire(key, start, l, false, err)
+	c.observeAcquire(key, o.primitive(), start, l, false, err)
 	return l, err
 }
 
@@ -76,8 +75,9 @@ func (c *Client) TryLock(ctx context.Context, key string, opts ...Option) (*Lock
 func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (l *Lock, err error) {
 	start := time.Now()
 	contended := false
-	defer func() { c.observeAcquire(key, start, l, contended, err) }()
-	o, err := c.prepare(key, opts)
+	var o options
+	defer func() { c.observeAcquire(key, o.primitive(), start, l, contended, err) }()
+	o, err = c.prepare(key, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -348,11 +348,8 @@ func (c *Client) prepare(key string, opts []Option) (options, error) {
 	if err := c.usable(); err != nil {
 		return options{}, err
 	}
-	if key == "" {
-		return options{}, invalid("empty key")
-	}
-	if strings.HasPrefix(key, reservedPrefix) {
-		return options{}, invalid("key %q: keys starting with %q are reserved for dlock's own bookkeeping", key, reservedPrefix)
+	if err := checkKey(key); err != nil {
+		return options{}, err
 	}
 	o, err := newOptions(opts)
 	if err != nil {

@@ -45,20 +45,13 @@ type Status struct {
 // describeHolder fills in st's Kind, Permits and Leader from a holder's
 // token (its kind prefix, or a campaign's value: never its secret part).
 func (st *Status) describeHolder(token string) {
-	switch {
-	case strings.HasPrefix(token, readPrefix):
-		st.Kind = "read"
-	case strings.HasPrefix(token, writePrefix):
-		st.Kind = "write"
-	case strings.HasPrefix(token, "~s"):
-		st.Kind = "semaphore"
+	st.Kind = primitiveOf(token)
+	switch st.Kind {
+	case "semaphore":
 		n, _, _ := strings.Cut(token[2:], "~")
 		st.Permits, _ = strconv.Atoi(n)
-	default:
-		st.Kind = "lock"
-		if v, ok := tokenValue(token); ok {
-			st.Kind, st.Leader = "election", v
-		}
+	case "election":
+		st.Leader, _ = tokenValue(token)
 	}
 }
 

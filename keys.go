@@ -29,6 +29,18 @@ import (
 // overwrite another lock's bookkeeping.
 const reservedPrefix = "dlock:"
 
+// checkKey refuses a key no lock (or guarded resource) may have: an empty
+// one, or one in dlock's reserved namespace.
+func checkKey(key string) error {
+	if key == "" {
+		return invalid("empty key")
+	}
+	if strings.HasPrefix(key, reservedPrefix) {
+		return invalid("key %q: keys starting with %q are reserved for dlock's own bookkeeping", key, reservedPrefix)
+	}
+	return nil
+}
+
 // Derived key prefixes. They contain no braces, so they never affect slots.
 const (
 	fencePrefix   = "dlock:fence:"   // fencing counter: the last fence issued for the key
@@ -37,6 +49,7 @@ const (
 	queuePrefix   = "dlock:queue:"   // wait queue: waiter ids by the server time they queued
 	waitersPrefix = "dlock:waiters:" // waiters, their groups' signs of life, the last grant (prelude.lua)
 	holdersPrefix = "dlock:holders:" // the fences of a semaphore's or read-write lock's holders
+	guardPrefix   = "dlock:guard:"   // a guarded resource's record: the highest fence accepted (guard.go)
 )
 
 // fenceKey returns the key of the lock key's fencing counter.

@@ -50,6 +50,7 @@ func (k EventKind) String() string {
 type Event struct {
 	Kind      EventKind     // what happened
 	Key       string        // the lock's key
+	Primitive string        // what holds it: "lock", "election", "semaphore", "read" or "write" (a read-write lock's holds)
 	Fence     int64         // 0 when no lock was obtained
 	Wait      time.Duration // EventAcquire: how long the call took
 	Held      time.Duration // EventRelease: time since the grant
@@ -83,11 +84,11 @@ func (c *Client) observe(e Event) {
 func (c *Client) observing() bool { return c.observer.Load() != nil }
 
 // observeAcquire reports the end of an acquisition call.
-func (c *Client) observeAcquire(key string, start time.Time, l *Lock, contended bool, err error) {
+func (c *Client) observeAcquire(key, primitive string, start time.Time, l *Lock, contended bool, err error) {
 	if !c.observing() {
 		return
 	}
-	e := Event{Kind: EventAcquire, Key: key, Wait: time.Since(start), Contended: contended || errors.Is(err, ErrNotObtained) && !errors.Is(err, ErrNoQuorum), Err: err}
+	e := Event{Kind: EventAcquire, Key: key, Primitive: primitive, Wait: time.Since(start), Contended: contended || errors.Is(err, ErrNotObtained) && !errors.Is(err, ErrNoQuorum), Err: err}
 	if l != nil {
 		e.Fence = l.fence
 	}
@@ -102,7 +103,7 @@ func (c *Client) watchLoss(l *Lock) {
 	}
 	context.AfterFunc(l.lease.watch().ctx, func() {
 		if cause := context.Cause(l.lease.ctx); errors.Is(cause, ErrLost) {
-			c.observe(Event{Kind: EventLost, Key: l.Key(), Fence: l.fence, Err: cause})
+			c.observe(Event{Kind: EventLost, Key: l.Key(), Primitive: primitiveOf(l.token), Fence: l.fence, Err: cause})
 			c.warn("dlock: lock lost", slog.String("key", l.Key()), slog.Int64("fence", l.fence), slog.String("cause", cause.Error()))
 		}
 	})

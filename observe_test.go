@@ -79,6 +79,50 @@ func TestObserverSeesTheLockLifecycle(t *testing.T) {
 	}
 }
 
+// Every event names the primitive, from the options when nothing was
+// obtained and from the grant otherwise.
+func TestEventsNameThePrimitive(t *testing.T) {
+	c, _ := newClient(t, shared)
+	var evs events
+	c.SetObserver(evs.observe)
+	k := key(t)
+	sem := c.Semaphore(k, 1)
+	l, err := sem.TryAcquire(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sem.TryAcquire(ctxT(t)); !errors.Is(err, dlock.ErrNotObtained) {
+		t.Fatal(err)
+	}
+	if err := l.Unlock(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	for _, take := range []func() (*dlock.Lock, error){
+		func() (*dlock.Lock, error) { return c.RWMutex(k + ":rw").RLock(ctxT(t)) },
+		func() (*dlock.Lock, error) { return c.RWMutex(k + ":rw").Lock(ctxT(t)) },
+		func() (*dlock.Lock, error) { return c.Election(k+":e").Campaign(ctxT(t), "me") },
+		func() (*dlock.Lock, error) { return c.Lock(ctxT(t), k+":l") },
+	} {
+		l, err := take()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Unlock(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []string
+	for _, ev := range evs.got {
+		if ev.Kind != dlock.EventRenew { // the campaign's watchdog may renew
+			got = append(got, ev.Kind.String()+":"+ev.Primitive)
+		}
+	}
+	want := "acquire:semaphore acquire:semaphore release:semaphore acquire:read release:read acquire:write release:write acquire:election release:election acquire:lock release:lock"
+	if strings.Join(got, " ") != want {
+		t.Fatalf("events:\n got %s\nwant %s", strings.Join(got, " "), want)
+	}
+}
+
 func errText(err error) string {
 	if err == nil {
 		return ""

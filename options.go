@@ -72,6 +72,14 @@ type options struct {
 	kind string
 }
 
+// primitive names what the acquisition is for, as Event.Primitive does.
+func (o options) primitive() string {
+	if o.candidate {
+		return "election"
+	}
+	return primitiveOf(o.kind)
+}
+
 // fenceKeep is how long a grant keeps the lock's fencing counter: the TTL
 // plus the fence margin.
 func (o options) fenceKeep() time.Duration { return o.ttl + o.fenceMargin }

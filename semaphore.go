@@ -50,6 +50,24 @@ const (
 // hold's.
 func shared(token string) bool { return strings.HasPrefix(token, "~") }
 
+// primitiveOf names what a token was granted for: "semaphore", "read",
+// "write" (by its kind prefix), "election" (a campaign's token carries a
+// value) or "lock".
+func primitiveOf(token string) string {
+	switch {
+	case strings.HasPrefix(token, readPrefix):
+		return "read"
+	case strings.HasPrefix(token, writePrefix):
+		return "write"
+	case strings.HasPrefix(token, "~s"):
+		return "semaphore"
+	}
+	if _, ok := tokenValue(token); ok {
+		return "election"
+	}
+	return "lock"
+}
+
 // ErrPermitMismatch is returned when a Semaphore is asked for with a
 // number of permits other than its current holders were granted with:
 // two limits on one key would be no limit. Nothing is changed.

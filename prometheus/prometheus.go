@@ -6,7 +6,9 @@
 //
 // Lock keys are not labels by default: there can be one per order, job or
 // user, and every label value is a time series. Options.Classify may map
-// keys to a small, fixed set of names, which become the "lock" label.
+// keys to a small, fixed set of names, which become the "lock" label. The
+// "primitive" label says what was taken: lock, election, semaphore, read or
+// write (dlock.Event.Primitive), a fixed set of five.
 package prometheus
 
 import (
@@ -62,17 +64,17 @@ func New(o Options) *Metrics {
 	return &Metrics{
 		classify: o.Classify,
 		acquires: prometheus.NewCounterVec(prometheus.CounterOpts{Name: name("acquires_total"),
-			Help: "Lock acquisitions by result: obtained, contended (held by someone else, or the wait ended), error (Redis failed, or too few Redlock nodes answered)."}, []string{"lock", "result"}),
+			Help: "Lock acquisitions by result: obtained, contended (held by someone else, or the wait ended), error (Redis failed, or too few Redlock nodes answered)."}, []string{"lock", "primitive", "result"}),
 		wait: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name("acquire_wait_seconds"),
-			Help: "How long TryLock, Lock and Do took to obtain the lock or give up.", Buckets: o.Buckets}, []string{"lock", "result"}),
+			Help: "How long TryLock, Lock and Do took to obtain the lock or give up.", Buckets: o.Buckets}, []string{"lock", "primitive", "result"}),
 		renewals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: name("renewals_total"),
-			Help: "Lease renewals (watchdog or Extend) by result: ok, not_held, error."}, []string{"lock", "result"}),
+			Help: "Lease renewals (watchdog or Extend) by result: ok, not_held, error."}, []string{"lock", "primitive", "result"}),
 		lost: prometheus.NewCounterVec(prometheus.CounterOpts{Name: name("lost_total"),
-			Help: "Locks lost while held, by cause: token_gone, lease_expired, max_hold."}, []string{"lock", "cause"}),
+			Help: "Locks lost while held, by cause: token_gone, lease_expired, max_hold."}, []string{"lock", "primitive", "cause"}),
 		releases: prometheus.NewCounterVec(prometheus.CounterOpts{Name: name("releases_total"),
-			Help: "Unlocks by result: ok, token_mismatch (the lock had expired; perhaps someone else held it), error."}, []string{"lock", "result"}),
+			Help: "Unlocks by result: ok, token_mismatch (the lock had expired; perhaps someone else held it), error."}, []string{"lock", "primitive", "result"}),
 		hold: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name("hold_seconds"),
-			Help: "How long locks were held, from the acquire request to Unlock.", Buckets: o.Buckets}, []string{"lock"}),
+			Help: "How long locks were held, from the acquire request to Unlock.", Buckets: o.Buckets}, []string{"lock", "primitive"}),
 	}
 }
 
@@ -92,10 +94,10 @@ func (m *Metrics) Observe(e dlock.Event) {
 		case e.Err != nil:
 			result = "error"
 		}
-		m.acquires.WithLabelValues(lock, result).Inc()
-		m.wait.WithLabelValues(lock, result).Observe(e.Wait.Seconds())
+		m.acquires.WithLabelValues(lock, e.Primitive, result).Inc()
+		m.wait.WithLabelValues(lock, e.Primitive, result).Observe(e.Wait.Seconds())
 	case dlock.EventRenew:
-		m.renewals.WithLabelValues(lock, outcome(e.Err, "not_held")).Inc()
+		m.renewals.WithLabelValues(lock, e.Primitive, outcome(e.Err, "not_held")).Inc()
 	case dlock.EventLost:
 		cause := "token_gone"
 		switch {
@@ -104,11 +106,11 @@ func (m *Metrics) Observe(e dlock.Event) {
 		case errors.Is(e.Err, dlock.ErrMaxHold):
 			cause = "max_hold"
 		}
-		m.lost.WithLabelValues(lock, cause).Inc()
+		m.lost.WithLabelValues(lock, e.Primitive, cause).Inc()
 	case dlock.EventRelease:
-		m.releases.WithLabelValues(lock, outcome(e.Err, "token_mismatch")).Inc()
+		m.releases.WithLabelValues(lock, e.Primitive, outcome(e.Err, "token_mismatch")).Inc()
 		if e.Err == nil {
-			m.hold.WithLabelValues(lock).Observe(e.Held.Seconds())
+			m.hold.WithLabelValues(lock, e.Primitive).Observe(e.Held.Seconds())
 		}
 	}
 }

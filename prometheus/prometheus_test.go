@@ -51,14 +51,14 @@ func TestMetricsCountTheLockLifecycle(t *testing.T) {
 	want := `
 # HELP dlock_acquires_total Lock acquisitions by result: obtained, contended (held by someone else, or the wait ended), error (Redis failed, or too few Redlock nodes answered).
 # TYPE dlock_acquires_total counter
-dlock_acquires_total{lock="order",result="contended"} 1
-dlock_acquires_total{lock="order",result="obtained"} 1
+dlock_acquires_total{lock="order",primitive="lock",result="contended"} 1
+dlock_acquires_total{lock="order",primitive="lock",result="obtained"} 1
 # HELP dlock_releases_total Unlocks by result: ok, token_mismatch (the lock had expired; perhaps someone else held it), error.
 # TYPE dlock_releases_total counter
-dlock_releases_total{lock="order",result="ok"} 1
+dlock_releases_total{lock="order",primitive="lock",result="ok"} 1
 # HELP dlock_renewals_total Lease renewals (watchdog or Extend) by result: ok, not_held, error.
 # TYPE dlock_renewals_total counter
-dlock_renewals_total{lock="order",result="ok"} 1
+dlock_renewals_total{lock="order",primitive="lock",result="ok"} 1
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "dlock_acquires_total", "dlock_releases_total", "dlock_renewals_total"); err != nil {
 		t.Fatal(err)
@@ -86,10 +86,49 @@ func TestAWaitWithoutAQuorumIsAnError(t *testing.T) {
 	want := `
 # HELP dlock_acquires_total Lock acquisitions by result: obtained, contended (held by someone else, or the wait ended), error (Redis failed, or too few Redlock nodes answered).
 # TYPE dlock_acquires_total counter
-dlock_acquires_total{lock="",result="contended"} 1
-dlock_acquires_total{lock="",result="error"} 2
+dlock_acquires_total{lock="",primitive="",result="contended"} 1
+dlock_acquires_total{lock="",primitive="",result="error"} 2
 `
 	if err := testutil.CollectAndCompare(m, strings.NewReader(want), "dlock_acquires_total"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Every primitive's acquisitions are counted apart by the "primitive" label.
+func TestMetricsTellThePrimitivesApart(t *testing.T) {
+	s := redistest.Start(t)
+	c := dlock.New(s.Client(t))
+	defer c.Close()
+	m := dlockprom.New(dlockprom.Options{})
+	c.SetObserver(m.Observe)
+	ctx := context.Background()
+	take := func(l *dlock.Lock, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	take(c.TryLock(ctx, "plain"))
+	take(c.Semaphore("sem", 2).TryAcquire(ctx))
+	take(c.RWMutex("rw").TryRLock(ctx))
+	take(c.RWMutex("rw").TryLock(ctx))
+	take(c.Election("job").Campaign(ctx, "host-a"))
+	want := `
+# HELP dlock_releases_total Unlocks by result: ok, token_mismatch (the lock had expired; perhaps someone else held it), error.
+# TYPE dlock_releases_total counter
+dlock_releases_total{lock="",primitive="election",result="ok"} 1
+dlock_releases_total{lock="",primitive="lock",result="ok"} 1
+dlock_releases_total{lock="",primitive="read",result="ok"} 1
+dlock_releases_total{lock="",primitive="semaphore",result="ok"} 1
+dlock_releases_total{lock="",primitive="write",result="ok"} 1
+`
+	if err := testutil.CollectAndCompare(m, strings.NewReader(want), "dlock_releases_total"); err != nil {
+		t.Fatal(err)
+	}
+	if n := testutil.CollectAndCount(m, "dlock_acquires_total"); n != 5 {
+		t.Fatalf("acquire series: %d, want one per primitive", n)
 	}
 }

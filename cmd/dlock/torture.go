@@ -29,17 +29,21 @@ faults meanwhile. Then the history is checked:
   loss notices       holders told the lock was lost, and how many in time
 
 Scenarios (single = one master; redlock = five): baseline, client-pause,
-kill-restart, kill-restart-aof, redis-pause, failover, failover+replica-ack,
-partition-minority, partition-majority, latency; and the herds: herd,
-herd+client-pause, herd+redis-pause, herd+kill-restart, where 10 processes
-(--quick: 3) of 500 waiters each (--quick: 100) on go-redis's default
-options wait on one key until each is served once:
+client-kill, kill-restart, kill-restart-aof, redis-pause, failover,
+failover+replica-ack, partition-minority, partition-majority, latency; the
+other primitives: election, election+client-pause, election+client-kill,
+semaphore, semaphore+client-pause, semaphore+kill-restart, rwmutex,
+rwmutex+client-pause; and the herds: herd, herd+client-pause,
+herd+redis-pause, herd+kill-restart, where 10 processes (--quick: 3) of 500
+waiters each (--quick: 100) on go-redis's default options wait on one key
+until each is served once:
 
-  served             waiters that obtained the lock, of all: MUST BE ALL
+  served             waiters that obtained the lock, of all: MUST BE ALL;
+                     after a kill, grants to the others: MUST BE SOME
   max conns          the most client connections a master saw at once
 
 Exit codes: 0 every scenario kept stale_accepted and fence_regressions at 0
-(and served every herd waiter); 1 one did not; 64 usage; 70 the run itself failed.
+(served every herd waiter, and went on after a kill); 1 one did not; 64 usage; 70 the run itself failed.
 
 Examples:
   dlock torture --quick
@@ -127,6 +131,9 @@ func tortureMain(args []string, stdout, stderr io.Writer) int {
 			if r.Waiters > 0 {
 				served = fmt.Sprintf("%d/%d", r.Waiters-r.Unserved, r.Waiters)
 			}
+			if r.Killed > 0 {
+				served = fmt.Sprintf("%d after kill", r.Takeovers)
+			}
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d (%d)\t%s\t%d\t%s\t%s\n", r.Scenario, r.Mode, r.Grants, r.Overlaps,
 				r.Accepted, r.StaleRejected, r.StaleAccepted, r.FenceRegressions, r.LossNotices, r.LossOnTime, served, r.MaxConnections, errorList(r.Errors), verdict)
 		}
@@ -136,7 +143,7 @@ func tortureMain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "\ntorture: %d passed, %d failed\n", passed, failed)
 	}
 	if failed > 0 {
-		fmt.Fprintf(stderr, "dlock: torture: %d scenario(s) accepted a stale write or regressed a fence\n", failed)
+		fmt.Fprintf(stderr, "dlock: torture: %d scenario(s) accepted a stale write, regressed a fence, left a waiter unserved or stopped after a kill\n", failed)
 		return 1
 	}
 	return exitOK

@@ -34,6 +34,11 @@ type Result struct {
 	// told before the lease could have expired on the server.
 	LossNotices int `json:"loss_notices"`
 	LossOnTime  int `json:"loss_on_time"`
+	// Killed counts the client processes the nemesis killed while they
+	// held; Takeovers, the grants to other clients after such a kill
+	// (must be at least 1 when Killed is: the others go on).
+	Killed    int `json:"killed,omitempty"`
+	Takeovers int `json:"takeovers,omitempty"`
 	// Waiters counts a herd's waiters; Unserved, those that gave up
 	// without ever obtaining the lock. Must be 0: every live waiter is
 	// served.
@@ -45,7 +50,9 @@ type Result struct {
 }
 
 // OK reports whether the hard assertions hold.
-func (r Result) OK() bool { return r.StaleAccepted == 0 && r.FenceRegressions == 0 && r.Unserved == 0 }
+func (r Result) OK() bool {
+	return r.StaleAccepted == 0 && r.FenceRegressions == 0 && r.Unserved == 0 && (r.Killed == 0 || r.Takeovers > 0)
+}
 
 // check computes the Result; permits is a semaphore's (1 otherwise), and
 // rw says that the odd clients are readers of a read-write lock, whose
@@ -60,6 +67,7 @@ func check(events []Event, writes []Write, end int64, permits int, rw bool) Resu
 	}
 	var holds []*hold
 	open := map[int]*hold{}
+	killed := map[int]bool{}
 	sort.SliceStable(events, func(i, j int) bool { return events[i].At < events[j].At })
 	for _, e := range events {
 		switch e.Kind {
@@ -74,6 +82,9 @@ func check(events []Event, writes []Write, end int64, permits int, rw bool) Resu
 			r.Errors[e.Detail]++
 		case "grant":
 			r.Grants++
+			if len(killed) > 0 && !killed[e.Client] {
+				r.Takeovers++
+			}
 			h := &hold{client: e.Client, fence: e.Fence, sent: e.Sent, expiry: e.Expiry, start: e.At, end: end}
 			holds = append(holds, h)
 			open[e.Client] = h
@@ -83,6 +94,12 @@ func check(events []Event, writes []Write, end int64, permits int, rw bool) Resu
 				if e.At <= h.expiry {
 					r.LossOnTime++
 				}
+				h.end = min(h.end, e.At)
+			}
+		case "killed":
+			r.Killed++
+			killed[e.Client] = true
+			if h := open[e.Client]; h != nil {
 				h.end = min(h.end, e.At)
 			}
 		case "release":

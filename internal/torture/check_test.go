@@ -138,3 +138,22 @@ func TestReadersMayOverlapEachOtherNotAWriter(t *testing.T) {
 		t.Fatalf("overlaps %d, want 1", r.Overlaps)
 	}
 }
+
+// A killed holder's hold ends at the kill; the run fails unless someone
+// else is granted after it.
+func TestAKilledHolderEndsItsHoldAndMustBeSucceeded(t *testing.T) {
+	ms := func(n int64) int64 { return n * int64(time.Millisecond) }
+	events := []Event{
+		{Kind: "grant", Client: 1, Fence: 1, Sent: ms(100), At: ms(100), Expiry: ms(1100)},
+		{Kind: "killed", Client: 1, At: ms(200)},
+	}
+	r := check(events, nil, ms(3000), 1, false)
+	if r.Killed != 1 || r.Takeovers != 0 || r.OK() {
+		t.Fatalf("nobody after the kill: %+v, OK %v", r, r.OK())
+	}
+	events = append(events, Event{Kind: "grant", Client: 2, Fence: 2, Sent: ms(300), At: ms(1200), Expiry: ms(2200)})
+	r = check(events, nil, ms(3000), 1, false)
+	if r.Takeovers != 1 || r.Overlaps != 0 || !r.OK() {
+		t.Fatalf("a standby after the kill: %+v, OK %v", r, r.OK())
+	}
+}

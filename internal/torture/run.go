@@ -97,7 +97,7 @@ func (e *Env) holders() []int {
 		switch ev.Kind {
 		case "grant":
 			open[ev.Client] = true
-		case "release", "lost":
+		case "release", "lost", "killed":
 			delete(open, ev.Client)
 		}
 	}
@@ -127,6 +127,8 @@ func Scenarios() []Scenario {
 					pauseHolder(ctx, e)
 				}
 			}},
+		{Name: "client-kill", Modes: []string{"single", "redlock"}, What: "SIGKILL a holder; the others go on without it",
+			Nemesis: func(ctx context.Context, e *Env) { sleep(ctx, e.Cfg.Duration/4); killHolder(e) }},
 		{Name: "kill-restart", Modes: []string{"single", "redlock"}, What: "kill a Redis node and restart it at once, without persistence",
 			Nemesis: killRestart},
 		{Name: "kill-restart-aof", Modes: []string{"single", "redlock"}, What: "the same, with appendfsync always",
@@ -160,6 +162,8 @@ func Scenarios() []Scenario {
 		{Name: "election", Modes: []string{"single", "redlock"}, Primitive: "election", What: "clients campaign, lead and resign; no faults"},
 		{Name: "election+client-pause", Modes: []string{"single", "redlock"}, Primitive: "election", What: "SIGSTOP the leader for 3 TTLs, then SIGCONT",
 			Nemesis: func(ctx context.Context, e *Env) { sleep(ctx, e.Cfg.Duration/4); pauseHolder(ctx, e) }},
+		{Name: "election+client-kill", Modes: []string{"single", "redlock"}, Primitive: "election", What: "SIGKILL the leader; a standby takes over",
+			Nemesis: func(ctx context.Context, e *Env) { sleep(ctx, e.Cfg.Duration/4); killHolder(e) }},
 		{Name: "semaphore", Modes: []string{"single"}, Primitive: "semaphore", Permits: 2, What: "clients take one of 2 permits; no faults"},
 		{Name: "semaphore+client-pause", Modes: []string{"single"}, Primitive: "semaphore", Permits: 2, What: "SIGSTOP a permit holder for 3 TTLs",
 			Nemesis: func(ctx context.Context, e *Env) { sleep(ctx, e.Cfg.Duration/4); pauseHolder(ctx, e) }},
@@ -195,6 +199,20 @@ func pauseHolder(ctx context.Context, e *Env) {
 		sleep(ctx, 3*e.Cfg.TTL)
 		_ = w.Process.Signal(syscall.SIGCONT)
 	}
+}
+
+// killHolder kills a holder's process (if any holds), recording the moment
+// as its "killed" event: a dead process writes nothing, so its hold ends
+// there, whatever the server still keeps for it.
+func killHolder(e *Env) {
+	hs := e.holders()
+	if len(hs) == 0 {
+		return
+	}
+	e.mu.Lock()
+	e.events = append(e.events, Event{Kind: "killed", Client: hs[0], At: time.Now().UnixNano()})
+	e.mu.Unlock()
+	_ = e.workers[hs[0]].Process.Kill()
 }
 
 // firstGrant waits until some client holds the lock, and a little longer,

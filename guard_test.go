@@ -1,0 +1,310 @@
+package dlock_test
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/redistest"
+)
+
+// logWrite appends its fence to the resource (a list) in the guarded step,
+// so the list is the order in which the guard accepted writes.
+var logWrite = dlock.NewGuardedScript(`return redis.call('RPUSH', KEYS[1], ARGV[1])`)
+
+// Concurrent writers with interleaved fences: whatever the interleaving,
+// the accepted fences never go down, every refusal names a higher fence,
+// and the highest fence's write is the last one standing.
+func TestConcurrentGuardedWritesNeverLetALowerFenceLand(t *testing.T) {
+	rdb := shared.Client(t)
+	g := dlock.NewGuard(rdb)
+	res, val := key(t), key(t)+":value"
+	const writers, each = 16, 40
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var highest int64
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				fence := 1 + rand.Int64N(writers*each)
+				_, err := g.Run(ctxT(t), logWrite, fence, []string{res}, fence)
+				var stale *dlock.StaleFenceError
+				switch {
+				case err == nil:
+					mu.Lock()
+					highest = max(highest, fence)
+					mu.Unlock()
+				case errors.As(err, &stale) && errors.Is(err, dlock.ErrStaleFence):
+					if stale.Highest <= fence || stale.Fence != fence || stale.Resource != res {
+						t.Errorf("refusal %+v for fence %d", stale, fence)
+					}
+				default:
+					t.Error(err)
+				}
+				if err := g.Set(ctxT(t), val, fence, fence, 0); err != nil && !errors.Is(err, dlock.ErrStaleFence) {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	log, err := rdb.LRange(ctxT(t), res, 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last int64
+	for i, s := range log {
+		f, _ := strconv.ParseInt(s, 10, 64)
+		if f < last {
+			t.Fatalf("write %d landed with fence %d after %d", i, f, last)
+		}
+		last = f
+	}
+	if last != highest {
+		t.Fatalf("last accepted %d, highest accepted %d", last, highest)
+	}
+	if h, err := g.Highest(ctxT(t), res); err != nil || h != highest {
+		t.Fatalf("Highest = %d, %v; want %d", h, err, highest)
+	}
+	v, _ := rdb.Get(ctxT(t), val).Int64()
+	if hv, _ := g.Highest(ctxT(t), val); v != hv {
+		t.Fatalf("the value is %d, the highest fence written %d", v, hv)
+	}
+}
+
+// The seeds' case: a holder pauses past its TTL, another takes the lock
+// and writes; the first one's late write is refused.
+func TestAPausedHoldersLateWriteIsRefused(t *testing.T) {
+	c, rdb := newClient(t, shared)
+	g := dlock.NewGuard(rdb)
+	k, res := key(t), key(t)+":account"
+	old := mustLock(t, c, k, dlock.WithTTL(100*time.Millisecond))
+	if err := g.For(old).Set(ctxT(t), res, "100", 0); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the old lease ends", func() bool { return old.Context().Err() != nil })
+	cur, err := c.Lock(ctxT(t), k, dlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.For(cur).Set(ctxT(t), res, "90", 0); err != nil {
+		t.Fatal(err)
+	}
+	// The paused holder, unaware, writes with its fence.
+	err = g.Set(ctxT(t), res, old.Fence(), "110", 0)
+	if !errors.Is(err, dlock.ErrStaleFence) {
+		t.Fatalf("late write: %v", err)
+	}
+	// Bound to its Lock, the write is not even sent.
+	if err := g.For(old).Set(ctxT(t), res, "110", 0); err == nil || !errors.Is(err, dlock.ErrLost) {
+		t.Fatalf("bound late write: %v", err)
+	}
+	if v, _ := rdb.Get(ctxT(t), res).Result(); v != "90" {
+		t.Fatalf("the resource holds %q", v)
+	}
+}
+
+// After a failover to a replica that never saw the last grant, two hold
+// the lock; the new master's fence is higher, so the old holder's write is
+// refused by a resource on another deployment.
+func TestTheGuardRefusesTheStaleHolderAfterAFailover(t *testing.T) {
+	master := redistest.Start(t)
+	replica := redistest.StartReplica(t, master)
+	mc, mrdb := newClient(t, master)
+	rc, rrdb := newClient(t, replica)
+	g := dlock.NewGuard(shared.Client(t))
+	k, res := key(t), key(t)+":stock"
+	warm := mustLock(t, mc, k)
+	if err := warm.Unlock(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := mrdb.Do(ctxT(t), "WAIT", 1, 5000).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rrdb.Do(ctxT(t), "REPLICAOF", "127.0.0.1", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	stale := mustLock(t, mc, k, dlock.WithTTL(time.Minute))
+	master.Kill()
+	if err := rrdb.Do(ctxT(t), "REPLICAOF", "NO", "ONE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	current := mustLock(t, rc, k, dlock.WithTTL(time.Minute))
+	if _, err := g.For(current).HSet(ctxT(t), res, "sku-1", 9); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.HSet(ctxT(t), res, stale.Fence(), "sku-1", 10); !errors.Is(err, dlock.ErrStaleFence) {
+		t.Fatalf("the old master's holder wrote: %v", err)
+	}
+}
+
+// Fences are numbered per lock key: a resource written under two locks
+// refuses the one whose fences are lower, as guard.go says.
+func TestFencesOfAnotherLockAreComparedAsNumbers(t *testing.T) {
+	c, rdb := newClient(t, shared)
+	g := dlock.NewGuard(rdb)
+	res := key(t) + ":shared-resource"
+	first := mustLock(t, c, key(t)+":a", dlock.WithTTL(time.Minute))
+	later := mustLock(t, c, key(t)+":b", dlock.WithTTL(time.Minute))
+	if later.Fence() <= first.Fence() {
+		t.Skipf("fences %d, %d: the server clock went back", first.Fence(), later.Fence())
+	}
+	if err := g.For(later).Set(ctxT(t), res, "b", 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.For(first).Set(ctxT(t), res, "a", 0); !errors.Is(err, dlock.ErrStaleFence) {
+		t.Fatalf("the other lock's lower fence: %v", err)
+	}
+}
+
+func TestGuardedWritesRefuseBadInput(t *testing.T) {
+	g := dlock.NewGuard(shared.Client(t))
+	ctx := ctxT(t)
+	for name, err := range map[string]error{
+		"fence 0":         g.Set(ctx, "k", 0, "v", 0),
+		"negative fence":  g.Set(ctx, "k", -5, "v", 0),
+		"empty key":       g.Set(ctx, "", 1, "v", 0),
+		"reserved key":    g.Del(ctx, "dlock:fence:{k}", 1),
+		"negative TTL":    g.Set(ctx, "k", 1, "v", -time.Second),
+		"odd HSet":        func() error { _, err := g.HSet(ctx, "k", 1, "field"); return err }(),
+		"no HSet fields":  func() error { _, err := g.HSet(ctx, "k", 1); return err }(),
+		"script, no keys": func() error { _, err := g.Run(ctx, logWrite, 1, nil); return err }(),
+		"Highest, empty":  func() error { _, err := g.Highest(ctx, ""); return err }(),
+	} {
+		if !errors.Is(err, dlock.ErrInvalidArgument) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if n, _ := shared.Client(t).Exists(ctx, "k").Result(); n != 0 {
+		t.Fatal("a refused call wrote")
+	}
+}
+
+// Fences above 2^53 (where Lua's numbers lose precision) compare exactly.
+func TestGuardComparesLargeFencesExactly(t *testing.T) {
+	g := dlock.NewGuard(shared.Client(t))
+	res := key(t)
+	const big = int64(1)<<53 + 1
+	if err := g.Set(ctxT(t), res, big, "x", 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Set(ctxT(t), res, big-1, "y", 0); !errors.Is(err, dlock.ErrStaleFence) {
+		t.Fatalf("fence 2^53 after 2^53+1: %v", err)
+	}
+	if err := g.Set(ctxT(t), res, big, "z", 0); err != nil {
+		t.Fatalf("the same fence again: %v", err)
+	}
+	if h, _ := g.Highest(ctxT(t), res); h != big {
+		t.Fatalf("Highest %d", h)
+	}
+}
+
+// The record lives as long as its resource and the retention after it.
+func TestTheGuardRecordLivesWithItsResource(t *testing.T) {
+	rdb := shared.Client(t)
+	g := dlock.NewGuard(rdb).WithRetention(200 * time.Millisecond)
+	ctx := ctxT(t)
+	recTTL := func(res string) time.Duration {
+		t.Helper()
+		var ttl time.Duration
+		for _, k := range scanAll(t, rdb, "dlock:guard:*") {
+			if len(k) > len(res) && k[len(k)-len(res)-1:] == "{"+res || k == "dlock:guard:{"+res+"}" {
+				ttl, _ = rdb.PTTL(ctx, k).Result()
+			}
+		}
+		return ttl
+	}
+	forever := key(t)
+	if err := g.Set(ctx, forever, 5, "v", 0); err != nil {
+		t.Fatal(err)
+	}
+	if ttl := recTTL(forever); ttl != -1 {
+		t.Fatalf("a resource without expiry: record TTL %v, want none", ttl)
+	}
+	if err := g.Del(ctx, forever, 5); err != nil {
+		t.Fatal(err)
+	}
+	if ttl := recTTL(forever); ttl <= 0 || ttl > 200*time.Millisecond {
+		t.Fatalf("after Del: record TTL %v, want the retention", ttl)
+	}
+	if err := g.Set(ctx, forever, 4, "stale", 0); !errors.Is(err, dlock.ErrStaleFence) {
+		t.Fatalf("a stale write after Del: %v", err)
+	}
+	cache := key(t)
+	if err := g.Set(ctx, cache, 7, "v", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if ttl := recTTL(cache); ttl <= time.Minute || ttl > time.Minute+200*time.Millisecond {
+		t.Fatalf("a resource with a TTL of a minute: record TTL %v", ttl)
+	}
+	// Once both are gone, a write is let in: the documented limit.
+	short := key(t)
+	if err := g.Set(ctx, short, 9, "v", 50*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the record expires", func() bool { h, _ := g.Highest(ctx, short); return h == 0 })
+	if err := g.Set(ctx, short, 3, "after", 0); err != nil {
+		t.Fatalf("after the retention: %v", err)
+	}
+}
+
+func scanAll(t *testing.T, rdb *redis.Client, pattern string) []string {
+	t.Helper()
+	keys, err := rdb.Keys(ctxT(t), pattern).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys
+}
+
+// A guarded script sees its own KEYS and ARGV; an error reply it returns
+// records nothing; a flags line stays first.
+func TestAGuardedScriptSeesOnlyItsOwnArguments(t *testing.T) {
+	g := dlock.NewGuard(shared.Client(t))
+	res := key(t)
+	counts := dlock.NewGuardedScript("#!lua flags=allow-cross-slot-keys\nreturn {#KEYS, #ARGV, KEYS[1], ARGV[2]}")
+	got, err := g.Run(ctxT(t), counts, 10, []string{res}, "a", "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := got.([]any); r[0] != int64(1) || r[1] != int64(2) || r[2] != res || r[3] != "b" {
+		t.Fatalf("the script saw %v", r)
+	}
+	refuse := dlock.NewGuardedScript(`return redis.error_reply('NOPE not today')`)
+	if _, err := g.Run(ctxT(t), refuse, 99, []string{res}); err == nil || err.Error() != "NOPE not today" {
+		t.Fatalf("the script's own error: %v", err)
+	}
+	if h, _ := g.Highest(ctxT(t), res); h != 10 {
+		t.Fatalf("after a refusing script, Highest %d, want 10", h)
+	}
+}
+
+// On a cluster the record lives in its resource's slot, whatever the key.
+func TestTheGuardWorksOnACluster(t *testing.T) {
+	cl := redistest.StartCluster(t, 3)
+	rdb := cl.Client(t)
+	g := dlock.NewGuard(rdb)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i, res := range []string{"order:1", "user:{42}:profile", "x{}y", "}{", "{a}{b}"} {
+		if err := g.Set(ctx, res, int64(10+i), "v", 0); err != nil {
+			t.Fatalf("%s: %v", res, err)
+		}
+		if err := g.Set(ctx, res, int64(9+i), "v", 0); !errors.Is(err, dlock.ErrStaleFence) {
+			t.Fatalf("%s stale: %v", res, err)
+		}
+	}
+	both := dlock.NewGuardedScript(`redis.call('SET', KEYS[1], ARGV[1]) return redis.call('SET', KEYS[2], ARGV[1])`)
+	if _, err := g.Run(ctx, both, 5, []string{"{acct:7}:balance", "{acct:7}:history"}, "x"); err != nil {
+		t.Fatal(err)
+	}
+}
