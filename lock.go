@@ -248,7 +248,9 @@ var errExtended = errors.New("dlock: extended by the holder")
 // told it is lost).
 func (l *Lock) renew(ctx context.Context, ttl time.Duration, unlessExtended bool) (sent time.Time, err error) {
 	if l.c.observing() {
-		defer func() { l.c.observe(Event{Kind: EventRenew, Key: l.Key(), Primitive: primitiveOf(l.token), Fence: l.fence, Err: err}) }()
+		defer func() {
+			l.c.observe(Event{Kind: EventRenew, Key: l.Key(), Primitive: primitiveOf(l.token), Fence: l.fence, Err: err})
+		}()
 	}
 	select {
 	case l.renewing <- struct{}{}:
