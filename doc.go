@@ -54,6 +54,15 @@
 // permits and holds as *Lock values on the same queue, with the same
 // leases and fences (semaphore.go); they need one Redis deployment.
 //
+// # The resource side of fencing
+//
+// A fence protects only what refuses a stale one. Guard writes to Redis
+// resources (Set, HSet, Del, a caller's script) only with a fence at least
+// the highest each resource has accepted, in one script (guard.go);
+// SQLTable does the same for rows of a database/sql table with a fence
+// column, on PostgreSQL, MySQL/MariaDB and SQLite (guard_sql.go). A refused
+// write matches ErrStaleFence. Both bind to a *Lock with For.
+//
 // # Redlock
 //
 // New with several go-redis clients, one per independent master, runs the

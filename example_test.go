@@ -2,6 +2,7 @@ package dlock_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"time"
@@ -341,4 +342,55 @@ func ExampleRWMutex() {
 	// Output:
 	// the writer waits for the readers
 	// rebuilding, fence above every reader's: true
+}
+
+// A guard refuses the write of a holder whose lock has passed to someone
+// else since: the resource keeps the highest fence it accepted.
+func ExampleGuard_For() {
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	locks := dlock.New(rdb)
+	defer locks.Close()
+	guard := dlock.NewGuard(rdb)
+	ctx := context.Background()
+
+	first, err := locks.TryLock(ctx, "lock:example:stock", dlock.WithTTL(100*time.Millisecond))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	<-first.Context().Done() // the first holder stalls past its TTL...
+	second, err := locks.Lock(ctx, "lock:example:stock")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer second.Unlock(ctx)
+	if err := guard.For(second).Set(ctx, "example:stock", 41, 0); err != nil {
+		fmt.Println(err)
+		return
+	}
+	// ...and writes with the fence it had.
+	err = guard.Set(ctx, "example:stock", first.Fence(), 42, 0)
+	fmt.Println("stale write refused:", errors.Is(err, dlock.ErrStaleFence))
+	// Output: stale write refused: true
+}
+
+// An SQL row is written only with a fence at least its own (the table has
+// a BIGINT fence column); a stale holder's UPDATE is reported as such.
+func ExampleSQLTable_Update() {
+	var db *sql.DB // sql.Open("pgx", …), ("mysql", …) or ("sqlite", …)
+	var lock *dlock.Lock
+	ctx := context.Background()
+
+	accounts := dlock.SQLTable{Dialect: dlock.Postgres, Table: "accounts", ID: "id"}
+	err := accounts.For(lock).Update(ctx, db, "42", map[string]any{"balance": 90})
+	switch {
+	case errors.Is(err, dlock.ErrStaleFence):
+		fmt.Println("someone holds the lock since, and wrote the row: not written")
+	case errors.Is(err, sql.ErrNoRows):
+		fmt.Println("no account 42")
+	case err != nil:
+		fmt.Println("database trouble:", err)
+	}
 }

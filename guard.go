@@ -234,9 +234,14 @@ type LockGuard struct {
 }
 
 // held reports the lock's end, if it has ended.
-func (b *LockGuard) held(key string) error {
-	if ctx := b.l.Context(); ctx.Err() != nil {
-		return fmt.Errorf("dlock: guarded write to %q not sent: %w", key, context.Cause(ctx))
+func (b *LockGuard) held(key string) error { return stillHeld(b.l, strconv.Quote(key)) }
+
+// stillHeld returns, once l's Context has ended, the error of a write to
+// resource that is not sent: a holder that has been told its lock is gone
+// does not write.
+func stillHeld(l *Lock, resource string) error {
+	if ctx := l.Context(); ctx.Err() != nil {
+		return fmt.Errorf("dlock: guarded write to %s not sent: %w", resource, context.Cause(ctx))
 	}
 	return nil
 }

@@ -18,7 +18,7 @@ import (
 // snippetImports are the packages a README fragment (a block that is not a
 // whole file) may use without importing them.
 var snippetImports = map[string]string{
-	"context": "context", "errors": "errors", "fmt": "fmt", "log": "log", "slog": "log/slog", "time": "time",
+	"context": "context", "sql": "database/sql", "errors": "errors", "fmt": "fmt", "log": "log", "slog": "log/slog", "time": "time",
 	"redis": "github.com/redis/go-redis/v9", "dlock": "github.com/dlock-go/dlock",
 	"prometheus": "github.com/prometheus/client_golang/prometheus", "dlockprom": "github.com/dlock-go/dlock/prometheus",
 }
@@ -44,7 +44,7 @@ func TestREADMESnippetsCompile(t *testing.T) {
 			for name, path := range snippetImports {
 				src += "\t" + name + " " + `"` + path + `"` + "\n"
 			}
-			src += ")\n\nfunc _(ctx context.Context, rdb, rdb1, rdb2, rdb3, rdb4, rdb5 *redis.Client, job interface{ Run(context.Context) error }) error {\n"
+			src += ")\n\nfunc _(ctx context.Context, rdb, rdb1, rdb2, rdb3, rdb4, rdb5 *redis.Client, db *sql.DB, job interface{ Run(context.Context) error }) error {\n"
 			if !strings.Contains(b, "locks :=") {
 				src += "var locks *dlock.Client\n"
 			}

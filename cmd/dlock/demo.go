@@ -2,15 +2,19 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+	_ "modernc.org/sqlite" // the SQL fencing row's database, pure Go
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/internal/redistest"
@@ -327,7 +331,6 @@ var experiments = []experiment{
 		expect: "the resource refuses the stale holder's write",
 		run: func(ctx context.Context, e *env) (string, bool, error) {
 			k := demoKey("ledger")
-			res := &fencedResource{}
 			a, err := e.locks.TryLock(ctx, k, dlock.WithTTL(100*time.Millisecond))
 			if err != nil {
 				return "", false, err
@@ -340,10 +343,19 @@ var experiments = []experiment{
 				return "", false, err
 			}
 			defer b.Unlock(ctx)
-			bOK := res.write(b.Fence())
-			aOK := res.write(a.Fence()) // A wakes up and writes
-			return fmt.Sprintf("B (fence %d) accepted: %v; A (fence %d) accepted: %v", b.Fence(), bOK, a.Fence(), aOK), bOK && !aOK, nil
+			// The resource, a Redis key behind dlock's Guard: B writes,
+			// then A wakes up and writes.
+			ok, err := guardedWrites(ctx, e.rdb, k+":balance", b.Fence(), a.Fence())
+			if err != nil {
+				return "", false, err
+			}
+			return fmt.Sprintf("B (fence %d) accepted: %v; A (fence %d) accepted: %v", b.Fence(), ok[0], a.Fence(), ok[1]), ok[0] && !ok[1], nil
 		},
+	},
+	{
+		name:   "fencing token, SQL row (SQLite)",
+		expect: "the database refuses the paused holder's late UPDATE",
+		run:    sqlFenceExperiment,
 	},
 	{
 		name:   "scheduled job runs once (election)",
@@ -411,16 +423,67 @@ var experiments = []experiment{
 	},
 }
 
-// fencedResource accepts a write only with a fence above every fence it has
-// accepted: the storage side of fencing.
-type fencedResource struct{ highest int64 }
-
-func (r *fencedResource) write(fence int64) bool {
-	if fence <= r.highest {
-		return false
+// guardedWrites writes to key through dlock's Guard once per fence, in
+// order, and says which writes were accepted.
+func guardedWrites(ctx context.Context, rdb *redis.Client, key string, fences ...int64) ([]bool, error) {
+	g := dlock.NewGuard(rdb)
+	var ok []bool
+	for _, f := range fences {
+		err := g.Set(ctx, key, f, f, time.Minute)
+		if err != nil && !errors.Is(err, dlock.ErrStaleFence) {
+			return nil, err
+		}
+		ok = append(ok, err == nil)
 	}
-	r.highest = fence
-	return true
+	return ok, nil
+}
+
+// sqlFenceExperiment: A holds the lock and writes an account's row in a
+// real SQLite database; A pauses past its TTL; B takes the lock and
+// writes; A wakes up and writes with its old fence: the UPDATE's fence
+// condition refuses it.
+func sqlFenceExperiment(ctx context.Context, e *env) (string, bool, error) {
+	dir, err := os.MkdirTemp("", "dlock-demo-")
+	if err != nil {
+		return "", false, err
+	}
+	defer os.RemoveAll(dir)
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "bank.sqlite"))
+	if err != nil {
+		return "", false, err
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, "CREATE TABLE accounts (id TEXT PRIMARY KEY, balance BIGINT, fence BIGINT)"); err != nil {
+		return "", false, err
+	}
+	accounts := dlock.SQLTable{Dialect: dlock.SQLite, Table: "accounts", ID: "id"}
+	k := demoKey("account:42")
+	a, err := e.locks.TryLock(ctx, k, dlock.WithTTL(100*time.Millisecond))
+	if err != nil {
+		return "", false, err
+	}
+	if err := accounts.For(a).Upsert(ctx, db, "42", map[string]any{"balance": 100}); err != nil {
+		return "", false, err
+	}
+	if err := waitGone(ctx, e.rdb, k); err != nil { // A pauses past its TTL
+		return "", false, err
+	}
+	b, err := e.other.TryLock(ctx, k)
+	if err != nil {
+		return "", false, err
+	}
+	defer b.Unlock(ctx)
+	if err := accounts.For(b).Update(ctx, db, "42", map[string]any{"balance": 90}); err != nil {
+		return "", false, err
+	}
+	// A wakes up, unaware, and writes with the fence it had.
+	errA := accounts.Update(ctx, db, a.Fence(), "42", map[string]any{"balance": 110})
+	var balance int64
+	if err := db.QueryRowContext(ctx, "SELECT balance FROM accounts WHERE id = '42'").Scan(&balance); err != nil {
+		return "", false, err
+	}
+	return fmt.Sprintf("B (fence %d) set 90; A's late UPDATE (fence %d): %v; balance %d", b.Fence(), a.Fence(), errText(errA), balance),
+		errors.Is(errA, dlock.ErrStaleFence) && balance == 90, nil
 }
 
 func errText(err error) string {
@@ -474,8 +537,11 @@ var processExperiments = []experiment{
 			if err != nil {
 				return "", false, err
 			}
-			res := &fencedResource{}
-			bOK, aOK := res.write(b.Fence()), res.write(a.Fence())
+			ok, err := guardedWrites(ctx, rrdb, k+":balance", b.Fence(), a.Fence())
+			if err != nil {
+				return "", false, err
+			}
+			bOK, aOK := ok[0], ok[1]
 			return fmt.Sprintf("A (old master) and B (promoted replica) both hold it; B's write: %v, A's stale write: %v", bOK, aOK), bOK && !aOK, nil
 		},
 	},

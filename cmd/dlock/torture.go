@@ -17,9 +17,10 @@ const tortureHelp = `
 Inject faults into real processes and report, with numbers, what holds and
 what breaks. It starts its own redis-server processes on loopback, an
 in-process proxy in front of each (to delay, black-hole or cut traffic, or
-redirect it after a failover), a fenced resource, and N client processes
-(this binary again) that loop: obtain the lock, write to the resource with
-their fence while holding it, release. A nemesis injects the scenario's
+redirect it after a failover), a fenced resource (a redis-server of its own,
+written through dlock.Guard, as users would), and N client processes (this
+binary again) that loop: obtain the lock, write to the resource with their
+fence while holding it, release. A nemesis injects the scenario's
 faults meanwhile. Then the history is checked:
 
   overlaps           pairs of clients holding at once (expected in some scenarios)

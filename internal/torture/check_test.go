@@ -1,9 +1,6 @@
 package torture
 
 import (
-	"bufio"
-	"fmt"
-	"net"
 	"testing"
 	"time"
 )
@@ -73,32 +70,40 @@ func TestCheckCountsWhatFencingMustPrevent(t *testing.T) {
 }
 
 func TestProxyForwardsAndRedirects(t *testing.T) {
-	r1, _ := NewResource()
+	r1, err := NewResource()
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer r1.Close()
-	r2, _ := NewResource()
+	r2, err := NewResource()
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer r2.Close()
 	p, err := NewProxy(r1.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	write := func() string {
-		c, err := net.Dial("tcp", p.Addr())
+	logged := func(r *Resource) int {
+		log, err := r.Log()
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer c.Close()
-		c.SetDeadline(time.Now().Add(10 * time.Second))
-		fmt.Fprintln(c, "W 1 5 0")
-		line, _ := bufio.NewReader(c).ReadString('\n')
-		return line
+		return len(log)
 	}
-	if got := write(); got != "OK\n" || len(r1.Log()) != 1 {
-		t.Fatalf("through the proxy: %q, log %v", got, r1.Log())
+	w := newWriter(p.Addr())
+	defer w.close()
+	if refused, err := w.write(1, 5, 0); refused || err != nil || logged(r1) != 1 {
+		t.Fatalf("through the proxy: refused %v, %v, %d logged", refused, err, logged(r1))
+	}
+	if refused, err := w.write(2, 4, 0); !refused || err != nil || logged(r1) != 1 {
+		t.Fatalf("a lower fence: refused %v, %v, %d logged", refused, err, logged(r1))
 	}
 	p.SetTarget(r2.Addr())
-	if got := write(); got != "OK\n" || len(r2.Log()) != 1 {
-		t.Fatalf("after redirect: %q, log %v", got, r2.Log())
+	p.Cut()
+	if refused, err := w.write(1, 5, 0); refused || err != nil || logged(r2) != 1 {
+		t.Fatalf("after redirect: refused %v, %v, %d logged", refused, err, logged(r2))
 	}
 }
 

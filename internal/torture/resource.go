@@ -1,26 +1,26 @@
 package torture
 
 import (
-	"bufio"
-	"fmt"
-	"net"
+	"context"
+	"errors"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/redistest"
 )
 
-// Resource is the fenced resource the clients write to: it accepts a write
-// only if its fence is at least every fence it has accepted, and keeps the log
-// of every write in the order it decided them.
+// Resource is the fenced resource the clients write to: a redis-server of
+// its own (no fault touches it) whose one key is written through the
+// shipped dlock.Guard, so that the product is what the checker exercises.
+// The guarded script appends each accepted write to the key, a list, in
+// the step that admits it: the list is the order the guard accepted them
+// in. Refused writes are reported by their writers ("refused" events).
 type Resource struct {
-	ln net.Listener
-
-	mu      sync.Mutex
-	highest int64
-	log     []Write
-	wg      sync.WaitGroup
-	conns   map[net.Conn]struct{}
+	srv *redistest.Server
 }
 
 // Write is one write the resource decided.
@@ -29,82 +29,75 @@ type Write struct {
 	Fence    int64 // the writer's fence
 	Grant    int64 // the writer's grant time (wall clock, ns): which grant it wrote under
 	Accepted bool  // whether the resource took it
-	At       int64 // wall clock, ns
 }
 
-// NewResource listens on a loopback port. Clients send lines
-// "W client fence grant_ns" and get "OK" or "STALE".
+// resourceKey is the resource's key: the list of accepted writes.
+const resourceKey = "torture:resource"
+
+// logWrite appends "client fence grant" to the resource, if the guard
+// admits the fence.
+var logWrite = dlock.NewGuardedScript(`return redis.call('RPUSH', KEYS[1], ARGV[1] .. ' ' .. ARGV[2] .. ' ' .. ARGV[3])`)
+
+// NewResource starts the resource's server on a loopback port.
 func NewResource() (*Resource, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	s, err := redistest.Spawn()
 	if err != nil {
 		return nil, err
 	}
-	r := &Resource{ln: ln, conns: map[net.Conn]struct{}{}}
-	r.wg.Add(1)
-	go r.accept()
-	return r, nil
+	return &Resource{srv: s}, nil
 }
 
 // Addr is where clients connect.
-func (r *Resource) Addr() string { return r.ln.Addr().String() }
+func (r *Resource) Addr() string { return r.srv.Addr() }
 
-// Log returns the writes decided so far, in order.
-func (r *Resource) Log() []Write {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]Write(nil), r.log...)
-}
-
-// Close stops the resource.
-func (r *Resource) Close() {
-	r.ln.Close()
-	r.mu.Lock()
-	for c := range r.conns {
-		c.Close()
+// Log returns the accepted writes, in the order the guard accepted them.
+func (r *Resource) Log() ([]Write, error) {
+	rdb := redis.NewClient(r.srv.Options())
+	defer rdb.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	lines, err := rdb.LRange(ctx, resourceKey, 0, -1).Result()
+	if err != nil {
+		return nil, err
 	}
-	r.mu.Unlock()
-	r.wg.Wait()
-}
-
-func (r *Resource) accept() {
-	defer r.wg.Done()
-	for {
-		c, err := r.ln.Accept()
-		if err != nil {
-			return
-		}
-		r.mu.Lock()
-		r.conns[c] = struct{}{}
-		r.mu.Unlock()
-		r.wg.Add(1)
-		go r.serve(c)
-	}
-}
-
-func (r *Resource) serve(c net.Conn) {
-	defer r.wg.Done()
-	defer c.Close()
-	sc := bufio.NewScanner(c)
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) != 4 || f[0] != "W" {
-			fmt.Fprintln(c, "ERR")
+	out := make([]Write, 0, len(lines))
+	for _, l := range lines {
+		f := strings.Fields(l)
+		if len(f) != 3 {
 			continue
 		}
-		client, _ := strconv.Atoi(f[1])
-		fence, _ := strconv.ParseInt(f[2], 10, 64)
-		grant, _ := strconv.ParseInt(f[3], 10, 64)
-		r.mu.Lock()
-		ok := fence >= r.highest // the same holder may write again
-		if ok {
-			r.highest = fence
-		}
-		r.log = append(r.log, Write{Client: client, Fence: fence, Grant: grant, Accepted: ok, At: time.Now().UnixNano()})
-		r.mu.Unlock()
-		if ok {
-			fmt.Fprintln(c, "OK")
-		} else {
-			fmt.Fprintln(c, "STALE")
-		}
+		client, _ := strconv.Atoi(f[0])
+		fence, _ := strconv.ParseInt(f[1], 10, 64)
+		grant, _ := strconv.ParseInt(f[2], 10, 64)
+		out = append(out, Write{Client: client, Fence: fence, Grant: grant, Accepted: true})
 	}
+	return out, nil
 }
+
+// Close stops the resource's server.
+func (r *Resource) Close() { r.srv.Close() }
+
+// writer is a client's side of the resource: the guarded write.
+type writer struct {
+	rdb   *redis.Client
+	guard *dlock.Guard
+}
+
+func newWriter(addr string) *writer {
+	rdb := redis.NewClient(&redis.Options{Addr: addr, DisableIdentity: true})
+	return &writer{rdb: rdb, guard: dlock.NewGuard(rdb)}
+}
+
+// write sends client's write under fence (granted at grant), and reports
+// whether the guard refused it for a higher fence.
+func (w *writer) write(client int, fence, grant int64) (refused bool, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = w.guard.Run(ctx, logWrite, fence, []string{resourceKey}, client, fence, grant)
+	if errors.Is(err, dlock.ErrStaleFence) {
+		return true, nil
+	}
+	return false, err
+}
+
+func (w *writer) close() { w.rdb.Close() }

@@ -370,7 +370,17 @@ func Run(cfg Config, sc Scenario, mode string) (Result, error) {
 	end := time.Now().UnixNano()
 	maxConns := stopSampling()
 	e.mu.Lock()
-	r := check(e.events, res.Log(), end, max(sc.Permits, 1), sc.Primitive == "rwmutex")
+	writes, err := res.Log()
+	if err != nil {
+		e.mu.Unlock()
+		return Result{}, err
+	}
+	for _, ev := range e.events {
+		if ev.Kind == "refused" {
+			writes = append(writes, Write{Client: ev.Client, Fence: ev.Fence})
+		}
+	}
+	r := check(e.events, writes, end, max(sc.Permits, 1), sc.Primitive == "rwmutex")
 	e.mu.Unlock()
 	r.Scenario, r.Mode, r.Clients, r.Seconds = sc.Name, mode, clients, time.Since(start).Seconds()
 	r.MaxConnections = maxConns

@@ -1,12 +1,10 @@
 package torture
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"sync"
 	"time"
 
@@ -57,18 +55,16 @@ func RunWorker(cfg WorkerConfig, out io.Writer) error {
 	}
 	locks := dlock.New(ucs...)
 	defer locks.Close()
-	conn, err := net.Dial("tcp", cfg.Resource)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	res := bufio.NewReader(conn)
-	var resMu sync.Mutex // a herd's goroutines share the connection
-	write := func(fence, grant int64) {
-		resMu.Lock()
-		defer resMu.Unlock()
-		fmt.Fprintf(conn, "W %d %d %d\n", cfg.ID, fence, grant)
-		_, _ = res.ReadString('\n')
+	res := newWriter(cfg.Resource)
+	defer res.close()
+	write := func(id int, fence, grant int64) {
+		refused, err := res.write(id, fence, grant)
+		switch {
+		case refused:
+			rec.emit(Event{Kind: "refused", Client: id, Fence: fence})
+		case err != nil:
+			rec.emit(Event{Kind: "error", Client: id, Detail: "resource"})
+		}
 	}
 	opts := []dlock.Option{dlock.WithTTL(cfg.TTL)}
 	if len(cfg.Redis) > 1 {
@@ -97,7 +93,7 @@ func RunWorker(cfg WorkerConfig, out io.Writer) error {
 		return locks.Lock(ctx, cfg.Key, opts...)
 	}
 	if cfg.Primitive == "semaphore" || (cfg.Primitive == "rwmutex" && reader(cfg.ID)) {
-		write = func(int64, int64) {} // several hold at once by design
+		write = func(int, int64, int64) {} // several hold at once by design
 	}
 	end := time.Now().Add(cfg.Duration)
 	for time.Now().Before(end) {
@@ -114,7 +110,7 @@ func RunWorker(cfg WorkerConfig, out io.Writer) error {
 		hold(cfg, rec, cfg.ID, l, sent, func(granted int64) {
 			for i := 0; i < 3 && l.Context().Err() == nil; i++ {
 				time.Sleep(cfg.Hold / 3)  // a pause here outlives the lease...
-				write(l.Fence(), granted) // ...and this write goes out regardless
+				write(cfg.ID, l.Fence(), granted) // ...and this write goes out regardless
 			}
 		})
 	}
@@ -181,7 +177,7 @@ func errorKind(err error) string {
 // whose attempt fails (a fault) tries again; one still unserved when
 // cfg.Duration has passed reports "unserved". Under the lock each writes
 // to the fenced resource after its hold, as a holder that paused would.
-func runHerd(cfg WorkerConfig, locks *dlock.Client, opts []dlock.Option, write func(fence, grant int64), rec *recorder) {
+func runHerd(cfg WorkerConfig, locks *dlock.Client, opts []dlock.Option, write func(id int, fence, grant int64), rec *recorder) {
 	end := time.Now().Add(cfg.Duration)
 	var wg sync.WaitGroup
 	for i := 0; i < cfg.Waiters; i++ {
@@ -202,7 +198,7 @@ func runHerd(cfg WorkerConfig, locks *dlock.Client, opts []dlock.Option, write f
 				}
 				hold(cfg, rec, id, l, sent, func(granted int64) {
 					time.Sleep(cfg.Hold)
-					write(l.Fence(), granted)
+					write(id, l.Fence(), granted)
 				})
 				rec.emit(Event{Kind: "served", Client: id})
 				return

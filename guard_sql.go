@@ -1,0 +1,298 @@
+package dlock
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Fenced rows in SQL
+//
+// The same rule as Guard's, kept by the database: each row of a table has
+// a fence column, the highest fence that wrote the row, and a write lands
+// only with a fence at least the row's, in the one statement that writes:
+//
+//	UPDATE t SET c = ?, fence = ? WHERE id = ? AND COALESCE(fence, 0) <= ?
+//
+// The database evaluates the condition on the row it locks for the update
+// (PostgreSQL re-checks it on the newest row version after waiting for a
+// concurrent writer; InnoDB updates read the latest committed row; SQLite
+// writes under its database lock), so no write comes between the check and
+// the write. The fence is per row: rows are resources, each guarded by its
+// own lock or by one lock for many. A NULL fence (a column added to a table
+// that has rows) counts as 0: any fence may write it. One lock per row, as
+// for Guard: fences of different locks are different counters.
+//
+// The fence column must be a 64-bit integer (BIGINT; INTEGER on SQLite) or
+// a NUMERIC: a text column would compare "9" above "10", a 32-bit one
+// cannot hold a fence. SQLTable.Check refuses other columns.
+
+// SQLDialect is how a database spells placeholders and upserts.
+type SQLDialect int
+
+const (
+	// Postgres: PostgreSQL ($1 placeholders, INSERT … ON CONFLICT).
+	Postgres SQLDialect = iota + 1
+	// MySQL: MySQL and MariaDB (? placeholders, ON DUPLICATE KEY UPDATE).
+	MySQL
+	// SQLite: SQLite 3.24 or later (? placeholders, INSERT … ON CONFLICT).
+	SQLite
+)
+
+// String returns the dialect's name.
+func (d SQLDialect) String() string {
+	switch d {
+	case Postgres:
+		return "postgres"
+	case MySQL:
+		return "mysql"
+	case SQLite:
+		return "sqlite"
+	}
+	return "SQLDialect(" + strconv.Itoa(int(d)) + ")"
+}
+
+// SQLTable is a table whose rows carry a fence column (see the top of
+// guard_sql.go). Its names are SQL identifiers (letters, digits and
+// underscores, the table's optionally schema-qualified), written into the
+// statements as they are: nothing else is accepted.
+type SQLTable struct {
+	Dialect SQLDialect
+	Table   string // e.g. "accounts" or "billing.accounts"
+	ID      string // the column that identifies a row: the primary key or a unique column
+	Fence   string // the fence column (default "fence")
+}
+
+// SQLDB is what the guarded writes run on: a *sql.DB, *sql.Tx or *sql.Conn.
+type SQLDB interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+func (t SQLTable) fence() string {
+	if t.Fence == "" {
+		return "fence"
+	}
+	return t.Fence
+}
+
+// check validates the names and the write before anything is sent.
+func (t SQLTable) check(fence int64, values map[string]any) error {
+	if t.Dialect < Postgres || t.Dialect > SQLite {
+		return invalid("SQL table %q: unknown dialect %v", t.Table, t.Dialect)
+	}
+	parts := strings.Split(t.Table, ".")
+	if len(parts) > 2 || !identifier.MatchString(parts[0]) || !identifier.MatchString(parts[len(parts)-1]) {
+		return invalid("SQL table name %q: letters, digits and underscores, optionally schema.table", t.Table)
+	}
+	for _, c := range []string{t.ID, t.fence()} {
+		if !identifier.MatchString(c) {
+			return invalid("SQL table %s: column name %q: letters, digits and underscores", t.Table, c)
+		}
+	}
+	for c := range values {
+		if !identifier.MatchString(c) {
+			return invalid("SQL table %s: column name %q: letters, digits and underscores", t.Table, c)
+		}
+		if strings.EqualFold(c, t.ID) || strings.EqualFold(c, t.fence()) {
+			return invalid("SQL table %s: column %q is the guard's own, not a value to write", t.Table, c)
+		}
+	}
+	if fence < 1 {
+		return invalid("fence %d for table %s: fences start at 1 (0 is no lock's)", fence, t.Table)
+	}
+	return nil
+}
+
+// Check asks the database whether the table has its ID and fence columns,
+// and whether the fence column holds fences as numbers. The error matches
+// ErrInvalidArgument when it does not (with the database's words), or is
+// the database's own when it cannot say. Call it once, at start.
+func (t SQLTable) Check(ctx context.Context, db SQLDB) error {
+	if err := t.check(1, nil); err != nil {
+		return err
+	}
+	rows, err := db.QueryContext(ctx, fmt.Sprintf("SELECT %s, %s FROM %s WHERE 1 = 0", t.ID, t.fence(), t.Table))
+	if err != nil {
+		return invalid("SQL table %s needs the columns %s and %s (a BIGINT fence): %v", t.Table, t.ID, t.fence(), err)
+	}
+	defer rows.Close()
+	types, err := rows.ColumnTypes()
+	if err != nil {
+		return err
+	}
+	typ := strings.ToUpper(types[1].DatabaseTypeName())
+	numeric := slices.ContainsFunc([]string{"BIGINT", "INT8", "NUMERIC", "DECIMAL"}, func(s string) bool { return strings.Contains(typ, s) })
+	if t.Dialect == SQLite && strings.Contains(typ, "INT") { // SQLite's integers are 64-bit
+		numeric = true
+	}
+	if !numeric {
+		return invalid("SQL table %s: fence column %s is %s: it must be a BIGINT (or NUMERIC), compared as a number", t.Table, t.fence(), typ)
+	}
+	return rows.Err()
+}
+
+// statement builds SQL with the dialect's placeholders.
+type statement struct {
+	d    SQLDialect
+	b    strings.Builder
+	args []any
+}
+
+func (s *statement) sql(parts ...string) *statement {
+	for _, p := range parts {
+		s.b.WriteString(p)
+	}
+	return s
+}
+
+// arg writes a placeholder for v.
+func (s *statement) arg(v any) *statement {
+	s.args = append(s.args, v)
+	if s.d == Postgres {
+		s.b.WriteString("$" + strconv.Itoa(len(s.args)))
+	} else {
+		s.b.WriteString("?")
+	}
+	return s
+}
+
+// columns returns values' columns in a fixed order, so that a write's
+// statement text is the same every time (drivers cache prepared statements
+// by text).
+func columns(values map[string]any) []string {
+	cs := make([]string, 0, len(values))
+	for c := range values {
+		cs = append(cs, c)
+	}
+	slices.Sort(cs)
+	return cs
+}
+
+// Update sets values on the row id, and its fence to fence, if the row's
+// fence is at most fence. The error matches ErrStaleFence (a
+// *StaleFenceError) when the row has a higher fence, sql.ErrNoRows when
+// there is no such row, ErrInvalidArgument for a bad name or a fence below
+// 1; otherwise it is the database's.
+func (t SQLTable) Update(ctx context.Context, db SQLDB, fence int64, id any, values map[string]any) error {
+	if err := t.check(fence, values); err != nil {
+		return err
+	}
+	s := &statement{d: t.Dialect}
+	s.sql("UPDATE ", t.Table, " SET ")
+	for _, c := range columns(values) {
+		s.sql(c, " = ").arg(values[c]).sql(", ")
+	}
+	s.sql(t.fence(), " = ").arg(fence).sql(" WHERE ", t.ID, " = ").arg(id).sql(" AND COALESCE(", t.fence(), ", 0) <= ").arg(fence)
+	return t.exec(ctx, db, s, fence, id, true)
+}
+
+// Upsert inserts the row id with values and fence, or, when it exists,
+// updates it as Update does. Errors as for Update (never sql.ErrNoRows).
+func (t SQLTable) Upsert(ctx context.Context, db SQLDB, fence int64, id any, values map[string]any) error {
+	if err := t.check(fence, values); err != nil {
+		return err
+	}
+	cs := columns(values)
+	s := &statement{d: t.Dialect}
+	alias := ""
+	if t.Dialect == Postgres {
+		alias = " AS dlock_row" // the existing row, apart from EXCLUDED
+	}
+	s.sql("INSERT INTO ", t.Table, alias, " (", t.ID)
+	for _, c := range cs {
+		s.sql(", ", c)
+	}
+	s.sql(", ", t.fence(), ") VALUES (").arg(id)
+	for _, c := range cs {
+		s.sql(", ").arg(values[c])
+	}
+	s.sql(", ").arg(fence).sql(")")
+	f := t.fence()
+	switch t.Dialect {
+	case MySQL:
+		// No WHERE here: each column keeps its value unless the fence
+		// admits the new one. The fence is assigned last, so every
+		// condition reads the row's old fence (MySQL assigns left to
+		// right).
+		s.sql(" ON DUPLICATE KEY UPDATE ")
+		admit := "COALESCE(" + f + ", 0) <= VALUES(" + f + ")"
+		for _, c := range cs {
+			s.sql(c, " = IF(", admit, ", VALUES(", c, "), ", c, "), ")
+		}
+		s.sql(f, " = IF(", admit, ", VALUES(", f, "), ", f, ")")
+	default:
+		row := t.Table
+		if t.Dialect == Postgres {
+			row = "dlock_row"
+		}
+		s.sql(" ON CONFLICT (", t.ID, ") DO UPDATE SET ")
+		for _, c := range cs {
+			s.sql(c, " = EXCLUDED.", c, ", ")
+		}
+		s.sql(f, " = EXCLUDED.", f, " WHERE COALESCE(", row, ".", f, ", 0) <= EXCLUDED.", f)
+	}
+	return t.exec(ctx, db, s, fence, id, false)
+}
+
+// exec runs a guarded write. No row affected means: refused for a higher
+// fence, no such row, or (MySQL, which counts changed rows) the same
+// values written again; the row's fence tells which.
+func (t SQLTable) exec(ctx context.Context, db SQLDB, s *statement, fence int64, id any, update bool) error {
+	res, err := db.ExecContext(ctx, s.b.String(), s.args...)
+	if err != nil {
+		return fmt.Errorf("dlock: guarded write to %s: %w", t.Table, err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n > 0 {
+		return err
+	}
+	var highest sql.NullInt64
+	q := &statement{d: t.Dialect}
+	q.sql("SELECT ", t.fence(), " FROM ", t.Table, " WHERE ", t.ID, " = ").arg(id)
+	err = db.QueryRowContext(ctx, q.b.String(), q.args...).Scan(&highest)
+	switch {
+	case errors.Is(err, sql.ErrNoRows) && update:
+		return fmt.Errorf("dlock: guarded update of %s: no row %s = %v: %w", t.Table, t.ID, id, err)
+	case err != nil:
+		return fmt.Errorf("dlock: guarded write to %s: %w", t.Table, err)
+	case highest.Int64 > fence:
+		return &StaleFenceError{Resource: fmt.Sprintf("%s %s=%v", t.Table, t.ID, id), Fence: fence, Highest: highest.Int64}
+	}
+	return nil // written before with these very values (MySQL)
+}
+
+// For returns t bound to l: its writes carry l's fence, and are not sent
+// once l's Context has ended (the error is the Context's cause).
+func (t SQLTable) For(l *Lock) LockTable { return LockTable{t: t, l: l} }
+
+// LockTable is an SQLTable bound to one Lock (SQLTable.For).
+type LockTable struct {
+	t SQLTable
+	l *Lock
+}
+
+// Update is SQLTable.Update with the lock's fence.
+func (b LockTable) Update(ctx context.Context, db SQLDB, id any, values map[string]any) error {
+	if err := b.held(); err != nil {
+		return err
+	}
+	return b.t.Update(ctx, db, b.l.Fence(), id, values)
+}
+
+// Upsert is SQLTable.Upsert with the lock's fence.
+func (b LockTable) Upsert(ctx context.Context, db SQLDB, id any, values map[string]any) error {
+	if err := b.held(); err != nil {
+		return err
+	}
+	return b.t.Upsert(ctx, db, b.l.Fence(), id, values)
+}
+
+func (b LockTable) held() error { return stillHeld(b.l, b.t.Table) }

@@ -1,0 +1,245 @@
+package sqltest
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	_ "github.com/go-sql-driver/mysql"
+	_ "github.com/jackc/pgx/v5/stdlib"
+	_ "modernc.org/sqlite"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/redistest"
+)
+
+// store is one database under test, with a fresh table per test:
+// accounts(id, owner, balance, fence).
+type store struct {
+	name string
+	db   *sql.DB
+	t    dlock.SQLTable
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// stores opens the three databases: PostgreSQL and MariaDB servers of
+// their own, and an SQLite file.
+func stores(t *testing.T) []store {
+	var out []store
+	pg := redistest.StartPostgres(t)
+	out = append(out, open(t, "postgres", "pgx", pg.DSN, dlock.Postgres))
+	my := redistest.StartMariaDB(t)
+	out = append(out, open(t, "mariadb", "mysql", my.DSN, dlock.MySQL))
+	out = append(out, open(t, "sqlite", "sqlite", "file:"+filepath.Join(t.TempDir(), "db.sqlite")+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(wal)", dlock.SQLite))
+	return out
+}
+
+func open(t *testing.T, name, driver, dsn string, d dlock.SQLDialect) store {
+	db, err := sql.Open(driver, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if err := db.PingContext(ctxT(t)); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	table := fmt.Sprintf("accounts_%d", rand.Uint32())
+	if _, err := db.ExecContext(ctxT(t), "CREATE TABLE "+table+" (id VARCHAR(64) PRIMARY KEY, owner VARCHAR(64), balance BIGINT, fence BIGINT)"); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return store{name: name, db: db, t: dlock.SQLTable{Dialect: d, Table: table, ID: "id"}}
+}
+
+func (s store) row(t *testing.T, id string) (balance, fence int64) {
+	t.Helper()
+	if err := s.db.QueryRowContext(ctxT(t), "SELECT balance, fence FROM "+s.t.Table+" WHERE id = "+s.ph(), id).Scan(&balance, &fence); err != nil {
+		t.Fatalf("%s: %v", s.name, err)
+	}
+	return balance, fence
+}
+
+func (s store) ph() string {
+	if s.t.Dialect == dlock.Postgres {
+		return "$1"
+	}
+	return "?"
+}
+
+func TestGuardedRowsOnEveryDatabase(t *testing.T) {
+	for _, s := range stores(t) {
+		t.Run(s.name, func(t *testing.T) {
+			t.Run("check", func(t *testing.T) { checkTable(t, s) })
+			t.Run("upsert and update", func(t *testing.T) { upsertAndUpdate(t, s) })
+			t.Run("concurrent writers", func(t *testing.T) { concurrentWriters(t, s) })
+			t.Run("bad input", func(t *testing.T) { badInput(t, s) })
+			t.Run("in a transaction", func(t *testing.T) { inATransaction(t, s) })
+		})
+	}
+}
+
+func checkTable(t *testing.T, s store) {
+	if err := s.t.Check(ctxT(t), s.db); err != nil {
+		t.Fatal(err)
+	}
+	// A table without the fence column, and one whose fence is text.
+	bare := s.t.Table + "_bare"
+	text := s.t.Table + "_text"
+	for _, ddl := range []string{
+		"CREATE TABLE " + bare + " (id VARCHAR(64) PRIMARY KEY, balance BIGINT)",
+		"CREATE TABLE " + text + " (id VARCHAR(64) PRIMARY KEY, balance BIGINT, fence VARCHAR(32))",
+	} {
+		if _, err := s.db.ExecContext(ctxT(t), ddl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tb := range []string{bare, text, s.t.Table + "_missing"} {
+		bad := s.t
+		bad.Table = tb
+		err := bad.Check(ctxT(t), s.db)
+		if !errors.Is(err, dlock.ErrInvalidArgument) || !strings.Contains(err.Error(), tb) {
+			t.Errorf("Check of %s: %v", tb, err)
+		}
+	}
+}
+
+func upsertAndUpdate(t *testing.T, s store) {
+	ctx := ctxT(t)
+	vals := func(b int64) map[string]any { return map[string]any{"balance": b, "owner": "ann"} }
+	if err := s.t.Upsert(ctx, s.db, 100, "a", vals(10)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.t.Upsert(ctx, s.db, 100, "a", vals(10)); err != nil {
+		t.Fatalf("the same write again: %v", err)
+	}
+	if err := s.t.Upsert(ctx, s.db, 120, "a", vals(20)); err != nil {
+		t.Fatal(err)
+	}
+	err := s.t.Upsert(ctx, s.db, 110, "a", vals(99))
+	var stale *dlock.StaleFenceError
+	if !errors.As(err, &stale) || !errors.Is(err, dlock.ErrStaleFence) || stale.Highest != 120 || stale.Fence != 110 {
+		t.Fatalf("a stale upsert: %v", err)
+	}
+	if err := s.t.Update(ctx, s.db, 119, "a", vals(98)); !errors.Is(err, dlock.ErrStaleFence) {
+		t.Fatalf("a stale update: %v", err)
+	}
+	if b, f := s.row(t, "a"); b != 20 || f != 120 {
+		t.Fatalf("row a: balance %d fence %d", b, f)
+	}
+	if err := s.t.Update(ctx, s.db, 120, "a", vals(25)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.t.Update(ctx, s.db, 130, "nobody", vals(1)); !errors.Is(err, sql.ErrNoRows) {
+		t.Fatalf("update of a missing row: %v", err)
+	}
+	// A row that predates the fence column (NULL) takes any fence.
+	if _, err := s.db.ExecContext(ctx, "INSERT INTO "+s.t.Table+" (id, balance) VALUES ('old', 1)"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.t.Update(ctx, s.db, 1, "old", vals(2)); err != nil {
+		t.Fatalf("a NULL fence: %v", err)
+	}
+	if b, f := s.row(t, "old"); b != 2 || f != 1 {
+		t.Fatalf("row old: balance %d fence %d", b, f)
+	}
+}
+
+// Writers with interleaved fences on one row: the highest fence's value
+// stands, and no write below an accepted fence lands (the log table,
+// written in the same transaction as the guarded write, says so).
+func concurrentWriters(t *testing.T, s store) {
+	ctx := ctxT(t)
+	const writers, each = 8, 15
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var highest int64
+	errs := make(chan error, writers*each)
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				fence := 1 + rand.Int64N(1000)
+				err := s.t.Upsert(ctx, s.db, fence, "hot", map[string]any{"balance": fence})
+				switch {
+				case err == nil:
+					mu.Lock()
+					highest = max(highest, fence)
+					mu.Unlock()
+				case errors.Is(err, dlock.ErrStaleFence):
+				case s.t.Dialect == dlock.MySQL && strings.Contains(err.Error(), "Deadlock"):
+					// InnoDB may abort one of two racing inserts of a
+					// new row: the caller retries; nothing was written.
+				default:
+					errs <- err
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if b, f := s.row(t, "hot"); f != highest || b != highest {
+		t.Fatalf("row hot: balance %d fence %d, highest accepted %d", b, f, highest)
+	}
+}
+
+func badInput(t *testing.T, s store) {
+	ctx := ctxT(t)
+	v := map[string]any{"balance": 1}
+	bad := func(mod func(*dlock.SQLTable)) dlock.SQLTable { c := s.t; mod(&c); return c }
+	for name, err := range map[string]error{
+		"fence 0":            s.t.Upsert(ctx, s.db, 0, "x", v),
+		"negative fence":     s.t.Update(ctx, s.db, -1, "x", v),
+		"the fence as value": s.t.Upsert(ctx, s.db, 5, "x", map[string]any{"fence": 9}),
+		"the id as value":    s.t.Upsert(ctx, s.db, 5, "x", map[string]any{"id": "y"}),
+		"injected column":    s.t.Upsert(ctx, s.db, 5, "x", map[string]any{"balance = 0; --": 1}),
+		"injected table":     bad(func(c *dlock.SQLTable) { c.Table = "t; DROP TABLE x" }).Upsert(ctx, s.db, 5, "x", v),
+		"no dialect":         bad(func(c *dlock.SQLTable) { c.Dialect = 0 }).Upsert(ctx, s.db, 5, "x", v),
+		"empty id column":    bad(func(c *dlock.SQLTable) { c.ID = "" }).Upsert(ctx, s.db, 5, "x", v),
+	} {
+		if !errors.Is(err, dlock.ErrInvalidArgument) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	// A column the table does not have is the database's error.
+	if err := s.t.Upsert(ctx, s.db, 5, "x", map[string]any{"nope": 1}); err == nil {
+		t.Error("a missing column was accepted")
+	}
+}
+
+func inATransaction(t *testing.T, s store) {
+	ctx := ctxT(t)
+	if err := s.t.Upsert(ctx, s.db, 50, "tx", map[string]any{"balance": 5}); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.t.Update(ctx, tx, 40, "tx", map[string]any{"balance": 4}); !errors.Is(err, dlock.ErrStaleFence) {
+		t.Fatalf("stale in a transaction: %v", err)
+	}
+	if err := s.t.Update(ctx, tx, 60, "tx", map[string]any{"balance": 6}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if b, f := s.row(t, "tx"); b != 6 || f != 60 {
+		t.Fatalf("row tx: balance %d fence %d", b, f)
+	}
+}
