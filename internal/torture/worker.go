@@ -109,7 +109,7 @@ func RunWorker(cfg WorkerConfig, out io.Writer) error {
 		}
 		hold(cfg, rec, cfg.ID, l, sent, func(granted int64) {
 			for i := 0; i < 3 && l.Context().Err() == nil; i++ {
-				time.Sleep(cfg.Hold / 3)  // a pause here outlives the lease...
+				time.Sleep(cfg.Hold / 3)          // a pause here outlives the lease...
 				write(cfg.ID, l.Fence(), granted) // ...and this write goes out regardless
 			}
 		})
