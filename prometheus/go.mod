@@ -3,7 +3,7 @@ module github.com/dlock-go/dlock/prometheus
 go 1.26.0
 
 require (
-	github.com/dlock-go/dlock v0.0.0-20261201123332-0d03a74a5507
+	github.com/dlock-go/dlock v0.0.0-20261201172040-4582944a082d
 	github.com/prometheus/client_golang v1.23.2
 	github.com/redis/go-redis/v9 v9.23.0
 )
@@ -11,6 +11,7 @@ require (
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/kr/text v0.2.0 // indirect
 	github.com/kylelemons/godebug v1.1.0 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/prometheus/client_model v0.6.2 // indirect
