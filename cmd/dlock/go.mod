@@ -4,10 +4,11 @@ go 1.26.0
 
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
-	github.com/dlock-go/dlock v0.0.0-20261201163335-2953c69b0bec
-	github.com/dlock-go/dlock/prometheus v0.0.0-20261201123332-0d03a74a5507
+	github.com/dlock-go/dlock v0.0.0-20261201172040-4582944a082d
+	github.com/dlock-go/dlock/prometheus v0.0.0-20261201172100-f27f092a9c61
 	github.com/prometheus/client_golang v1.23.2
 	github.com/redis/go-redis/v9 v9.23.0
+	modernc.org/sqlite v1.62.0
 )
 
 require (
@@ -30,5 +31,4 @@ require (
 	modernc.org/libc v1.80.1 // indirect
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
-	modernc.org/sqlite v1.62.0 // indirect
 )
