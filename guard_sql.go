@@ -180,8 +180,9 @@ func columns(values map[string]any) []string {
 // Update sets values on the row id, and its fence to fence, if the row's
 // fence is at most fence. The error matches ErrStaleFence (a
 // *StaleFenceError) when the row has a higher fence, sql.ErrNoRows when
-// there is no such row, ErrInvalidArgument for a bad name or a fence below
-// 1; otherwise it is the database's.
+// there is no such row, ErrInvalidArgument for a bad name, a fence below 1
+// or (outside a transaction) a table without the ID or fence column, as
+// Check says; otherwise it wraps the database's.
 func (t SQLTable) Update(ctx context.Context, db SQLDB, fence int64, id any, values map[string]any) error {
 	if err := t.check(fence, values); err != nil {
 		return err
@@ -249,7 +250,7 @@ func (t SQLTable) Upsert(ctx context.Context, db SQLDB, fence int64, id any, val
 func (t SQLTable) exec(ctx context.Context, db SQLDB, s *statement, fence int64, id any, update bool) error {
 	res, err := db.ExecContext(ctx, s.b.String(), s.args...)
 	if err != nil {
-		return fmt.Errorf("dlock: guarded write to %s: %w", t.Table, err)
+		return t.explain(ctx, db, err)
 	}
 	if n, err := res.RowsAffected(); err != nil || n > 0 {
 		return err
@@ -267,6 +268,18 @@ func (t SQLTable) exec(ctx context.Context, db SQLDB, s *statement, fence int64,
 		return &StaleFenceError{Resource: fmt.Sprintf("%s %s=%v", t.Table, t.ID, id), Fence: fence, Highest: highest.Int64}
 	}
 	return nil // written before with these very values (MySQL)
+}
+
+// explain returns a failed write's error, as Check's when the table lacks
+// the guard's columns (asked outside a transaction only: a failed
+// statement aborts a PostgreSQL transaction).
+func (t SQLTable) explain(ctx context.Context, db SQLDB, err error) error {
+	if _, tx := db.(*sql.Tx); !tx {
+		if cerr := t.Check(ctx, db); errors.Is(cerr, ErrInvalidArgument) {
+			return cerr
+		}
+	}
+	return fmt.Errorf("dlock: guarded write to %s: %w", t.Table, err)
 }
 
 // For returns t bound to l: its writes carry l's fence, and are not sent

@@ -400,7 +400,7 @@ func TestRunServesMetrics(t *testing.T) {
 		if err == nil {
 			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			if strings.Contains(string(body), `dlock_acquires_total{lock="",result="obtained"} 1`) {
+			if strings.Contains(string(body), `dlock_acquires_total{lock="",primitive="lock",result="obtained"} 1`) {
 				return
 			}
 		}

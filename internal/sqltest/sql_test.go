@@ -111,6 +111,13 @@ func checkTable(t *testing.T, s store) {
 		if !errors.Is(err, dlock.ErrInvalidArgument) || !strings.Contains(err.Error(), tb) {
 			t.Errorf("Check of %s: %v", tb, err)
 		}
+		if tb == bare {
+			// A write says so too.
+			err := bad.Upsert(ctxT(t), s.db, 5, "x", map[string]any{"balance": 1})
+			if !errors.Is(err, dlock.ErrInvalidArgument) || !strings.Contains(err.Error(), "fence") {
+				t.Errorf("a write to %s: %v", tb, err)
+			}
+		}
 	}
 }
 
@@ -241,5 +248,64 @@ func inATransaction(t *testing.T, s store) {
 	}
 	if b, f := s.row(t, "tx"); b != 6 || f != 60 {
 		t.Fatalf("row tx: balance %d fence %d", b, f)
+	}
+}
+
+// The lock's deployment fails over to a replica that never saw the last
+// grant: two hold the lock. The new holder's fence is higher (fence.go),
+// so the old holder's write to the row is refused; and a holder told its
+// lock is gone does not even send it.
+func TestAStaleHolderAfterAFailoverIsRefusedByTheRow(t *testing.T) {
+	master := redistest.Start(t)
+	replica := redistest.StartReplica(t, master)
+	mrdb, rrdb := master.Client(t), replica.Client(t)
+	ml, rl := dlock.New(mrdb), dlock.New(rrdb)
+	defer ml.Close()
+	defer rl.Close()
+	ctx := ctxT(t)
+	s := open(t, "sqlite", "sqlite", "file:"+filepath.Join(t.TempDir(), "db.sqlite"), dlock.SQLite)
+	k := fmt.Sprintf("account:%d", rand.Uint32())
+	warm, err := ml.TryLock(ctx, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := warm.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := mrdb.Do(ctx, "WAIT", 1, 5000).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rrdb.Do(ctx, "REPLICAOF", "127.0.0.1", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	stale, err := ml.TryLock(ctx, k, dlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.t.For(stale).Upsert(ctx, s.db, "42", map[string]any{"balance": 100}); err != nil {
+		t.Fatal(err)
+	}
+	master.Kill()
+	if err := rrdb.Do(ctx, "REPLICAOF", "NO", "ONE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	current, err := rl.TryLock(ctx, k, dlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.t.For(current).Update(ctx, s.db, "42", map[string]any{"balance": 90}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.t.For(stale).Update(ctx, s.db, "42", map[string]any{"balance": 110}); !errors.Is(err, dlock.ErrStaleFence) {
+		t.Fatalf("the old master's holder wrote: %v", err)
+	}
+	if err := current.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.t.For(current).Update(ctx, s.db, "42", map[string]any{"balance": 80}); !errors.Is(err, dlock.ErrReleased) {
+		t.Fatalf("a write after Unlock: %v", err)
+	}
+	if b, f := s.row(t, "42"); b != 90 || f != current.Fence() {
+		t.Fatalf("row 42: balance %d fence %d", b, f)
 	}
 }
