@@ -65,6 +65,8 @@ type node struct {
 	sub     *subscriber
 	co      *coalescer // how its scripts travel (pipeline.go)
 
+	refreshed atomic.Int64 // when refresh last asked for a cluster map reload (unix ns)
+
 	// blockLimit is the longest a blocking command (WAIT) may wait on the
 	// server: half the client's read timeout, so that go-redis does not
 	// time out first.
@@ -106,8 +108,33 @@ func (n *node) script(ctx context.Context, s *redis.Script, keys []string, args 
 }
 
 func (n *node) fail(op string, err error) error {
+	n.refresh(err)
 	return &NodeError{Node: n.name, Op: op, Err: kindError(err)}
 }
+
+// refresh asks a cluster client to reload its map of slots when a node
+// could not be reached. A master that died leaves go-redis's ClusterClient
+// sending its slots' commands to the dead address until the map is
+// reloaded, which it does by itself only on a MOVED reply (never coming
+// from a dead node) or after ClusterStateReloadInterval (a minute by
+// default): after a failover the replica that took over would stay unused
+// for up to that long. The reload is asynchronous, at most one per
+// clusterRefreshEvery.
+func (n *node) refresh(err error) {
+	r, ok := n.rdb.(interface{ ReloadState(context.Context) })
+	if !ok || isRedisError(err) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return
+	}
+	now := time.Now().UnixNano()
+	last := n.refreshed.Load()
+	if now-last < int64(clusterRefreshEvery) || !n.refreshed.CompareAndSwap(last, now) {
+		return
+	}
+	r.ReloadState(context.Background())
+}
+
+// clusterRefreshEvery spaces a node's cluster map reloads (refresh).
+const clusterRefreshEvery = 250 * time.Millisecond
 
 // unanswered is the error of a request whose answer was not waited for
 // (see calls): a *NodeError for the node timeout, the caller's context's

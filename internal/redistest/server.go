@@ -36,6 +36,9 @@ type Server struct {
 	Dir  string      // working directory: logs, RDB/AOF files, cluster config
 	args []string    // extra configuration, as redis-server command-line options
 	TLS  *tls.Config // when set, the server speaks only TLS on Port
+	// sentinelConf, when set, makes the process a Sentinel with this
+	// configuration file (sentinel.go).
+	sentinelConf string
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -134,6 +137,9 @@ func (s *Server) start() error {
 	ports := []string{"--port", strconv.Itoa(s.Port)}
 	if s.TLS != nil {
 		ports = []string{"--port", "0", "--tls-port", strconv.Itoa(s.Port)}
+	}
+	if s.sentinelConf != "" {
+		ports = append([]string{s.sentinelConf, "--sentinel"}, ports...)
 	}
 	args := append(append(ports,
 		"--bind", "127.0.0.1",

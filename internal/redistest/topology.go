@@ -52,36 +52,58 @@ func StartReplica(tb testing.TB, master *Server, args ...string) *Server {
 	return r
 }
 
-// Cluster is a Redis Cluster of masters only, each owning an equal share of
-// the 16384 slots.
+// Cluster is a Redis Cluster of masters, each owning an equal share of
+// the 16384 slots, and perhaps their replicas (cluster_replicas.go).
 type Cluster struct {
-	Servers []*Server // the masters
+	Servers  []*Server   // the masters, as started
+	Replicas [][]*Server // Replicas[i]: the replicas of Servers[i], as started
 }
 
 // StartCluster starts a cluster of n masters and waits until every node
-// reports cluster_state:ok and knows all the others.
+// reports cluster_state:ok and knows all the others; it is closed when tb
+// ends.
 func StartCluster(tb testing.TB, n int) *Cluster {
 	tb.Helper()
-	cl := &Cluster{}
+	cl, err := SpawnCluster(n, 0)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(cl.Close)
+	return cl
+}
+
+// Close stops every node and removes their directories.
+func (cl *Cluster) Close() {
+	for _, s := range cl.all() {
+		s.Close()
+	}
+}
+
+// spawnMasters starts n masters with the given cluster-node-timeout (ms),
+// gives each an equal share of the slots, joins them, and waits until
+// every node reports cluster_state:ok, knows all the others and agrees on
+// who owns every slot.
+func (cl *Cluster) spawnMasters(n int, nodeTimeout string) error {
 	for i := 0; i < n; i++ {
-		cl.Servers = append(cl.Servers, Start(tb,
-			"--cluster-enabled", "yes",
-			"--cluster-config-file", "nodes.conf",
-			"--cluster-node-timeout", "5000",
-		))
+		s, err := Spawn("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", nodeTimeout)
+		if err != nil {
+			return err
+		}
+		cl.Servers = append(cl.Servers, s)
 	}
 	ctx := context.Background()
 	clients := make([]*redis.Client, n)
 	for i, s := range cl.Servers {
-		clients[i] = s.Client(tb)
+		clients[i] = redis.NewClient(s.Options())
+		defer clients[i].Close()
 		lo, hi := i*16384/n, (i+1)*16384/n-1
 		if err := clients[i].ClusterAddSlotsRange(ctx, lo, hi).Err(); err != nil {
-			tb.Fatalf("redistest: CLUSTER ADDSLOTSRANGE %d %d: %v", lo, hi, err)
+			return fmt.Errorf("redistest: CLUSTER ADDSLOTSRANGE %d %d: %w", lo, hi, err)
 		}
 	}
 	for _, s := range cl.Servers[1:] {
 		if err := clients[0].ClusterMeet(ctx, "127.0.0.1", strconv.Itoa(s.Port)).Err(); err != nil {
-			tb.Fatalf("redistest: CLUSTER MEET: %v", err)
+			return fmt.Errorf("redistest: CLUSTER MEET: %w", err)
 		}
 	}
 	want := fmt.Sprintf("cluster_known_nodes:%d", n)
@@ -90,7 +112,7 @@ func StartCluster(tb testing.TB, n int) *Cluster {
 			info, err := c.ClusterInfo(ctx).Result()
 			return strings.Contains(info, "cluster_state:ok") && strings.Contains(info, want), err
 		}); err != nil {
-			tb.Fatalf("redistest: cluster not ready: %v", err)
+			return fmt.Errorf("redistest: cluster not ready: %w", err)
 		}
 	}
 	// Every node must also agree on who owns every slot, or the first
@@ -100,10 +122,10 @@ func StartCluster(tb testing.TB, n int) *Cluster {
 			slots, err := c.ClusterSlots(ctx).Result()
 			return len(slots) == n, err
 		}); err != nil {
-			tb.Fatalf("redistest: cluster slots not propagated: %v", err)
+			return fmt.Errorf("redistest: cluster slots not propagated: %w", err)
 		}
 	}
-	return cl
+	return nil
 }
 
 // Addrs returns the nodes' addresses.

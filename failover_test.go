@@ -1,0 +1,157 @@
+package dlock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/redistest"
+)
+
+// failoverCase is one deployment that promotes a replica: Sentinel or
+// Cluster. keys names the test's keys so that they share the master that
+// dies; master and promote find it and wait for its successor.
+type failoverCase struct {
+	client  *dlock.Client
+	keys    func(name string) string
+	master  func(ctx context.Context) (*redistest.Server, error)
+	promote func(old *redistest.Server) (*redistest.Server, error)
+}
+
+// TestSentinelFailover and TestClusterFailover run the seeds' central
+// scenario with real promotion: the master of the locks dies, a replica
+// takes over, and the same Client carries on.
+func TestSentinelFailover(t *testing.T) {
+	st := redistest.StartSentinel(t, 2)
+	c := dlock.New(st.Client(t))
+	defer c.Close()
+	base := key(t)
+	runFailover(t, failoverCase{
+		client: c,
+		keys:   func(name string) string { return base + ":" + name },
+		master: st.Master,
+		promote: func(old *redistest.Server) (*redistest.Server, error) {
+			return st.WaitPromotion(old, time.Minute)
+		},
+	})
+}
+
+func TestClusterFailover(t *testing.T) {
+	cl := redistest.StartClusterWithReplicas(t, 3, 1)
+	c := dlock.New(cl.Client(t))
+	defer c.Close()
+	tag := "{" + key(t) + "}"
+	runFailover(t, failoverCase{
+		client: c,
+		keys:   func(name string) string { return tag + ":" + name },
+		master: func(ctx context.Context) (*redistest.Server, error) { return cl.MasterOf(ctx, tag) },
+		promote: func(old *redistest.Server) (*redistest.Server, error) {
+			return cl.WaitPromotion(tag, old, time.Minute)
+		},
+	})
+}
+
+func runFailover(t *testing.T, fc failoverCase) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c := fc.client
+	var highest int64
+	take := func(name string, opts ...dlock.Option) *dlock.Lock {
+		t.Helper()
+		l, err := c.TryLock(ctx, fc.keys(name), opts...)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		highest = max(highest, l.Fence())
+		return l
+	}
+	// An acknowledged grant, a holder with a waiter queued behind it (the
+	// join reaches the replicas before the master dies), and then the
+	// seeds' lost grant: the replicas are cut off just before it, and the
+	// master dies before they reconnect.
+	acked := take("acked", dlock.WithTTL(time.Minute), dlock.WithReplicaAck(1, time.Second))
+	held := take("queue", dlock.WithTTL(time.Minute), dlock.WithReplicaAck(1, time.Second))
+	served := make(chan error, 1)
+	go func() {
+		wctx, wcancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer wcancel()
+		l, err := c.Lock(wctx, fc.keys("queue"), dlock.WithTTL(time.Minute))
+		if err == nil {
+			err = l.Unlock(wctx)
+		}
+		served <- err
+	}()
+	eventually(t, "the waiter queues", func() bool {
+		st, err := c.Inspect(ctx, fc.keys("queue"))
+		return err == nil && st.Waiters == 1
+	})
+	old, err := fc.master(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := redistest.CutReplicas(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	lost := take("lost", dlock.WithTTL(2*time.Second), dlock.WithAutoRenew())
+	old.Kill()
+	if _, err := fc.promote(old); err != nil {
+		t.Fatal(err)
+	}
+
+	// The same Client works again once the client library has found the
+	// new master (go-redis's own retries and topology refresh).
+	var after *dlock.Lock
+	eventually(t, "a lock through the same client", func() bool {
+		after, err = c.TryLock(ctx, fc.keys("after"), dlock.WithTTL(time.Minute))
+		return err == nil
+	})
+	if after.Fence() <= highest {
+		t.Fatalf("fence after the failover %d, not above %d before it", after.Fence(), highest)
+	}
+	// The acknowledged grant survived: still held, and Unlock works.
+	if ttl, err := acked.TTL(ctx); err != nil || ttl <= 0 {
+		t.Fatalf("the acknowledged grant after the failover: TTL %v, %v", ttl, err)
+	}
+	if err := acked.Unlock(ctx); err != nil {
+		t.Fatalf("Unlock of the acknowledged grant: %v", err)
+	}
+	// The waiter queued across the failover is served once the holder
+	// lets go (or fails with an error, not by waiting out its context).
+	if err := held.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-served:
+		if errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("the queued waiter waited out its context: %v", err)
+		}
+		if err != nil {
+			t.Logf("the queued waiter failed with a clear error: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the queued waiter hangs after the failover")
+	}
+	// The lost grant: the new master never had it, so another client can
+	// take the lock (the seeds' double holder), with a higher fence; the
+	// old holder's Context ends.
+	stolen, err := c.TryLock(ctx, fc.keys("lost"), dlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatalf("the lost grant's key on the new master: %v", err)
+	}
+	if stolen.Fence() <= lost.Fence() {
+		t.Fatalf("the second holder's fence %d is not above the lost grant's %d", stolen.Fence(), lost.Fence())
+	}
+	select {
+	case <-lost.Context().Done():
+		t.Logf("the lost holder was told: %v", context.Cause(lost.Context()))
+	case <-time.After(time.Minute):
+		t.Fatal("the lost holder's Context never ended")
+	}
+	for _, l := range []*dlock.Lock{after, stolen} {
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
