@@ -15,6 +15,7 @@ import (
 // dies; master and promote find it and wait for its successor.
 type failoverCase struct {
 	client  *dlock.Client
+	nodes   []*redistest.Server
 	keys    func(name string) string
 	master  func(ctx context.Context) (*redistest.Server, error)
 	promote func(old *redistest.Server) (*redistest.Server, error)
@@ -30,6 +31,7 @@ func TestSentinelFailover(t *testing.T) {
 	base := key(t)
 	runFailover(t, failoverCase{
 		client: c,
+		nodes:  st.Servers,
 		keys:   func(name string) string { return base + ":" + name },
 		master: st.Master,
 		promote: func(old *redistest.Server) (*redistest.Server, error) {
@@ -45,6 +47,7 @@ func TestClusterFailover(t *testing.T) {
 	tag := "{" + key(t) + "}"
 	runFailover(t, failoverCase{
 		client: c,
+		nodes:  cl.Nodes(),
 		keys:   func(name string) string { return tag + ":" + name },
 		master: func(ctx context.Context) (*redistest.Server, error) { return cl.MasterOf(ctx, tag) },
 		promote: func(old *redistest.Server) (*redistest.Server, error) {
@@ -70,7 +73,7 @@ func runFailover(t *testing.T, fc failoverCase) {
 	// An acknowledged grant, a holder with a waiter queued behind it (the
 	// join reaches the replicas before the master dies), and then the
 	// seeds' lost grant: the replicas are cut off just before it, and the
-	// master dies before they reconnect.
+	// master dies before they are back.
 	acked := take("acked", dlock.WithTTL(time.Minute), dlock.WithReplicaAck(1, time.Second))
 	held := take("queue", dlock.WithTTL(time.Minute), dlock.WithReplicaAck(1, time.Second))
 	served := make(chan error, 1)
@@ -91,11 +94,13 @@ func runFailover(t *testing.T, fc failoverCase) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := redistest.CutReplicas(ctx, old); err != nil {
+	resume, err := redistest.LoseReplication(ctx, old, fc.nodes)
+	if err != nil {
 		t.Fatal(err)
 	}
 	lost := take("lost", dlock.WithTTL(2*time.Second), dlock.WithAutoRenew())
 	old.Kill()
+	resume()
 	if _, err := fc.promote(old); err != nil {
 		t.Fatal(err)
 	}

@@ -30,7 +30,7 @@ With no flags it needs nothing installed: it runs against an embedded
 in-process Redis (miniredis). With --redis URL it runs against that server
 instead (it only uses keys under demo:). If redis-server is on PATH (or with
 --spawn), it also runs the experiments that need real processes, on servers
-it starts on loopback and stops: a master/replica failover that loses the
+it starts on loopback and stops: a Sentinel failover that loses the
 lock, and Redlock over five nodes with two, then three, of them down.
 
 Exit codes: 0 every experiment passed; 1 one failed; 64 usage; 69 Redis
@@ -498,52 +498,9 @@ func errText(err error) string {
 // loopback and stop.
 var processExperiments = []experiment{
 	{
-		name:   "failover to a lagging replica",
-		expect: "two holders after failover; the fence refuses the stale one",
-		run: func(ctx context.Context, _ *env) (string, bool, error) {
-			master, err := redistest.Spawn()
-			if err != nil {
-				return "", false, err
-			}
-			defer master.Close()
-			replica, err := redistest.SpawnReplica(master)
-			if err != nil {
-				return "", false, err
-			}
-			defer replica.Close()
-			mrdb, rrdb := redis.NewClient(master.Options()), redis.NewClient(replica.Options())
-			defer mrdb.Close()
-			defer rrdb.Close()
-			ml, rl := dlock.New(mrdb), dlock.New(rrdb)
-			defer ml.Close()
-			defer rl.Close()
-			k := demoKey("failover")
-			// Warm up so the replica has the fence counter, then cut
-			// replication: the next grant never reaches it.
-			w, err := ml.TryLock(ctx, k)
-			if err != nil {
-				return "", false, err
-			}
-			w.Unlock(ctx)
-			mrdb.Do(ctx, "WAIT", 1, 5000)
-			rrdb.Do(ctx, "REPLICAOF", "127.0.0.1", "1")
-			a, err := ml.TryLock(ctx, k, dlock.WithTTL(time.Minute))
-			if err != nil {
-				return "", false, err
-			}
-			master.Kill()
-			rrdb.Do(ctx, "REPLICAOF", "NO", "ONE")
-			b, err := rl.TryLock(ctx, k, dlock.WithTTL(time.Minute))
-			if err != nil {
-				return "", false, err
-			}
-			ok, err := guardedWrites(ctx, rrdb, k+":balance", b.Fence(), a.Fence())
-			if err != nil {
-				return "", false, err
-			}
-			bOK, aOK := ok[0], ok[1]
-			return fmt.Sprintf("A (old master) and B (promoted replica) both hold it; B's write: %v, A's stale write: %v", bOK, aOK), bOK && !aOK, nil
-		},
+		name:   "Sentinel failover loses a grant",
+		expect: "two holders after the promotion; the fence refuses the stale one",
+		run:    sentinelExperiment,
 	},
 	{
 		name:   "Redlock, 2 of 5 nodes down",
@@ -559,6 +516,60 @@ var processExperiments = []experiment{
 			return redlockExperiment(ctx, 3)
 		},
 	},
+}
+
+// sentinelExperiment is the seeds' central warning with real Sentinels: a
+// master, two replicas, three Sentinels, and two clients through
+// redis.NewFailoverClient. A's grant reaches the master only (its replicas
+// were cut off a moment before, as a slow link would leave them); the
+// master dies; the Sentinels promote a replica; B, through the same kind
+// of client, obtains the same lock. B's write is accepted, A's refused.
+func sentinelExperiment(ctx context.Context, _ *env) (string, bool, error) {
+	st, err := redistest.SpawnSentinel(2)
+	if err != nil {
+		return "", false, err
+	}
+	defer st.Close()
+	ardb, brdb := redis.NewFailoverClient(st.FailoverOptions()), redis.NewFailoverClient(st.FailoverOptions())
+	defer ardb.Close()
+	defer brdb.Close()
+	al, bl := dlock.New(ardb), dlock.New(brdb)
+	defer al.Close()
+	defer bl.Close()
+	k := demoKey("failover")
+	old, err := st.Master(ctx)
+	if err != nil {
+		return "", false, err
+	}
+	resume, err := redistest.LoseReplication(ctx, old, st.Servers)
+	if err != nil {
+		return "", false, err
+	}
+	a, err := al.TryLock(ctx, k, dlock.WithTTL(time.Minute))
+	old.Kill()
+	resume()
+	if err != nil {
+		return "", false, err
+	}
+	start := time.Now()
+	if _, err := st.WaitPromotion(old, time.Minute); err != nil {
+		return "", false, err
+	}
+	var b *dlock.Lock
+	for b == nil { // the failover client finds the new master
+		if b, err = bl.TryLock(ctx, k, dlock.WithTTL(time.Minute)); err != nil {
+			if ctx.Err() != nil || errors.Is(err, dlock.ErrNotObtained) {
+				return "", false, err
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	took := time.Since(start).Round(100 * time.Millisecond)
+	ok, err := guardedWrites(ctx, brdb, k+":balance", b.Fence(), a.Fence())
+	if err != nil {
+		return "", false, err
+	}
+	return fmt.Sprintf("promoted in %v; A (old master) and B (promoted replica) both hold it; B's write: %v, A's stale write: %v", took, ok[0], ok[1]), ok[0] && !ok[1], nil
 }
 
 func redlockExperiment(ctx context.Context, down int) (string, bool, error) {

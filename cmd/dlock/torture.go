@@ -31,7 +31,13 @@ faults meanwhile. Then the history is checked:
 
 Scenarios (single = one master; redlock = five): baseline, client-pause,
 client-kill, kill-restart, kill-restart-aof, redis-pause, failover,
-failover+replica-ack, partition-minority, partition-majority, latency; the
+failover+replica-ack, partition-minority, partition-majority, latency; with
+real promotion: sentinel-failover and cluster-failover (a master, two
+replicas and three Sentinels through redis.NewFailoverClient; three masters
+with two replicas each through redis.NewClusterClient), each also
++replica-ack, where the master of the key is killed just after a grant,
+then (time allowing) just after a grant its replicas missed (served: how
+many failovers); the
 other primitives: election, election+client-pause, election+client-kill,
 semaphore, semaphore+client-pause, semaphore+kill-restart, rwmutex,
 rwmutex+client-pause; and the herds: herd, herd+client-pause,
@@ -135,6 +141,9 @@ func tortureMain(args []string, stdout, stderr io.Writer) int {
 			if r.Killed > 0 {
 				served = fmt.Sprintf("%d after kill", r.Takeovers)
 			}
+			if r.Failovers > 0 {
+				served = fmt.Sprintf("%d failovers", r.Failovers)
+			}
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d (%d)\t%s\t%d\t%s\t%s\n", r.Scenario, r.Mode, r.Grants, r.Overlaps,
 				r.Accepted, r.StaleRejected, r.StaleAccepted, r.FenceRegressions, r.LossNotices, r.LossOnTime, served, r.MaxConnections, errorList(r.Errors), verdict)
 		}
@@ -179,6 +188,7 @@ func workerMain(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.Waiters, "waiters", 0, "")
 	fs.StringVar(&cfg.Primitive, "primitive", "", "")
 	fs.IntVar(&cfg.Permits, "permits", 0, "")
+	fs.StringVar(&cfg.Topology, "topology", "", "")
 	fs.Var(&nodes, "node", "")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage

@@ -86,7 +86,7 @@ func (cl *Cluster) spawnReplicas(replicas int, timeout string) error {
 			}
 		}
 	}
-	all := cl.all()
+	all := cl.Nodes()
 	want := fmt.Sprintf("cluster_known_nodes:%d", len(all))
 	for _, s := range all {
 		c := redis.NewClient(s.Options())
@@ -130,7 +130,7 @@ func (cl *Cluster) spawnReplicas(replicas int, timeout string) error {
 // MasterOf returns the server that serves key's slot as master now, as
 // the first live node that answers CLUSTER SLOTS says.
 func (cl *Cluster) MasterOf(ctx context.Context, key string) (*Server, error) {
-	for _, s := range cl.all() {
+	for _, s := range cl.Nodes() {
 		c := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1, DialTimeout: 500 * time.Millisecond})
 		slot, err := c.ClusterKeySlot(ctx, key).Result()
 		var slots []redis.ClusterSlot
@@ -161,7 +161,7 @@ func (cl *Cluster) WaitPromotion(key string, old *Server, timeout time.Duration)
 			return false, err
 		}
 		promoted = m
-		for _, s := range cl.all() {
+		for _, s := range cl.Nodes() {
 			if s == old {
 				continue
 			}
@@ -180,7 +180,8 @@ func (cl *Cluster) WaitPromotion(key string, old *Server, timeout time.Duration)
 	return promoted, nil
 }
 
-func (cl *Cluster) all() []*Server {
+// Nodes returns every node: the masters as started, then the replicas.
+func (cl *Cluster) Nodes() []*Server {
 	all := append([]*Server(nil), cl.Servers...)
 	for _, rs := range cl.Replicas {
 		all = append(all, rs...)
@@ -189,7 +190,7 @@ func (cl *Cluster) all() []*Server {
 }
 
 func (cl *Cluster) byAddr(addr string) (*Server, error) {
-	for _, s := range cl.all() {
+	for _, s := range cl.Nodes() {
 		if s.Addr() == addr {
 			return s, nil
 		}

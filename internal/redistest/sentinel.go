@@ -84,7 +84,7 @@ func spawnSentinel(m *Server) (*Server, error) {
 	}
 	conf := filepath.Join(dir, "sentinel.conf")
 	body := fmt.Sprintf("sentinel monitor %s 127.0.0.1 %d 2\n"+
-		"sentinel down-after-milliseconds %[1]s %d\n"+
+		"sentinel down-after-milliseconds %[1]s %[3]d\n"+
 		"sentinel failover-timeout %[1]s 10000\n"+
 		"sentinel parallel-syncs %[1]s 2\n", SentinelMasterName, m.Port, SentinelDownAfter.Milliseconds())
 	if err := os.WriteFile(conf, []byte(body), 0o644); err != nil {
@@ -207,11 +207,39 @@ func (st *Sentinel) Close() {
 	}
 }
 
-// CutReplicas disconnects s's replicas (CLIENT KILL TYPE replica). They
-// reconnect within about a second, so a write s takes at once and a crash
-// of s right after it are the seeds' lost grant: no replica has it.
-func CutReplicas(ctx context.Context, s *Server) error {
-	c := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1})
+// LoseReplication makes master's next writes reach none of its replicas
+// (found among servers): each is paused (SIGSTOP), then the master drops
+// their links (CLIENT KILL TYPE replica), so none can reconnect, and so
+// none receives what the master writes, until resume continues them. A
+// write, then a kill of the master, then resume, is the seeds' lost grant.
+func LoseReplication(ctx context.Context, master *Server, servers []*Server) (resume func(), err error) {
+	c := redis.NewClient(&redis.Options{Addr: master.Addr(), MaxRetries: -1})
 	defer c.Close()
-	return c.Do(ctx, "CLIENT", "KILL", "TYPE", "replica").Err()
+	info, err := c.Info(ctx, "replication").Result()
+	if err != nil {
+		return nil, err
+	}
+	var paused []*Server
+	resume = func() {
+		for _, s := range paused {
+			s.Resume()
+		}
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if !strings.HasPrefix(line, "slave") || !strings.Contains(line, "port=") {
+			continue
+		}
+		port := strings.Split(strings.SplitN(line, "port=", 2)[1], ",")[0]
+		for _, s := range servers {
+			if strconv.Itoa(s.Port) == port {
+				s.Pause()
+				paused = append(paused, s)
+			}
+		}
+	}
+	if err := c.Do(ctx, "CLIENT", "KILL", "TYPE", "replica").Err(); err != nil {
+		resume()
+		return nil, err
+	}
+	return resume, nil
 }

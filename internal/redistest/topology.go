@@ -74,7 +74,7 @@ func StartCluster(tb testing.TB, n int) *Cluster {
 
 // Close stops every node and removes their directories.
 func (cl *Cluster) Close() {
-	for _, s := range cl.all() {
+	for _, s := range cl.Nodes() {
 		s.Close()
 	}
 }

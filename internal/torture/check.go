@@ -39,6 +39,9 @@ type Result struct {
 	// (must be at least 1 when Killed is: the others go on).
 	Killed    int `json:"killed,omitempty"`
 	Takeovers int `json:"takeovers,omitempty"`
+	// Failovers counts the masters killed for a replica's promotion
+	// (Sentinel and Cluster scenarios).
+	Failovers int `json:"failovers,omitempty"`
 	// Waiters counts a herd's waiters; Unserved, those that gave up
 	// without ever obtaining the lock. Must be 0: every live waiter is
 	// served.

@@ -68,7 +68,12 @@ type Scenario struct {
 	// "rwmutex" a read hold (odd clients) or the write hold (even ones).
 	Primitive string
 	Permits   int
-	Nemesis   func(ctx context.Context, e *Env)
+	// Topology, when set, replaces the servers and proxies with a real
+	// failover topology, reached as users reach it: "sentinel" (a master,
+	// two replicas, three Sentinels; redis.NewFailoverClient) or "cluster"
+	// (three masters with two replicas each; redis.NewClusterClient).
+	Topology string
+	Nemesis  func(ctx context.Context, e *Env)
 }
 
 // Env is a running scenario: servers, the proxies in front of them, the
@@ -80,11 +85,15 @@ type Env struct {
 	Proxies      []*Proxy            // one per server; clients connect to these
 	Replica      *redistest.Server   // single mode with Scenario.Replica
 	ReplicaProxy *Proxy              // the replica's link to the master
+	Sentinel     *redistest.Sentinel // with Scenario.Topology "sentinel"
+	Cluster      *redistest.Cluster  // with Scenario.Topology "cluster"
+	Key          string              // the clients' lock key
 	workers      []*exec.Cmd
 	perProcess   int // client IDs per process: 1, or a herd's waiters
 
-	mu     sync.Mutex
-	events []Event
+	mu        sync.Mutex
+	events    []Event
+	failovers int // masters killed by promote
 }
 
 // holders returns the client processes (indexes into workers) that hold
@@ -144,6 +153,14 @@ func Scenarios() []Scenario {
 			Nemesis: failover},
 		{Name: "failover+replica-ack", Modes: []string{"single"}, Replica: true, ReplicaAck: 1, What: "the same, clients using WithReplicaAck(1)",
 			Nemesis: failover},
+		{Name: "sentinel-failover", Modes: []string{"single"}, Topology: "sentinel", What: "Sentinel: kill the master just after a grant; a replica is promoted",
+			Nemesis: promote},
+		{Name: "sentinel-failover+replica-ack", Modes: []string{"single"}, Topology: "sentinel", ReplicaAck: 1, What: "the same, clients using WithReplicaAck(1)",
+			Nemesis: promote},
+		{Name: "cluster-failover", Modes: []string{"single"}, Topology: "cluster", What: "Cluster: kill the key's master just after a grant; its replica takes over",
+			Nemesis: promote},
+		{Name: "cluster-failover+replica-ack", Modes: []string{"single"}, Topology: "cluster", ReplicaAck: 1, What: "the same, clients using WithReplicaAck(1)",
+			Nemesis: promote},
 		{Name: "partition-minority", Modes: []string{"redlock"}, What: "black-hole 2 of 5 nodes for 3 TTLs",
 			Nemesis: func(ctx context.Context, e *Env) { partition(ctx, e, 2) }},
 		{Name: "partition-majority", Modes: []string{"redlock"}, What: "black-hole 3 of 5 nodes for 3 TTLs",
@@ -230,6 +247,72 @@ func killRestart(ctx context.Context, e *Env) {
 	_ = e.Servers[0].Restart()
 }
 
+// promote kills the master of the clients' key, in a Sentinel or Cluster
+// topology, and waits for the promotion of a replica; twice, while the run
+// lasts. The first kill comes just after a grant (a crash at the worst
+// moment: whether the replicas had the grant is up to the replication
+// race). The second makes the seeds' lost grant happen: the master's
+// replicas are cut off (redistest.LoseReplication) and the kill follows the
+// next grant, which none of them has.
+func promote(ctx context.Context, e *Env) {
+	for round := 0; round < 2 && ctx.Err() == nil; round++ {
+		sleep(ctx, e.Cfg.Duration/5)
+		old, err := e.master(ctx)
+		if err != nil {
+			return
+		}
+		granted := e.grants()
+		resume := func() {}
+		if round == 1 {
+			if resume, err = redistest.LoseReplication(ctx, old, e.Servers); err != nil {
+				return
+			}
+		}
+		// Wait for a grant, but not forever: with WithReplicaAck no grant
+		// is made while the replicas are away (that is its point).
+		for wait := time.Now(); ctx.Err() == nil && e.grants() == granted && time.Since(wait) < 2*e.Cfg.TTL; {
+			sleep(ctx, time.Millisecond)
+		}
+		old.Kill()
+		resume()
+		if ctx.Err() != nil {
+			return
+		}
+		e.mu.Lock()
+		e.failovers++
+		e.mu.Unlock()
+		if e.Sentinel != nil {
+			_, err = e.Sentinel.WaitPromotion(old, time.Minute)
+		} else {
+			_, err = e.Cluster.WaitPromotion(e.Key, old, time.Minute)
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// master is the data node that serves the clients' key now.
+func (e *Env) master(ctx context.Context) (*redistest.Server, error) {
+	if e.Sentinel != nil {
+		return e.Sentinel.Master(ctx)
+	}
+	return e.Cluster.MasterOf(ctx, e.Key)
+}
+
+// grants counts the grants reported so far.
+func (e *Env) grants() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := 0
+	for _, ev := range e.events {
+		if ev.Kind == "grant" {
+			n++
+		}
+	}
+	return n
+}
+
 func partition(ctx context.Context, e *Env, n int) {
 	sleep(ctx, e.Cfg.Duration/4)
 	for _, p := range e.Proxies[:n] {
@@ -263,35 +346,10 @@ func failover(ctx context.Context, e *Env) {
 
 // Run runs one scenario in one mode and checks its history.
 func Run(cfg Config, sc Scenario, mode string) (Result, error) {
-	e := &Env{Cfg: cfg, Mode: mode}
+	e := &Env{Cfg: cfg, Mode: mode, Key: "torture:" + sc.Name}
 	defer e.close()
-	nodes := 1
-	if mode == "redlock" {
-		nodes = 5
-	}
-	for i := 0; i < nodes; i++ {
-		s, err := redistest.Spawn(sc.ServerArgs...)
-		if err != nil {
-			return Result{}, err
-		}
-		e.Servers = append(e.Servers, s)
-		p, err := NewProxy(s.Addr())
-		if err != nil {
-			return Result{}, err
-		}
-		e.Proxies = append(e.Proxies, p)
-	}
-	if sc.Replica {
-		rp, err := NewProxy(e.Servers[0].Addr())
-		if err != nil {
-			return Result{}, err
-		}
-		e.ReplicaProxy = rp
-		r, err := redistest.SpawnReplicaOf(rp.Addr(), sc.ServerArgs...)
-		if err != nil {
-			return Result{}, err
-		}
-		e.Replica = r
+	if err := e.start(sc, mode); err != nil {
+		return Result{}, err
 	}
 	res, err := NewResource()
 	if err != nil {
@@ -312,10 +370,10 @@ func Run(cfg Config, sc Scenario, mode string) (Result, error) {
 	for i := 0; i < clients; i++ {
 		args := []string{"torture-worker", "--id", strconv.Itoa(i), "--resource", res.Addr(),
 			"--ttl", cfg.TTL.String(), "--hold", hold.String(), "--duration", duration.String(),
-			"--key", "torture:" + sc.Name, "--replica-ack", strconv.Itoa(sc.ReplicaAck), "--waiters", strconv.Itoa(waiters),
+			"--key", e.Key, "--topology", sc.Topology, "--replica-ack", strconv.Itoa(sc.ReplicaAck), "--waiters", strconv.Itoa(waiters),
 			"--primitive", sc.Primitive, "--permits", strconv.Itoa(sc.Permits)}
-		for _, p := range e.Proxies {
-			args = append(args, "--node", p.Addr())
+		for _, a := range e.addrs() {
+			args = append(args, "--node", a)
 		}
 		cmd := exec.Command(cfg.Exe, args...)
 		cmd.Stderr = os.Stderr
@@ -384,7 +442,72 @@ func Run(cfg Config, sc Scenario, mode string) (Result, error) {
 	e.mu.Unlock()
 	r.Scenario, r.Mode, r.Clients, r.Seconds = sc.Name, mode, clients, time.Since(start).Seconds()
 	r.MaxConnections = maxConns
+	r.Failovers = e.failovers
 	return r, nil
+}
+
+// start brings up the scenario's Redis: a Sentinel or Cluster topology,
+// or servers (one, or five for Redlock) with a proxy in front of each, and
+// a replica behind its own proxy if asked for.
+func (e *Env) start(sc Scenario, mode string) error {
+	var err error
+	switch sc.Topology {
+	case "sentinel":
+		if e.Sentinel, err = redistest.SpawnSentinel(2, sc.ServerArgs...); err == nil {
+			e.Servers = e.Sentinel.Servers
+		}
+		return err
+	case "cluster":
+		if e.Cluster, err = redistest.SpawnCluster(3, 2); err == nil {
+			e.Servers = e.Cluster.Nodes()
+		}
+		return err
+	}
+	nodes := 1
+	if mode == "redlock" {
+		nodes = 5
+	}
+	for i := 0; i < nodes; i++ {
+		s, err := redistest.Spawn(sc.ServerArgs...)
+		if err != nil {
+			return err
+		}
+		e.Servers = append(e.Servers, s)
+		p, err := NewProxy(s.Addr())
+		if err != nil {
+			return err
+		}
+		e.Proxies = append(e.Proxies, p)
+	}
+	if sc.Replica {
+		rp, err := NewProxy(e.Servers[0].Addr())
+		if err != nil {
+			return err
+		}
+		e.ReplicaProxy = rp
+		r, err := redistest.SpawnReplicaOf(rp.Addr(), sc.ServerArgs...)
+		if err != nil {
+			return err
+		}
+		e.Replica = r
+	}
+	return nil
+}
+
+// addrs are what the clients connect to: the proxies, the Sentinels, or
+// the cluster's masters (seeds).
+func (e *Env) addrs() []string {
+	switch {
+	case e.Sentinel != nil:
+		return e.Sentinel.Addrs()
+	case e.Cluster != nil:
+		return e.Cluster.Addrs()
+	}
+	var out []string
+	for _, p := range e.Proxies {
+		out = append(out, p.Addr())
+	}
+	return out
 }
 
 // sampleConnections polls every master's connected_clients (less its own
@@ -432,8 +555,15 @@ func (e *Env) close() {
 	if e.ReplicaProxy != nil {
 		e.ReplicaProxy.Close()
 	}
-	for _, s := range e.Servers {
-		s.Close()
+	switch {
+	case e.Sentinel != nil:
+		e.Sentinel.Close()
+	case e.Cluster != nil:
+		e.Cluster.Close()
+	default:
+		for _, s := range e.Servers {
+			s.Close()
+		}
 	}
 	if e.Replica != nil {
 		e.Replica.Close()

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/redistest"
 )
 
 // WorkerConfig is what a client process is told to do.
@@ -33,6 +34,10 @@ type WorkerConfig struct {
 	// fenced resource: several hold at once by design.
 	Primitive string
 	Permits   int
+	// Topology is how Redis is reached: "" through Redis (one address a
+	// node), "sentinel" through the Sentinels at Redis, "cluster" through
+	// a cluster with the seed addresses Redis.
+	Topology string
 }
 
 // RunWorker loops until cfg.Duration has passed: obtain the lock, write to
@@ -42,16 +47,9 @@ type WorkerConfig struct {
 // holder's stale writes reach the resource: the fence must stop them.
 func RunWorker(cfg WorkerConfig, out io.Writer) error {
 	rec := newRecorder(out)
-	var ucs []redis.UniversalClient
-	for _, a := range cfg.Redis {
-		opts := &redis.Options{Addr: a, DialTimeout: 200 * time.Millisecond,
-			ReadTimeout: cfg.TTL, WriteTimeout: cfg.TTL, MaxRetries: -1, DisableIdentity: true}
-		if cfg.Waiters > 0 { // a herd runs on go-redis's defaults, as users do
-			opts = &redis.Options{Addr: a, DisableIdentity: true}
-		}
-		rdb := redis.NewClient(opts)
-		defer rdb.Close()
-		ucs = append(ucs, rdb)
+	ucs := clients(cfg)
+	for _, c := range ucs {
+		defer c.Close()
 	}
 	locks := dlock.New(ucs...)
 	defer locks.Close()
@@ -115,6 +113,38 @@ func RunWorker(cfg WorkerConfig, out io.Writer) error {
 		})
 	}
 	return nil
+}
+
+// clients returns the go-redis clients of cfg's nodes: one per address,
+// or one failover client or cluster client over them all. Timeouts are
+// the TTL's, so that a dead node is noticed within a lease; a herd runs on
+// go-redis's defaults, as users do.
+func clients(cfg WorkerConfig) []redis.UniversalClient {
+	short := cfg.Waiters == 0
+	switch cfg.Topology {
+	case "sentinel":
+		o := &redis.FailoverOptions{MasterName: redistest.SentinelMasterName, SentinelAddrs: cfg.Redis, DisableIdentity: true}
+		if short {
+			o.DialTimeout, o.ReadTimeout, o.WriteTimeout = 200*time.Millisecond, cfg.TTL, cfg.TTL
+		}
+		return []redis.UniversalClient{redis.NewFailoverClient(o)}
+	case "cluster":
+		o := &redis.ClusterOptions{Addrs: cfg.Redis, DisableIdentity: true}
+		if short {
+			o.DialTimeout, o.ReadTimeout, o.WriteTimeout = 200*time.Millisecond, cfg.TTL, cfg.TTL
+		}
+		return []redis.UniversalClient{redis.NewClusterClient(o)}
+	}
+	var ucs []redis.UniversalClient
+	for _, a := range cfg.Redis {
+		opts := &redis.Options{Addr: a, DialTimeout: 200 * time.Millisecond,
+			ReadTimeout: cfg.TTL, WriteTimeout: cfg.TTL, MaxRetries: -1, DisableIdentity: true}
+		if !short {
+			opts = &redis.Options{Addr: a, DisableIdentity: true}
+		}
+		ucs = append(ucs, redis.NewClient(opts))
+	}
+	return ucs
 }
 
 // reader reports whether client id of an rwmutex scenario reads (odd
