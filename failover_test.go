@@ -100,10 +100,12 @@ func runFailover(t *testing.T, fc failoverCase) {
 	}
 	lost := take("lost", dlock.WithTTL(2*time.Second), dlock.WithAutoRenew())
 	old.Kill()
+	killed := time.Now()
 	resume()
 	if _, err := fc.promote(old); err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("a replica was promoted %v after the kill", time.Since(killed).Round(100*time.Millisecond))
 
 	// The same Client works again once the client library has found the
 	// new master (go-redis's own retries and topology refresh).
@@ -112,6 +114,7 @@ func runFailover(t *testing.T, fc failoverCase) {
 		after, err = c.TryLock(ctx, fc.keys("after"), dlock.WithTTL(time.Minute))
 		return err == nil
 	})
+	t.Logf("the same client locked again %v after the kill", time.Since(killed).Round(100*time.Millisecond))
 	if after.Fence() <= highest {
 		t.Fatalf("fence after the failover %d, not above %d before it", after.Fence(), highest)
 	}

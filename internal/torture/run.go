@@ -73,7 +73,11 @@ type Scenario struct {
 	// two replicas, three Sentinels; redis.NewFailoverClient) or "cluster"
 	// (three masters with two replicas each; redis.NewClusterClient).
 	Topology string
-	Nemesis  func(ctx context.Context, e *Env)
+	// TTL and Hold, when longer than the Config's, replace them: a
+	// promotion takes seconds, and only a holder whose lease and work
+	// outlast it can meet the next holder.
+	TTL, Hold time.Duration
+	Nemesis   func(ctx context.Context, e *Env)
 }
 
 // Env is a running scenario: servers, the proxies in front of them, the
@@ -153,13 +157,13 @@ func Scenarios() []Scenario {
 			Nemesis: failover},
 		{Name: "failover+replica-ack", Modes: []string{"single"}, Replica: true, ReplicaAck: 1, What: "the same, clients using WithReplicaAck(1)",
 			Nemesis: failover},
-		{Name: "sentinel-failover", Modes: []string{"single"}, Topology: "sentinel", What: "Sentinel: kill the master just after a grant; a replica is promoted",
+		{Name: "sentinel-failover", Modes: []string{"single"}, TTL: 6 * time.Second, Hold: 4 * time.Second, Topology: "sentinel", What: "Sentinel: kill the master just after a grant; a replica is promoted",
 			Nemesis: promote},
-		{Name: "sentinel-failover+replica-ack", Modes: []string{"single"}, Topology: "sentinel", ReplicaAck: 1, What: "the same, clients using WithReplicaAck(1)",
+		{Name: "sentinel-failover+replica-ack", Modes: []string{"single"}, TTL: 6 * time.Second, Hold: 4 * time.Second, Topology: "sentinel", ReplicaAck: 1, What: "the same, clients using WithReplicaAck(1)",
 			Nemesis: promote},
-		{Name: "cluster-failover", Modes: []string{"single"}, Topology: "cluster", What: "Cluster: kill the key's master just after a grant; its replica takes over",
+		{Name: "cluster-failover", Modes: []string{"single"}, TTL: 6 * time.Second, Hold: 4 * time.Second, Topology: "cluster", What: "Cluster: kill the key's master just after a grant; its replica takes over",
 			Nemesis: promote},
-		{Name: "cluster-failover+replica-ack", Modes: []string{"single"}, Topology: "cluster", ReplicaAck: 1, What: "the same, clients using WithReplicaAck(1)",
+		{Name: "cluster-failover+replica-ack", Modes: []string{"single"}, TTL: 6 * time.Second, Hold: 4 * time.Second, Topology: "cluster", ReplicaAck: 1, What: "the same, clients using WithReplicaAck(1)",
 			Nemesis: promote},
 		{Name: "partition-minority", Modes: []string{"redlock"}, What: "black-hole 2 of 5 nodes for 3 TTLs",
 			Nemesis: func(ctx context.Context, e *Env) { partition(ctx, e, 2) }},
@@ -249,11 +253,15 @@ func killRestart(ctx context.Context, e *Env) {
 
 // promote kills the master of the clients' key, in a Sentinel or Cluster
 // topology, and waits for the promotion of a replica; twice, while the run
-// lasts. The first kill comes just after a grant (a crash at the worst
-// moment: whether the replicas had the grant is up to the replication
-// race). The second makes the seeds' lost grant happen: the master's
-// replicas are cut off (redistest.LoseReplication) and the kill follows the
-// next grant, which none of them has.
+// lasts. The first kill comes half a second after a grant (so that a
+// hand-off's one-second claim has been extended to the TTL, queue.go):
+// whether the replicas have the grant is up to the replication race. The
+// second makes the seeds' lost grant happen: the master's replicas are cut
+// off (redistest.LoseReplication) just before the holder lets go, and the
+// kill comes half a second after the hand-off to the next, which none of
+// them has. The replicas are kept away a second and a half at most, or the
+// failover would shun them; with WithReplicaAck no grant is made meanwhile
+// (that is its point), and the master is killed all the same.
 func promote(ctx context.Context, e *Env) {
 	for round := 0; round < 2 && ctx.Err() == nil; round++ {
 		sleep(ctx, e.Cfg.Duration/5)
@@ -261,22 +269,23 @@ func promote(ctx context.Context, e *Env) {
 		if err != nil {
 			return
 		}
-		granted := e.grants()
-		resume := func() {}
-		if round == 1 {
-			if resume, err = redistest.LoseReplication(ctx, old, e.Servers); err != nil {
+		if round == 0 {
+			e.nextGrant(ctx, time.Hour)
+			old.Kill()
+		} else {
+			// Cut the replicas off just before the holder lets go, so
+			// that the hand-off to the next comes while they are away.
+			if at := e.lastGrant(); at > 0 {
+				sleep(ctx, time.Until(time.Unix(0, at).Add(e.Cfg.Hold-100*time.Millisecond)))
+			}
+			resume, err := redistest.LoseReplication(ctx, old, e.Servers)
+			if err != nil {
 				return
 			}
-		}
-		// Wait for a grant, but not forever: with WithReplicaAck no grant
-		// is made while the replicas are away (that is its point).
-		for wait := time.Now(); ctx.Err() == nil && e.grants() == granted && time.Since(wait) < 2*e.Cfg.TTL; {
-			sleep(ctx, time.Millisecond)
-		}
-		old.Kill()
-		resume()
-		if ctx.Err() != nil {
-			return
+			sleep(ctx, 50*time.Millisecond) // a grant made before the cut may be reported after it
+			e.nextGrant(ctx, time.Second)
+			old.Kill()
+			resume()
 		}
 		e.mu.Lock()
 		e.failovers++
@@ -290,6 +299,33 @@ func promote(ctx context.Context, e *Env) {
 			return
 		}
 	}
+}
+
+// lastGrant is when the latest grant reported was made (wall clock, ns),
+// or 0.
+func (e *Env) lastGrant() int64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for i := len(e.events) - 1; i >= 0; i-- {
+		if e.events[i].Kind == "grant" {
+			return e.events[i].At
+		}
+	}
+	return 0
+}
+
+// nextGrant waits up to d for a grant reported after now, then half a
+// second more, and says whether one came.
+func (e *Env) nextGrant(ctx context.Context, d time.Duration) bool {
+	granted := e.grants()
+	for start := time.Now(); ctx.Err() == nil && e.grants() == granted; {
+		if time.Since(start) > d {
+			return false
+		}
+		sleep(ctx, time.Millisecond)
+	}
+	sleep(ctx, 500*time.Millisecond)
+	return ctx.Err() == nil
 }
 
 // master is the data node that serves the clients' key now.
@@ -346,6 +382,7 @@ func failover(ctx context.Context, e *Env) {
 
 // Run runs one scenario in one mode and checks its history.
 func Run(cfg Config, sc Scenario, mode string) (Result, error) {
+	cfg.TTL, cfg.Hold = max(cfg.TTL, sc.TTL), max(cfg.Hold, sc.Hold)
 	e := &Env{Cfg: cfg, Mode: mode, Key: "torture:" + sc.Name}
 	defer e.close()
 	if err := e.start(sc, mode); err != nil {
