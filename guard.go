@@ -31,10 +31,13 @@ import (
 // holds are shared by design: writes under them refuse each other.
 //
 // Lifetime. The record (dlock:guard:{…}, in the resource's hash slot)
-// lives as long as the resource does and a retention after it: without
-// expiry while the resource has none; until the resource's expiry plus
-// the retention while it has one; for the retention once it is gone (after
-// a guarded Del, or when it expired). A holder whose write arrives after
+// lives as long as the resource does and a retention after it, as the
+// resource stood at the last guarded write: without expiry while the
+// resource has none; until the resource's expiry plus the retention while
+// it has one; for the retention once it is gone (after a guarded Del, or
+// when it expired). An unguarded command that changes the resource's
+// expiry (PERSIST, EXPIRE) does not move the record's: one more reason to
+// send every write through the guard. A holder whose write arrives after
 // the resource and its record are both gone is let in: it must have been
 // stale for longer than the retention (default an hour; WithRetention).
 // Data loss on the resource's Redis (a restart without persistence, a
@@ -119,9 +122,9 @@ func (g *Guard) Set(ctx context.Context, key string, fence int64, value any, ttl
 	return err
 }
 
-// HSet sets the hash key's fields (field, value pairs, as go-redis's HSet
-// takes them) if fence may write to key, and returns how many fields were
-// added. Errors as for Set.
+// HSet sets the hash key's fields, given as field, value pairs, if fence
+// may write to key, and returns how many fields were added. Errors as for
+// Set.
 func (g *Guard) HSet(ctx context.Context, key string, fence int64, values ...any) (int64, error) {
 	if len(values) == 0 || len(values)%2 != 0 {
 		return 0, invalid("guarded HSet of %q: %d arguments, want field, value pairs", key, len(values))
@@ -163,23 +166,32 @@ func (g *Guard) Highest(ctx context.Context, key string) (int64, error) {
 
 // A GuardedScript is a caller's Lua script that a Guard runs only with a
 // fence at least the highest the resource (its first key) has accepted,
-// and then records the fence, in the same step. The script sees its own
-// KEYS and ARGV as it would alone; if it returns an error reply, nothing
-// is recorded. Make one per script and reuse it: it is loaded into Redis
-// once, like a go-redis Script.
+// recording the fence in the same step. The script sees its own KEYS and
+// ARGV as it would alone, and nothing of the guard's. The fence is
+// recorded before the script runs, so whatever it writes is covered even
+// if it fails midway or returns an error (Redis does not roll a script
+// back: what it wrote before failing stands). Make one per script and
+// reuse it: it is loaded into Redis once, like a go-redis Script.
 type GuardedScript struct {
 	s *redis.Script
 }
 
-// NewGuardedScript wraps src, a Lua script as EVAL takes it.
+// NewGuardedScript wraps src, a Lua script as EVAL takes it. It panics
+// with an error matching ErrInvalidArgument for a script declared
+// read-only (flags=no-writes): a guard records every write it lets
+// through.
 func NewGuardedScript(src string) *GuardedScript {
 	shebang := ""
 	if strings.HasPrefix(src, "#!") { // EVAL's flags line must stay first
 		shebang, src, _ = strings.Cut(src, "\n")
+		if strings.Contains(shebang, "no-writes") {
+			panic(invalid("guarded script declared no-writes: a guard records the fence of every write"))
+		}
 		shebang += "\n"
 	}
-	body := strings.Replace(guardedScriptSrc, "--CALLER--", src, 1)
-	return &GuardedScript{s: redis.NewScript(shebang + guardPreludeSrc + body)}
+	// The caller's script first, on the first line (its line numbers are
+	// its own), as a function whose parameters shadow KEYS and ARGV.
+	return &GuardedScript{s: redis.NewScript(shebang + "local function guarded(KEYS, ARGV, ...) " + src + "\nend\n" + guardPreludeSrc + guardedScriptSrc)}
 }
 
 // Run runs s with keys and args if fence may write to keys[0], the
@@ -192,6 +204,11 @@ func (g *Guard) Run(ctx context.Context, s *GuardedScript, fence int64, keys []s
 	}
 	if err := checkGuarded(keys[0], fence); err != nil {
 		return nil, err
+	}
+	for _, k := range keys[1:] {
+		if err := checkKey(k); err != nil {
+			return nil, err
+		}
 	}
 	k := append(append(make([]string, 0, len(keys)+1), keys...), derive(guardPrefix, keys[0]))
 	a := append(append(make([]any, 0, len(args)+2), args...), fence, g.retention.Milliseconds())

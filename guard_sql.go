@@ -38,7 +38,8 @@ type SQLDialect int
 const (
 	// Postgres: PostgreSQL ($1 placeholders, INSERT … ON CONFLICT).
 	Postgres SQLDialect = iota + 1
-	// MySQL: MySQL and MariaDB (? placeholders, ON DUPLICATE KEY UPDATE).
+	// MySQL: MySQL and MariaDB (? placeholders; an upsert is the guarded
+	// UPDATE, then an INSERT if no row has the ID).
 	MySQL
 	// SQLite: SQLite 3.24 or later (? placeholders, INSERT … ON CONFLICT).
 	SQLite
@@ -98,6 +99,9 @@ func (t SQLTable) check(fence int64, values map[string]any) error {
 			return invalid("SQL table %s: column name %q: letters, digits and underscores", t.Table, c)
 		}
 	}
+	if strings.EqualFold(t.ID, t.fence()) {
+		return invalid("SQL table %s: the ID and fence columns are both %q", t.Table, t.ID)
+	}
 	for c := range values {
 		if !identifier.MatchString(c) {
 			return invalid("SQL table %s: column name %q: letters, digits and underscores", t.Table, c)
@@ -122,22 +126,45 @@ func (t SQLTable) Check(ctx context.Context, db SQLDB) error {
 	}
 	rows, err := db.QueryContext(ctx, fmt.Sprintf("SELECT %s, %s FROM %s WHERE 1 = 0", t.ID, t.fence(), t.Table))
 	if err != nil {
-		return invalid("SQL table %s needs the columns %s and %s (a BIGINT fence): %v", t.Table, t.ID, t.fence(), err)
+		if missing(err) && ctx.Err() == nil {
+			return invalid("SQL table %s needs the columns %s and %s (a BIGINT fence): %v", t.Table, t.ID, t.fence(), err)
+		}
+		return fmt.Errorf("dlock: checking SQL table %s: %w", t.Table, err)
 	}
 	defer rows.Close()
 	types, err := rows.ColumnTypes()
 	if err != nil {
 		return err
 	}
-	typ := strings.ToUpper(types[1].DatabaseTypeName())
-	numeric := slices.ContainsFunc([]string{"BIGINT", "INT8", "NUMERIC", "DECIMAL"}, func(s string) bool { return strings.Contains(typ, s) })
-	if t.Dialect == SQLite && strings.Contains(typ, "INT") { // SQLite's integers are 64-bit
-		numeric = true
-	}
-	if !numeric {
-		return invalid("SQL table %s: fence column %s is %s: it must be a BIGINT (or NUMERIC), compared as a number", t.Table, t.fence(), typ)
+	if !holdsFences(t.Dialect, types[1]) {
+		return invalid("SQL table %s: fence column %s is %s: it must be a BIGINT (or a NUMERIC of 19 digits or more, no fraction), compared as a number", t.Table, t.fence(), types[1].DatabaseTypeName())
 	}
 	return rows.Err()
+}
+
+// missing reports whether a database error says a table or column does
+// not exist (PostgreSQL, MySQL/MariaDB and SQLite's words).
+func missing(err error) bool {
+	msg := strings.ToLower(err.Error())
+	return slices.ContainsFunc([]string{"does not exist", "doesn't exist", "unknown column", "no such column", "no such table", "has no column"},
+		func(s string) bool { return strings.Contains(msg, s) })
+}
+
+// holdsFences reports whether a column can hold every fence, compared as
+// a number: a 64-bit integer, or a decimal of at least 19 digits without
+// a fraction.
+func holdsFences(d SQLDialect, c *sql.ColumnType) bool {
+	typ := strings.ToUpper(strings.TrimSpace(c.DatabaseTypeName()))
+	switch {
+	case d == SQLite:
+		return strings.Contains(typ, "INT") && !strings.ContainsAny(typ, "[(") // SQLite's integers are 64-bit
+	case typ == "INT8", typ == "BIGINT", typ == "UNSIGNED BIGINT":
+		return true
+	case typ == "NUMERIC", typ == "DECIMAL":
+		precision, scale, ok := c.DecimalSize()
+		return !ok || precision >= 19 && scale == 0
+	}
+	return false
 }
 
 // statement builds SQL with the dialect's placeholders.
@@ -202,11 +229,30 @@ func (t SQLTable) Upsert(ctx context.Context, db SQLDB, fence int64, id any, val
 	if err := t.check(fence, values); err != nil {
 		return err
 	}
+	if t.Dialect == MySQL {
+		return t.upsertMySQL(ctx, db, fence, id, values)
+	}
 	cs := columns(values)
+	s := t.insert(id, cs, values, fence)
+	row, f := t.Table, t.fence()
+	if t.Dialect == Postgres {
+		row = "dlock_row" // the existing row, apart from EXCLUDED (insert names the alias)
+	}
+	s.sql(" ON CONFLICT (", t.ID, ") DO UPDATE SET ")
+	for _, c := range cs {
+		s.sql(c, " = EXCLUDED.", c, ", ")
+	}
+	s.sql(f, " = EXCLUDED.", f, " WHERE COALESCE(", row, ".", f, ", 0) <= EXCLUDED.", f)
+	return t.exec(ctx, db, s, fence, id, false)
+}
+
+// insert builds the INSERT of the row id (PostgreSQL: with the alias
+// dlock_row for the existing row).
+func (t SQLTable) insert(id any, cs []string, values map[string]any, fence int64) *statement {
 	s := &statement{d: t.Dialect}
 	alias := ""
 	if t.Dialect == Postgres {
-		alias = " AS dlock_row" // the existing row, apart from EXCLUDED
+		alias = " AS dlock_row"
 	}
 	s.sql("INSERT INTO ", t.Table, alias, " (", t.ID)
 	for _, c := range cs {
@@ -216,37 +262,41 @@ func (t SQLTable) Upsert(ctx context.Context, db SQLDB, fence int64, id any, val
 	for _, c := range cs {
 		s.sql(", ").arg(values[c])
 	}
-	s.sql(", ").arg(fence).sql(")")
-	f := t.fence()
-	switch t.Dialect {
-	case MySQL:
-		// No WHERE here: each column keeps its value unless the fence
-		// admits the new one. The fence is assigned last, so every
-		// condition reads the row's old fence (MySQL assigns left to
-		// right).
-		s.sql(" ON DUPLICATE KEY UPDATE ")
-		admit := "COALESCE(" + f + ", 0) <= VALUES(" + f + ")"
-		for _, c := range cs {
-			s.sql(c, " = IF(", admit, ", VALUES(", c, "), ", c, "), ")
+	return s.sql(", ").arg(fence).sql(")")
+}
+
+// upsertMySQL is Upsert where INSERT … ON DUPLICATE KEY UPDATE would fire
+// on any unique key, not only ID (and so could overwrite another row), and
+// counts rows as the connection's clientFoundRows says: the guarded UPDATE
+// first; if no row has the ID, an INSERT, which only ever creates a row;
+// if that meets a row with the ID after all (inserted meanwhile by another
+// writer), the UPDATE again, whose fence condition decides. A duplicate on
+// another unique key is the database's error.
+func (t SQLTable) upsertMySQL(ctx context.Context, db SQLDB, fence int64, id any, values map[string]any) error {
+	for attempt := 0; ; attempt++ {
+		err := t.Update(ctx, db, fence, id, values)
+		if !errors.Is(err, sql.ErrNoRows) {
+			return err
 		}
-		s.sql(f, " = IF(", admit, ", VALUES(", f, "), ", f, ")")
-	default:
-		row := t.Table
-		if t.Dialect == Postgres {
-			row = "dlock_row"
+		s := t.insert(id, columns(values), values, fence)
+		_, err = db.ExecContext(ctx, s.b.String(), s.args...)
+		if err == nil {
+			return nil
 		}
-		s.sql(" ON CONFLICT (", t.ID, ") DO UPDATE SET ")
-		for _, c := range cs {
-			s.sql(c, " = EXCLUDED.", c, ", ")
+		if !strings.Contains(err.Error(), "Duplicate entry") || attempt == 2 {
+			return t.explain(ctx, db, err)
 		}
-		s.sql(f, " = EXCLUDED.", f, " WHERE COALESCE(", row, ".", f, ", 0) <= EXCLUDED.", f)
+		var one int
+		q := (&statement{d: t.Dialect}).sql("SELECT 1 FROM ", t.Table, " WHERE ", t.ID, " = ").arg(id).sql(" FOR UPDATE")
+		if qerr := db.QueryRowContext(ctx, q.b.String(), q.args...).Scan(&one); qerr != nil {
+			return fmt.Errorf("dlock: guarded write to %s: %w", t.Table, err) // another unique key
+		}
 	}
-	return t.exec(ctx, db, s, fence, id, false)
 }
 
 // exec runs a guarded write. No row affected means: refused for a higher
-// fence, no such row, or (MySQL, which counts changed rows) the same
-// values written again; the row's fence tells which.
+// fence, no such row, or (MySQL, which by default counts changed rows)
+// the same values written again; the row's fence tells which.
 func (t SQLTable) exec(ctx context.Context, db SQLDB, s *statement, fence int64, id any, update bool) error {
 	res, err := db.ExecContext(ctx, s.b.String(), s.args...)
 	if err != nil {
@@ -258,6 +308,11 @@ func (t SQLTable) exec(ctx context.Context, db SQLDB, s *statement, fence int64,
 	var highest sql.NullInt64
 	q := &statement{d: t.Dialect}
 	q.sql("SELECT ", t.fence(), " FROM ", t.Table, " WHERE ", t.ID, " = ").arg(id)
+	if t.Dialect == MySQL {
+		// A locking read sees the newest row, as the UPDATE did, not
+		// a REPEATABLE READ transaction's snapshot.
+		q.sql(" FOR UPDATE")
+	}
 	err = db.QueryRowContext(ctx, q.b.String(), q.args...).Scan(&highest)
 	switch {
 	case errors.Is(err, sql.ErrNoRows) && update:
@@ -270,11 +325,12 @@ func (t SQLTable) exec(ctx context.Context, db SQLDB, s *statement, fence int64,
 	return nil // written before with these very values (MySQL)
 }
 
-// explain returns a failed write's error, as Check's when the table lacks
-// the guard's columns (asked outside a transaction only: a failed
-// statement aborts a PostgreSQL transaction).
+// explain returns a failed write's error, as Check's when it says a table
+// or column is missing and Check finds the table lacks the guard's columns
+// (asked outside a transaction only: a failed statement aborts a
+// PostgreSQL transaction).
 func (t SQLTable) explain(ctx context.Context, db SQLDB, err error) error {
-	if _, tx := db.(*sql.Tx); !tx {
+	if _, tx := db.(*sql.Tx); !tx && missing(err) && ctx.Err() == nil {
 		if cerr := t.Check(ctx, db); errors.Is(cerr, ErrInvalidArgument) {
 			return cerr
 		}

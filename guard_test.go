@@ -266,25 +266,76 @@ func scanAll(t *testing.T, rdb *redis.Client, pattern string) []string {
 	return keys
 }
 
-// A guarded script sees its own KEYS and ARGV; an error reply it returns
-// records nothing; a flags line stays first.
+// A guarded script sees its own KEYS and ARGV and nothing of the guard's;
+// a flags line stays first; its fence is recorded even when it fails
+// after writing (Redis keeps what it wrote), so a lower fence cannot undo
+// that write.
 func TestAGuardedScriptSeesOnlyItsOwnArguments(t *testing.T) {
 	g := dlock.NewGuard(shared.Client(t))
 	res := key(t)
-	counts := dlock.NewGuardedScript("#!lua flags=allow-cross-slot-keys\nreturn {#KEYS, #ARGV, KEYS[1], ARGV[2]}")
+	counts := dlock.NewGuardedScript("#!lua flags=allow-cross-slot-keys\nreturn {#KEYS, #ARGV, KEYS[1], ARGV[2], select('#', ...), 'nil', 'nil'}")
 	got, err := g.Run(ctxT(t), counts, 10, []string{res}, "a", "b")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := got.([]any); r[0] != int64(1) || r[1] != int64(2) || r[2] != res || r[3] != "b" {
+	if r := got.([]any); len(r) != 7 || r[0] != int64(1) || r[1] != int64(2) || r[2] != res || r[3] != "b" || r[4] != int64(0) || r[5] != "nil" || r[6] != "nil" {
 		t.Fatalf("the script saw %v", r)
 	}
-	refuse := dlock.NewGuardedScript(`return redis.error_reply('NOPE not today')`)
-	if _, err := g.Run(ctxT(t), refuse, 99, []string{res}); err == nil || err.Error() != "NOPE not today" {
+	peek := dlock.NewGuardedScript(`local ok, v = pcall(function() return admitted end) return type(v) == 'function' and 1 or 0`)
+	if v, err := g.Run(ctxT(t), peek, 10, []string{res}); err != nil || v != int64(0) {
+		t.Fatalf("the script saw the guard's functions: %v, %v", v, err)
+	}
+	failing := dlock.NewGuardedScript(`redis.call('SET', KEYS[1], 'by-20') return redis.error_reply('ERR a later step failed')`)
+	if _, err := g.Run(ctxT(t), failing, 20, []string{res}); err == nil || err.Error() != "ERR a later step failed" {
 		t.Fatalf("the script's own error: %v", err)
 	}
-	if h, _ := g.Highest(ctxT(t), res); h != 10 {
-		t.Fatalf("after a refusing script, Highest %d, want 10", h)
+	if err := g.Set(ctxT(t), res, 15, "by-15", 0); !errors.Is(err, dlock.ErrStaleFence) {
+		t.Fatalf("a lower fence after a failed script that wrote: %v", err)
+	}
+	raising := dlock.NewGuardedScript(`redis.call('SET', KEYS[1], 'by-30') return redis.call('INCR', KEYS[1])`)
+	if _, err := g.Run(ctxT(t), raising, 30, []string{res}); err == nil {
+		t.Fatal("INCR of a string succeeded")
+	}
+	if h, _ := g.Highest(ctxT(t), res); h != 30 {
+		t.Fatalf("after a script that raised, Highest %d, want 30", h)
+	}
+	fake := dlock.NewGuardedScript(`return redis.error_reply('DLOCKSTALE 99')`)
+	if _, err := g.Run(ctxT(t), fake, 40, []string{res}); err == nil || errors.Is(err, dlock.ErrStaleFence) {
+		t.Fatalf("the script's own DLOCKSTALE reply read as the guard's: %v", err)
+	}
+}
+
+func TestGuardedScriptsRefuseWhatTheyCannotGuard(t *testing.T) {
+	defer func() {
+		if err, _ := recover().(error); !errors.Is(err, dlock.ErrInvalidArgument) {
+			t.Fatalf("a no-writes script: %v", err)
+		}
+	}()
+	g := dlock.NewGuard(shared.Client(t))
+	if _, err := g.Run(ctxT(t), logWrite, 1, []string{key(t), "dlock:guard:{x}"}); !errors.Is(err, dlock.ErrInvalidArgument) {
+		t.Fatalf("a reserved second key: %v", err)
+	}
+	dlock.NewGuardedScript("#!lua flags=no-writes\nreturn 1")
+}
+
+// Long argument lists pass, as they would without the guard.
+func TestGuardedWritesTakeLongArgumentLists(t *testing.T) {
+	rdb := shared.Client(t)
+	g := dlock.NewGuard(rdb)
+	var pairs []any
+	for i := 0; i < 5000; i++ {
+		pairs = append(pairs, strconv.Itoa(i), i)
+	}
+	if n, err := g.HSet(ctxT(t), key(t), 1, pairs...); err != nil || n != 5000 {
+		t.Fatalf("HSet of 5000 fields: %d, %v", n, err)
+	}
+	count := dlock.NewGuardedScript(`return #ARGV`)
+	args := make([]any, 20000)
+	for i := range args {
+		args[i] = i
+	}
+	if n, err := g.Run(ctxT(t), count, 1, []string{key(t)}, args...); err != nil || n != int64(20000) {
+		t.Fatalf("a script with 20000 arguments: %v, %v", n, err)
 	}
 }
 

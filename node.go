@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -113,7 +115,9 @@ func (n *node) fail(op string, err error) error {
 }
 
 // refresh asks a cluster client to reload its map of slots when a node
-// could not be reached. A master that died leaves go-redis's ClusterClient
+// could not be reached: a network error (refused, reset, timed out: a dead
+// host often answers nothing), not a reply or dlock's own verdicts such as
+// ErrNoReplicaAck. A master that died leaves go-redis's ClusterClient
 // sending its slots' commands to the dead address until the map is
 // reloaded, which it does by itself only on a MOVED reply (never coming
 // from a dead node) or after ClusterStateReloadInterval (a minute by
@@ -122,7 +126,10 @@ func (n *node) fail(op string, err error) error {
 // clusterRefreshEvery.
 func (n *node) refresh(err error) {
 	r, ok := n.rdb.(interface{ ReloadState(context.Context) })
-	if !ok || isRedisError(err) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	var ne net.Error
+	unreachable := errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+	ended := errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) // a net.Error too
+	if !ok || !unreachable || ended {
 		return
 	}
 	now := time.Now().UnixNano()

@@ -23,7 +23,10 @@ if ARGV[3] == 'set' then
     reply = redis.call('SET', res, ARGV[4])
   end
 elseif ARGV[3] == 'hset' then
-  reply = redis.call('HSET', res, unpack(ARGV, 4))
+  reply = 0 -- in chunks: unpack has a limit of a few thousand values
+  for i = 4, #ARGV, 1000 do
+    reply = reply + redis.call('HSET', res, unpack(ARGV, i, math.min(i + 999, #ARGV)))
+  end
 else
   reply = redis.call('DEL', res)
 end

@@ -1,28 +1,36 @@
 -- A guarded script: the caller's script (guard.go, NewGuardedScript), run
 -- only with a fence at least the highest the record of its first key
--- holds, and the fence recorded after it; all in one step. The caller's
--- KEYS and ARGV come first; the guard's follow them and are hidden from
--- the caller's script, which sees its own KEYS and ARGV as it would alone.
+-- holds, with the fence recorded; all in one step. NewGuardedScript puts
+-- the caller's script first, as the function guarded(KEYS, ARGV), so that
+-- it sees none of the locals below and its line numbers are its own; this
+-- file and the prelude follow it. The caller's KEYS and ARGV come first;
+-- the guard's follow them and are hidden from the caller's script, which
+-- gets copies of its own as KEYS and ARGV.
 --
 -- KEYS[1..n]  the caller's keys; KEYS[1] is the resource
 -- KEYS[n+1]   its record (same hash slot)
 -- ARGV[1..m]  the caller's arguments
 -- ARGV[m+1]   the fence (decimal, positive)
 -- ARGV[m+2]   retention, milliseconds
-local guard_rec, guard_fence, guard_retention = KEYS[#KEYS], ARGV[#ARGV - 1], ARGV[#ARGV]
-local guard_res = KEYS[1]
-local refused = admitted(guard_rec, guard_fence)
+local rec, fence, retention = KEYS[#KEYS], ARGV[#ARGV - 1], ARGV[#ARGV]
+local refused = admitted(rec, fence)
 if refused then
   return refused
 end
-local KEYS = { unpack(KEYS, 1, #KEYS - 1) }
-local ARGV = { unpack(ARGV, 1, #ARGV - 2) }
-local function guarded()
---CALLER--
+-- Record the fence first, without expiry: whatever the caller's script
+-- writes is then covered even if it fails midway (Redis does not roll a
+-- script back); the expiry follows the script, as for any write.
+redis.call('SET', rec, fence)
+local keys, argv = {}, {}
+for i = 1, #KEYS - 1 do
+  keys[i] = KEYS[i]
 end
-local reply = guarded()
-if type(reply) == 'table' and reply.err then
-  return reply -- the caller's script refused its own write: nothing to record
+for i = 1, #ARGV - 2 do
+  argv[i] = ARGV[i]
 end
-record(guard_res, guard_rec, guard_fence, guard_retention)
+local reply = guarded(keys, argv)
+if type(reply) == 'table' and reply.err and string.sub(reply.err, 1, 11) == 'DLOCKSTALE ' then
+  reply.err = 'ERR ' .. reply.err -- the caller's words, not the guard's refusal
+end
+record(KEYS[1], rec, fence, retention)
 return reply

@@ -56,6 +56,7 @@ func init() {
 		{"leader", "show who leads an election (--watch: and each change)", leaderMain},
 		{"status", "show whether a lock is held, its TTL, fence and waiters", statusMain},
 		{"ls", "list the locks matching a pattern (SCAN, never KEYS)", lsMain},
+		{"doctor", "audit a Redis for the guidance's lock mistakes (read-only)", doctorMain},
 		{"demo", "reproduce the Redis guidance's lock experiments", demoMain},
 		{"torture", "inject faults into real processes and check what holds", tortureMain},
 	}

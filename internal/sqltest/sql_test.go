@@ -309,3 +309,96 @@ func TestAStaleHolderAfterAFailoverIsRefusedByTheRow(t *testing.T) {
 		t.Fatalf("row 42: balance %d fence %d", b, f)
 	}
 }
+
+// The review's cases: a REPEATABLE READ transaction that read the row
+// before a newer writer; MySQL's clientFoundRows; another unique key.
+func TestGuardedRowsInTheCornersOfEachDatabase(t *testing.T) {
+	for _, s := range stores(t) {
+		t.Run(s.name, func(t *testing.T) {
+			ctx := ctxT(t)
+			if err := s.t.Upsert(ctx, s.db, 5, "rr", map[string]any{"balance": 1}); err != nil {
+				t.Fatal(err)
+			}
+			if s.t.Dialect != dlock.SQLite { // SQLite transactions are serial: no snapshot to go stale
+				tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var b int64
+				if err := tx.QueryRowContext(ctx, "SELECT balance FROM "+s.t.Table+" WHERE id = 'rr'").Scan(&b); err != nil {
+					t.Fatal(err)
+				}
+				if err := s.t.Update(ctx, s.db, 20, "rr", map[string]any{"balance": 20}); err != nil { // a newer holder, elsewhere
+					t.Fatal(err)
+				}
+				for name, err := range map[string]error{
+					"Update": s.t.Update(ctx, tx, 10, "rr", map[string]any{"balance": 10}),
+					"Upsert": s.t.Upsert(ctx, tx, 10, "rr", map[string]any{"balance": 10}),
+				} {
+					// PostgreSQL refuses to serialize; MySQL's locking
+					// reads see the newer row: never a stale write taken.
+					if err == nil {
+						t.Errorf("%s with a stale fence in a REPEATABLE READ transaction was accepted", name)
+					}
+				}
+				_ = tx.Rollback()
+				if b, f := s.row(t, "rr"); b != 20 || f != 20 {
+					t.Fatalf("row rr: balance %d fence %d", b, f)
+				}
+			}
+			// Another unique key: the upsert of a new row that collides
+			// on it must not touch the other row.
+			uniq := s.t.Table + "_uniq"
+			if _, err := s.db.ExecContext(ctx, "CREATE TABLE "+uniq+" (id VARCHAR(64) PRIMARY KEY, email VARCHAR(64) UNIQUE, fence BIGINT)"); err != nil {
+				t.Fatal(err)
+			}
+			u := s.t
+			u.Table = uniq
+			if err := u.Upsert(ctx, s.db, 10, "alice", map[string]any{"email": "x@y"}); err != nil {
+				t.Fatal(err)
+			}
+			if err := u.Upsert(ctx, s.db, 30, "bob", map[string]any{"email": "x@y"}); err == nil || errors.Is(err, dlock.ErrStaleFence) {
+				t.Fatalf("bob's upsert on alice's email: %v", err)
+			}
+			var id string
+			var f int64
+			if err := s.db.QueryRowContext(ctx, "SELECT id, fence FROM "+uniq+" WHERE email = 'x@y'").Scan(&id, &f); err != nil || id != "alice" || f != 10 {
+				t.Fatalf("the email's row: %s fence %d, %v", id, f, err)
+			}
+			// A cancelled context is the context's error, not a bad table.
+			cctx, cancel := context.WithCancel(ctx)
+			cancel()
+			if err := s.t.Check(cctx, s.db); err == nil || errors.Is(err, dlock.ErrInvalidArgument) {
+				t.Errorf("Check with a cancelled context: %v", err)
+			}
+			if err := s.t.Update(cctx, s.db, 99, "rr", map[string]any{"balance": 1}); err == nil || errors.Is(err, dlock.ErrInvalidArgument) {
+				t.Errorf("Update with a cancelled context: %v", err)
+			}
+			// Columns that cannot hold every fence.
+			for i, typ := range []string{"NUMERIC(2)", "DECIMAL(3,0)", "INT", "TEXT"} {
+				tb := fmt.Sprintf("%s_t%d", s.t.Table, i)
+				if _, err := s.db.ExecContext(ctx, "CREATE TABLE "+tb+" (id VARCHAR(64) PRIMARY KEY, fence "+typ+")"); err != nil {
+					t.Fatal(err)
+				}
+				bad := s.t
+				bad.Table = tb
+				if err := bad.Check(ctx, s.db); !errors.Is(err, dlock.ErrInvalidArgument) && !(s.t.Dialect == dlock.SQLite && typ == "INT") {
+					t.Errorf("a %s fence column passed Check: %v", typ, err)
+				}
+			}
+		})
+	}
+	// MySQL with clientFoundRows, which counts matched rows.
+	my := redistest.StartMariaDB(t)
+	s := open(t, "mariadb-cfr", "mysql", my.DSN+"?clientFoundRows=true", dlock.MySQL)
+	ctx := ctxT(t)
+	if err := s.t.Upsert(ctx, s.db, 10, "c", map[string]any{"balance": 10}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.t.Upsert(ctx, s.db, 5, "c", map[string]any{"balance": 5}); !errors.Is(err, dlock.ErrStaleFence) {
+		t.Fatalf("clientFoundRows: a stale upsert: %v", err)
+	}
+	if err := s.t.Upsert(ctx, s.db, 10, "c", map[string]any{"balance": 10}); err != nil {
+		t.Fatalf("clientFoundRows: the same write again: %v", err)
+	}
+}

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/redistest"
+)
+
+// Each mistake of the guidance's table, planted with plain commands, is
+// named by doctor; a server used only through dlock has none.
+func TestDoctorNamesEachPlantedMistake(t *testing.T) {
+	s := redistest.Start(t)
+	rdb := s.Client(t)
+	ctx := context.Background()
+	now := time.Now()
+	us := func(t time.Time) string { return strconv.FormatInt(t.UnixMicro(), 10) }
+	for _, cmd := range [][]any{
+		{"SET", "lock:report", "secret-token-shared"}, // no expiry, and a fixed value...
+		{"SET", "lock:export", "secret-token-shared"}, // ...shared with another lock
+		{"SET", "lock:a", "t1", "EX", "10"},
+		{"SET", "lock:b", "t2", "EX", "10"},
+		{"SET", "lock:forever-ish", "t3", "EX", strconv.Itoa(7 * 24 * 3600)}, // a week's TTL
+		{"SET", "lock:stuck", "t4", "PX", "30000"},                           // held, renewed, for an hour:
+		{"SET", "dlock:fence:{lock:stuck}", us(now.Add(-time.Hour)), "PX", "60000"},
+		{"SET", "dlock:fence:{lock:old}", "12345"}, // a counter kept forever
+		{"ZADD", "dlock:queue:{lock:q}", "1", "w1"},
+		{"HSET", "dlock:waiters:{lock:q}", "w1", "tok 1000 g1 1000", "@g1", us(now.Add(-time.Minute)) + " 5"},
+	} {
+		if err := rdb.Do(ctx, cmd...).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, out, errOut := run(t, "doctor", "--redis", "redis://"+s.Addr())
+	if code != 1 {
+		t.Fatalf("exit %d, want 1\n%s%s", code, out, errOut)
+	}
+	for _, want := range []string{"no-expiry", "fixed-value", "huge-ttl", "long-hold", "kept-fence", "dead-waiters",
+		"lock:report", "lock:forever-ish", "lock:stuck", "dlock:fence:{lock:old}", "lock:q (1 of 1 waiters)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("doctor did not name %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "secret-token-shared") {
+		t.Errorf("doctor printed a token in full:\n%s", out)
+	}
+	code, out, _ = run(t, "doctor", "--redis", "redis://"+s.Addr(), "--json")
+	var checks []string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var f finding
+		if err := json.Unmarshal([]byte(line), &f); err != nil {
+			t.Fatalf("--json line %q: %v", line, err)
+		}
+		checks = append(checks, f.Check)
+	}
+	if code != 1 || len(checks) != 6 {
+		t.Fatalf("--json: exit %d, checks %v", code, checks)
+	}
+}
+
+func TestDoctorFindsNothingWhereDlockIsUsed(t *testing.T) {
+	s := redistest.Start(t)
+	c := dlock.New(s.Client(t))
+	defer c.Close()
+	ctx := context.Background()
+	for _, k := range []string{"lock:a", "lock:b", "lock:c"} {
+		l, err := c.TryLock(ctx, k, dlock.WithTTL(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Unlock(ctx)
+	}
+	released, err := c.TryLock(ctx, "lock:d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	released.Unlock(ctx)
+	if code, out, errOut := run(t, "doctor", "--redis", "redis://"+s.Addr()); code != 0 || !strings.Contains(out, "no findings") {
+		t.Fatalf("exit %d:\n%s%s", code, out, errOut)
+	}
+	if code, _, _ := run(t, "doctor", "--redis", "redis://127.0.0.1:1"); code != exitRedis {
+		t.Fatalf("an unreachable Redis: exit %d, want %d", code, exitRedis)
+	}
+	if code, _, _ := run(t, "doctor", "a", "b"); code != exitUsage {
+		t.Fatalf("two patterns: exit %d, want %d", code, exitUsage)
+	}
+}
