@@ -15,8 +15,8 @@ import (
 
 const doctorHelp = `
 Audit a live Redis for the mistakes in the troubleshooting table that ends
-the Redis guidance on locks, read-only: SCAN (never KEYS), TYPE, PTTL, GET,
-ZRANGE, HGET and TIME; nothing is written. PATTERN (default *lock*) selects
+the Redis guidance on locks, read-only: SCAN with TYPE (never KEYS), PTTL,
+GET, ZRANGE, HGET and TIME; nothing is written. PATTERN (default *lock*) selects
 the lock keys to audit, dlock's or anyone's; dlock's own keys (dlock:*) are
 read for what they say about the locks.
 
