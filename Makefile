@@ -1,7 +1,7 @@
 # dlock's build and test entry points. `make test` is what CI runs.
 GO ?= go
 
-.PHONY: test deps check bench-check bench gobench demo
+.PHONY: test deps check bench-check bench gobench demo timeline-png
 
 # The repository's modules (go.work joins them): the library, the dlock
 # command, the Prometheus adapter and the SQL tests (internal/sqltest, with
@@ -67,3 +67,19 @@ gobench: deps
 # demo reproduces the Redis guidance's experiments (embedded Redis; no setup).
 demo:
 	$(GO) run ./cmd/dlock demo
+
+# timeline-png renders a torture timeline as a person sees it: a short
+# client-pause run with --report, the SVG drawn by headless Chromium
+# (Debian's chromium, installed when missing) into a PNG, and a test that
+# the picture shows the hold bars and the fault's band.
+TIMELINE_DIR ?= .timeline
+timeline-png: deps
+	@command -v chromium >/dev/null 2>&1 || { \
+		SUDO=$$( [ "$$(id -u)" -eq 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends chromium; }
+	$(GO) run ./cmd/dlock torture --quick --scenario client-pause --report $(TIMELINE_DIR)
+	profile=$$(mktemp -d); chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
+		--disable-background-networking --disable-component-update --disable-sync --user-data-dir=$$profile \
+		--hide-scrollbars --window-size=1110,180 --screenshot=$(CURDIR)/$(TIMELINE_DIR)/client-pause-single.png \
+		file://$(CURDIR)/$(TIMELINE_DIR)/client-pause-single.svg; status=$$?; rm -rf $$profile; exit $$status
+	DLOCK_TIMELINE_PNG=$(CURDIR)/$(TIMELINE_DIR)/client-pause-single.png $(GO) test -count=1 -run TestTheRenderedTimelineShowsBarsAndTheFault -v ./internal/torture/

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -52,10 +53,17 @@ until each is served once:
 Exit codes: 0 every scenario kept stale_accepted and fence_regressions at 0
 (served every herd waiter, and went on after a kill); 1 one did not; 64 usage; 70 the run itself failed.
 
+With --report DIR it also writes, per run, a timeline (DIR/SCENARIO-MODE.svg):
+one lane per client process, each hold a bar from grant to release or loss
+notice (red where two clients overlap), the resource's accepted writes as
+green ticks and refused ones as red crosses, each fault as a shaded band
+with its name; and DIR/index.html, the table with links to them.
+
 Examples:
   dlock torture --quick
   dlock torture --scenario failover --duration 30s
   dlock torture --json > torture.jsonl
+  dlock torture --scenario client-pause --report report/
 `
 
 func tortureMain(args []string, stdout, stderr io.Writer) int {
@@ -66,6 +74,7 @@ func tortureMain(args []string, stdout, stderr io.Writer) int {
 		clients  = fs.Int("clients", 0, "client processes (default 5; --quick: 3)")
 		quick    = fs.Bool("quick", false, "every scenario, small and bounded (CI)")
 		asJSON   = fs.Bool("json", false, "one JSON object per scenario")
+		report   = fs.String("report", "", "write each run's timeline (an SVG) and an index.html linking them into `DIR`")
 		mf       metricsFlag
 	)
 	mf.register(fs)
@@ -114,6 +123,12 @@ func tortureMain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "dlock torture: %d clients, %v per scenario, TTL %v\n\n", cfg.Clients, cfg.Duration, cfg.TTL)
 		fmt.Fprintln(tw, "SCENARIO\tMODE\tGRANTS\tOVERLAPS\tACCEPTED\tSTALE REJECTED\tSTALE ACCEPTED\tFENCE REGRESSIONS\tLOSS NOTICES (IN TIME)\tSERVED\tMAX CONNS\tERRORS\tRESULT")
 	}
+	if *report != "" {
+		if err := os.MkdirAll(*report, 0o755); err != nil {
+			return usageError(stderr, "torture: --report: %v", err)
+		}
+	}
+	var results []torture.Result
 	failed, passed := 0, 0
 	for _, sc := range runs {
 		for _, mode := range sc.Modes {
@@ -121,6 +136,13 @@ func tortureMain(args []string, stdout, stderr io.Writer) int {
 			if err != nil {
 				fmt.Fprintf(stderr, "dlock: torture: %s/%s: %v\n", sc.Name, mode, err)
 				return exitSoftware
+			}
+			if *report != "" {
+				if err := writeTimeline(*report, r, sc); err != nil {
+					fmt.Fprintf(stderr, "dlock: torture: --report: %v\n", err)
+					return exitSoftware
+				}
+				results = append(results, r)
 			}
 			verdict := "ok"
 			if r.OK() {
@@ -149,6 +171,12 @@ func tortureMain(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	tw.Flush()
+	if *report != "" {
+		if err := writeFile(filepath.Join(*report, "index.html"), func(w io.Writer) error { return torture.WriteIndex(w, results) }); err != nil {
+			fmt.Fprintf(stderr, "dlock: torture: --report: %v\n", err)
+			return exitSoftware
+		}
+	}
 	if !*asJSON {
 		fmt.Fprintf(stdout, "\ntorture: %d passed, %d failed\n", passed, failed)
 	}
@@ -157,6 +185,26 @@ func tortureMain(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return exitOK
+}
+
+// writeTimeline writes r's timeline into dir.
+func writeTimeline(dir string, r torture.Result, sc torture.Scenario) error {
+	return writeFile(filepath.Join(dir, torture.TimelineName(r)), func(w io.Writer) error {
+		return torture.WriteTimeline(w, r, max(sc.Permits, 1), sc.Primitive == "rwmutex")
+	})
+}
+
+// writeFile creates path and writes it with write.
+func writeFile(path string, write func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 func errorList(m map[string]int) string {

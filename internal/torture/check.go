@@ -50,6 +50,22 @@ type Result struct {
 	// MaxConnections is the most client connections any master saw at
 	// once during the run.
 	MaxConnections int `json:"max_connections"`
+
+	// History is what the figures were computed from, for the timeline
+	// (timeline.go); not part of the JSON report.
+	History *History `json:"-"`
+}
+
+// History is a run's record: the clients' events, the resource's writes
+// (accepted and refused) and the nemesis' faults, between Start and End
+// (wall clock, ns). Lanes is the number of client processes, PerLane the
+// client IDs per process (a herd's waiters).
+type History struct {
+	Start, End     int64
+	Lanes, PerLane int
+	Events         []Event
+	Writes         []Write
+	Faults         []Fault
 }
 
 // OK reports whether the hard assertions hold.

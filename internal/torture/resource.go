@@ -29,14 +29,15 @@ type Write struct {
 	Fence    int64 // the writer's fence
 	Grant    int64 // the writer's grant time (wall clock, ns): which grant it wrote under
 	Accepted bool  // whether the resource took it
+	At       int64 // when the writer sent it (wall clock, ns)
 }
 
 // resourceKey is the resource's key: the list of accepted writes.
 const resourceKey = "torture:resource"
 
-// logWrite appends "client fence grant" to the resource, if the guard
-// admits the fence.
-var logWrite = dlock.NewGuardedScript(`return redis.call('RPUSH', KEYS[1], ARGV[1] .. ' ' .. ARGV[2] .. ' ' .. ARGV[3])`)
+// logWrite appends "client fence grant sent" to the resource, if the
+// guard admits the fence.
+var logWrite = dlock.NewGuardedScript(`return redis.call('RPUSH', KEYS[1], ARGV[1] .. ' ' .. ARGV[2] .. ' ' .. ARGV[3] .. ' ' .. ARGV[4])`)
 
 // NewResource starts the resource's server on a loopback port.
 func NewResource() (*Resource, error) {
@@ -63,13 +64,14 @@ func (r *Resource) Log() ([]Write, error) {
 	out := make([]Write, 0, len(lines))
 	for _, l := range lines {
 		f := strings.Fields(l)
-		if len(f) != 3 {
+		if len(f) != 4 {
 			continue
 		}
 		client, _ := strconv.Atoi(f[0])
 		fence, _ := strconv.ParseInt(f[1], 10, 64)
 		grant, _ := strconv.ParseInt(f[2], 10, 64)
-		out = append(out, Write{Client: client, Fence: fence, Grant: grant, Accepted: true})
+		at, _ := strconv.ParseInt(f[3], 10, 64)
+		out = append(out, Write{Client: client, Fence: fence, Grant: grant, Accepted: true, At: at})
 	}
 	return out, nil
 }
@@ -93,7 +95,7 @@ func newWriter(addr string) *writer {
 func (w *writer) write(client int, fence, grant int64) (refused bool, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, err = w.guard.Run(ctx, logWrite, fence, []string{resourceKey}, client, fence, grant)
+	_, err = w.guard.Run(ctx, logWrite, fence, []string{resourceKey}, client, fence, grant, time.Now().UnixNano())
 	if errors.Is(err, dlock.ErrStaleFence) {
 		return true, nil
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
@@ -97,7 +98,30 @@ type Env struct {
 
 	mu        sync.Mutex
 	events    []Event
-	failovers int // masters killed by promote
+	failovers int     // masters killed by promote
+	faults    []Fault // what the nemesis did, for the timeline
+}
+
+// Fault is one fault the nemesis injected, from From to To (wall clock,
+// ns; To == From for an instant one, such as a kill).
+type Fault struct {
+	Name     string
+	From, To int64
+}
+
+// fault records the start of a fault named name, and returns the
+// function that records its end.
+func (e *Env) fault(name string) (end func()) {
+	from := time.Now().UnixNano()
+	e.mu.Lock()
+	i := len(e.faults)
+	e.faults = append(e.faults, Fault{Name: name, From: from, To: from})
+	e.mu.Unlock()
+	return func() {
+		e.mu.Lock()
+		e.faults[i].To = time.Now().UnixNano()
+		e.mu.Unlock()
+	}
 }
 
 // holders returns the client processes (indexes into workers) that hold
@@ -149,9 +173,11 @@ func Scenarios() []Scenario {
 		{Name: "redis-pause", Modes: []string{"single", "redlock"}, What: "SIGSTOP a Redis node for 3 TTLs",
 			Nemesis: func(ctx context.Context, e *Env) {
 				sleep(ctx, e.Cfg.Duration/4)
+				end := e.fault("SIGSTOP Redis")
 				e.Servers[0].Pause()
 				sleep(ctx, 3*e.Cfg.TTL)
 				e.Servers[0].Resume()
+				end()
 			}},
 		{Name: "failover", Modes: []string{"single"}, Replica: true, What: "cut replication, kill the master, promote the replica",
 			Nemesis: failover},
@@ -172,6 +198,7 @@ func Scenarios() []Scenario {
 		{Name: "latency", Modes: []string{"single", "redlock"}, What: "add 0.4 TTL each way (a round trip near the TTL) for 3 TTLs",
 			Nemesis: func(ctx context.Context, e *Env) {
 				sleep(ctx, e.Cfg.Duration/4)
+				defer e.fault("latency 0.4 TTL each way")()
 				for _, p := range e.Proxies {
 					p.SetDelay(e.Cfg.TTL * 4 / 10)
 				}
@@ -199,6 +226,7 @@ func Scenarios() []Scenario {
 		{Name: "herd+redis-pause", Modes: []string{"single"}, Herd: true, What: "the herd; SIGSTOP the Redis node for 3 TTLs",
 			Nemesis: func(ctx context.Context, e *Env) {
 				e.firstGrant(ctx)
+				defer e.fault("SIGSTOP Redis")()
 				e.Servers[0].Pause()
 				sleep(ctx, 3*e.Cfg.TTL)
 				e.Servers[0].Resume()
@@ -206,6 +234,7 @@ func Scenarios() []Scenario {
 		{Name: "herd+kill-restart", Modes: []string{"single"}, Herd: true, What: "the herd; kill Redis and restart it without persistence (the queue is lost)",
 			Nemesis: func(ctx context.Context, e *Env) {
 				e.firstGrant(ctx)
+				defer e.fault("kill + restart Redis")()
 				e.Servers[0].Kill()
 				_ = e.Servers[0].Restart()
 			}},
@@ -216,9 +245,11 @@ func Scenarios() []Scenario {
 func pauseHolder(ctx context.Context, e *Env) {
 	if hs := e.holders(); len(hs) > 0 {
 		w := e.workers[hs[0]]
+		end := e.fault(fmt.Sprintf("SIGSTOP client %d", hs[0]))
 		_ = w.Process.Signal(syscall.SIGSTOP)
 		sleep(ctx, 3*e.Cfg.TTL)
 		_ = w.Process.Signal(syscall.SIGCONT)
+		end()
 	}
 }
 
@@ -233,6 +264,7 @@ func killHolder(e *Env) {
 	e.mu.Lock()
 	e.events = append(e.events, Event{Kind: "killed", Client: hs[0], At: time.Now().UnixNano()})
 	e.mu.Unlock()
+	e.fault(fmt.Sprintf("SIGKILL client %d", hs[0]))
 	_ = e.workers[hs[0]].Process.Kill()
 }
 
@@ -247,8 +279,10 @@ func (e *Env) firstGrant(ctx context.Context) {
 
 func killRestart(ctx context.Context, e *Env) {
 	sleep(ctx, e.Cfg.Duration/4)
+	end := e.fault("kill + restart Redis")
 	e.Servers[0].Kill()
 	_ = e.Servers[0].Restart()
+	end()
 }
 
 // promote kills the master of the clients' key, in a Sentinel or Cluster
@@ -290,11 +324,13 @@ func promote(ctx context.Context, e *Env) {
 		e.mu.Lock()
 		e.failovers++
 		e.mu.Unlock()
+		end := e.fault(fmt.Sprintf("master killed (%d), promotion", round+1))
 		if e.Sentinel != nil {
 			_, err = e.Sentinel.WaitPromotion(old, time.Minute)
 		} else {
 			_, err = e.Cluster.WaitPromotion(e.Key, old, time.Minute)
 		}
+		end()
 		if err != nil {
 			return
 		}
@@ -351,6 +387,7 @@ func (e *Env) grants() int {
 
 func partition(ctx context.Context, e *Env, n int) {
 	sleep(ctx, e.Cfg.Duration/4)
+	defer e.fault(fmt.Sprintf("partition %d of %d", n, len(e.Proxies)))()
 	for _, p := range e.Proxies[:n] {
 		p.SetDrop(true)
 	}
@@ -366,6 +403,7 @@ func partition(ctx context.Context, e *Env, n int) {
 // replica: grants the replica never saw are lost.
 func failover(ctx context.Context, e *Env) {
 	sleep(ctx, e.Cfg.Duration/4)
+	defer e.fault("replication cut, master killed, replica promoted")()
 	e.ReplicaProxy.SetDrop(true)
 	sleep(ctx, e.Cfg.Duration/8)
 	// Kill the master just after a grant, as a crash at the worst moment:
@@ -472,12 +510,14 @@ func Run(cfg Config, sc Scenario, mode string) (Result, error) {
 	}
 	for _, ev := range e.events {
 		if ev.Kind == "refused" {
-			writes = append(writes, Write{Client: ev.Client, Fence: ev.Fence})
+			writes = append(writes, Write{Client: ev.Client, Fence: ev.Fence, At: ev.At})
 		}
 	}
 	r := check(e.events, writes, end, max(sc.Permits, 1), sc.Primitive == "rwmutex")
 	e.mu.Unlock()
 	r.Scenario, r.Mode, r.Clients, r.Seconds = sc.Name, mode, clients, time.Since(start).Seconds()
+	r.History = &History{Start: start.UnixNano(), End: end, Lanes: clients, PerLane: max(1, e.perProcess),
+		Events: append([]Event(nil), e.events...), Writes: writes, Faults: append([]Fault(nil), e.faults...)}
 	r.MaxConnections = maxConns
 	r.Failovers = e.failovers
 	return r, nil
