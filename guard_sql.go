@@ -220,7 +220,7 @@ func (t SQLTable) Update(ctx context.Context, db SQLDB, fence int64, id any, val
 		s.sql(c, " = ").arg(values[c]).sql(", ")
 	}
 	s.sql(t.fence(), " = ").arg(fence).sql(" WHERE ", t.ID, " = ").arg(id).sql(" AND COALESCE(", t.fence(), ", 0) <= ").arg(fence)
-	return t.exec(ctx, db, s, fence, id, true)
+	return t.exec(ctx, db, s, fence, id, true, values)
 }
 
 // Upsert inserts the row id with values and fence, or, when it exists,
@@ -243,7 +243,7 @@ func (t SQLTable) Upsert(ctx context.Context, db SQLDB, fence int64, id any, val
 		s.sql(c, " = EXCLUDED.", c, ", ")
 	}
 	s.sql(f, " = EXCLUDED.", f, " WHERE COALESCE(", row, ".", f, ", 0) <= EXCLUDED.", f)
-	return t.exec(ctx, db, s, fence, id, false)
+	return t.exec(ctx, db, s, fence, id, false, values)
 }
 
 // insert builds the INSERT of the row id (PostgreSQL: with the alias
@@ -294,35 +294,63 @@ func (t SQLTable) upsertMySQL(ctx context.Context, db SQLDB, fence int64, id any
 	}
 }
 
-// exec runs a guarded write. No row affected means: refused for a higher
-// fence, no such row, or (MySQL, which by default counts changed rows)
-// the same values written again; the row's fence tells which.
-func (t SQLTable) exec(ctx context.Context, db SQLDB, s *statement, fence int64, id any, update bool) error {
-	res, err := db.ExecContext(ctx, s.b.String(), s.args...)
-	if err != nil {
-		return t.explain(ctx, db, err)
+// exec runs a guarded write. No row affected means, when the statement
+// ran: refused for a higher fence, no such row, or (MySQL, which by
+// default counts changed rows) the same values written again. The row as
+// it is now tells which, except that a row with a fence at most ours may
+// also have been inserted since by another writer: then the write did not
+// land, and the statement runs again (a few times at most).
+func (t SQLTable) exec(ctx context.Context, db SQLDB, s *statement, fence int64, id any, update bool, values map[string]any) error {
+	for attempt := 0; ; attempt++ {
+		res, err := db.ExecContext(ctx, s.b.String(), s.args...)
+		if err != nil {
+			return t.explain(ctx, db, err)
+		}
+		if n, err := res.RowsAffected(); err != nil || n > 0 {
+			return err
+		}
+		var highest sql.NullInt64
+		var same bool
+		err = t.reread(ctx, db, id, values).Scan(&highest, &same)
+		switch {
+		case errors.Is(err, sql.ErrNoRows) && update:
+			return fmt.Errorf("dlock: guarded update of %s: no row %s = %v: %w", t.Table, t.ID, id, err)
+		case err != nil:
+			return fmt.Errorf("dlock: guarded write to %s: %w", t.Table, err)
+		case highest.Int64 > fence:
+			return &StaleFenceError{Resource: fmt.Sprintf("%s %s=%v", t.Table, t.ID, id), Fence: fence, Highest: highest.Int64}
+		case t.Dialect == MySQL && same && highest.Int64 == fence:
+			return nil // written before with these very values
+		case attempt == 2:
+			return fmt.Errorf("dlock: guarded write to %s %s=%v: the row kept changing under it", t.Table, t.ID, id)
+		}
 	}
-	if n, err := res.RowsAffected(); err != nil || n > 0 {
-		return err
-	}
-	var highest sql.NullInt64
+}
+
+// reread selects the row's fence and, on MySQL, whether it already holds
+// values (null-safe equality), for exec. On MySQL it is a locking read,
+// which sees the newest row, as the UPDATE did, not a REPEATABLE READ
+// transaction's snapshot.
+func (t SQLTable) reread(ctx context.Context, db SQLDB, id any, values map[string]any) *sql.Row {
 	q := &statement{d: t.Dialect}
-	q.sql("SELECT ", t.fence(), " FROM ", t.Table, " WHERE ", t.ID, " = ").arg(id)
+	q.sql("SELECT ", t.fence(), ", ")
+	if t.Dialect != MySQL || len(values) == 0 {
+		q.sql("1 = 1")
+	}
+	for i, c := range columns(values) {
+		if t.Dialect != MySQL {
+			break
+		}
+		if i > 0 {
+			q.sql(" AND ")
+		}
+		q.sql("(", c, " <=> ").arg(values[c]).sql(")")
+	}
+	q.sql(" FROM ", t.Table, " WHERE ", t.ID, " = ").arg(id)
 	if t.Dialect == MySQL {
-		// A locking read sees the newest row, as the UPDATE did, not
-		// a REPEATABLE READ transaction's snapshot.
 		q.sql(" FOR UPDATE")
 	}
-	err = db.QueryRowContext(ctx, q.b.String(), q.args...).Scan(&highest)
-	switch {
-	case errors.Is(err, sql.ErrNoRows) && update:
-		return fmt.Errorf("dlock: guarded update of %s: no row %s = %v: %w", t.Table, t.ID, id, err)
-	case err != nil:
-		return fmt.Errorf("dlock: guarded write to %s: %w", t.Table, err)
-	case highest.Int64 > fence:
-		return &StaleFenceError{Resource: fmt.Sprintf("%s %s=%v", t.Table, t.ID, id), Fence: fence, Highest: highest.Int64}
-	}
-	return nil // written before with these very values (MySQL)
+	return db.QueryRowContext(ctx, q.b.String(), q.args...)
 }
 
 // explain returns a failed write's error, as Check's when it says a table

@@ -167,40 +167,43 @@ func upsertAndUpdate(t *testing.T, s store) {
 // written in the same transaction as the guarded write, says so).
 func concurrentWriters(t *testing.T, s store) {
 	ctx := ctxT(t)
-	const writers, each = 8, 15
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var highest int64
-	errs := make(chan error, writers*each)
-	for w := 0; w < writers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; i < each; i++ {
-				fence := 1 + rand.Int64N(1000)
-				err := s.t.Upsert(ctx, s.db, fence, "hot", map[string]any{"balance": fence})
-				switch {
-				case err == nil:
-					mu.Lock()
-					highest = max(highest, fence)
-					mu.Unlock()
-				case errors.Is(err, dlock.ErrStaleFence):
-				case s.t.Dialect == dlock.MySQL && strings.Contains(err.Error(), "Deadlock"):
-					// InnoDB may abort one of two racing inserts of a
-					// new row: the caller retries; nothing was written.
-				default:
-					errs <- err
+	const rows, writers, each = 6, 8, 5
+	for r := 0; r < rows; r++ { // each row starts missing: the first writers race to insert it
+		id := fmt.Sprintf("hot%d", r)
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var highest int64
+		errs := make(chan error, writers*each)
+		for w := 0; w < writers; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < each; i++ {
+					fence := 1 + rand.Int64N(1000)
+					err := s.t.Upsert(ctx, s.db, fence, id, map[string]any{"balance": fence})
+					switch {
+					case err == nil:
+						mu.Lock()
+						highest = max(highest, fence)
+						mu.Unlock()
+					case errors.Is(err, dlock.ErrStaleFence):
+					case s.t.Dialect == dlock.MySQL && strings.Contains(err.Error(), "Deadlock"):
+						// InnoDB may abort one of two racing writers:
+						// the caller retries; nothing was written.
+					default:
+						errs <- err
+					}
 				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
-	if b, f := s.row(t, "hot"); f != highest || b != highest {
-		t.Fatalf("row hot: balance %d fence %d, highest accepted %d", b, f, highest)
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+		if b, f := s.row(t, id); f != highest || b != highest {
+			t.Fatalf("row %s: balance %d fence %d, highest accepted %d", id, b, f, highest)
+		}
 	}
 }
 
