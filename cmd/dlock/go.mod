@@ -4,7 +4,7 @@ go 1.26.0
 
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
-	github.com/dlock-go/dlock v0.0.0-20261201190216-1897a7842377
+	github.com/dlock-go/dlock v0.0.0-20261201190855-27d07b63c321
 	github.com/dlock-go/dlock/prometheus v0.0.0-20261201172100-f27f092a9c61
 	github.com/prometheus/client_golang v1.23.2
 	github.com/redis/go-redis/v9 v9.23.0
