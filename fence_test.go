@@ -118,11 +118,21 @@ func TestFenceStillGrowsAfterRestartWithoutPersistence(t *testing.T) {
 // Two clients now believe they hold it; the fence tells the resource which
 // one is current.
 func TestFenceRefusesTheStaleHolderAfterFailoverToALaggingReplica(t *testing.T) {
+	stale, current := failoverToALaggingReplica(t, key(t))
+	if current.Fence() <= stale.Fence() {
+		t.Fatalf("new master's fence %d <= old master's %d: a resource could not refuse the stale holder", current.Fence(), stale.Fence())
+	}
+}
+
+// failoverToALaggingReplica makes the seeds' double holder: a master
+// grants the lock on k, dies before its replica has the grant, and the
+// promoted replica grants it again. It returns both holders.
+func failoverToALaggingReplica(t *testing.T, k string) (stale, current *dlock.Lock) {
+	t.Helper()
 	master := redistest.Start(t)
 	replica := redistest.StartReplica(t, master)
 	mc, mrdb := newClient(t, master)
 	rc, rrdb := newClient(t, replica)
-	k := key(t)
 
 	// Let the counter reach the replica, so that it has an old value.
 	warm := mustLock(t, mc, k)
@@ -137,16 +147,12 @@ func TestFenceRefusesTheStaleHolderAfterFailoverToALaggingReplica(t *testing.T) 
 	if err := rrdb.Do(ctxT(t), "REPLICAOF", "127.0.0.1", "1").Err(); err != nil {
 		t.Fatal(err)
 	}
-	stale := mustLock(t, mc, k, dlock.WithTTL(time.Minute))
+	stale = mustLock(t, mc, k, dlock.WithTTL(time.Minute))
 	master.Kill()
 	if err := rrdb.Do(ctxT(t), "REPLICAOF", "NO", "ONE").Err(); err != nil {
 		t.Fatal(err)
 	}
-	current := mustLock(t, rc, k, dlock.WithTTL(time.Minute)) // a second holder: the lock's known limit
-
-	if current.Fence() <= stale.Fence() {
-		t.Fatalf("new master's fence %d <= old master's %d: a resource could not refuse the stale holder", current.Fence(), stale.Fence())
-	}
+	return stale, mustLock(t, rc, k, dlock.WithTTL(time.Minute)) // a second holder: the lock's known limit
 }
 
 func TestFenceCounterHasAnExpiry(t *testing.T) {

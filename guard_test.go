@@ -117,28 +117,9 @@ func TestAPausedHoldersLateWriteIsRefused(t *testing.T) {
 // the lock; the new master's fence is higher, so the old holder's write is
 // refused by a resource on another deployment.
 func TestTheGuardRefusesTheStaleHolderAfterAFailover(t *testing.T) {
-	master := redistest.Start(t)
-	replica := redistest.StartReplica(t, master)
-	mc, mrdb := newClient(t, master)
-	rc, rrdb := newClient(t, replica)
 	g := dlock.NewGuard(shared.Client(t))
 	k, res := key(t), key(t)+":stock"
-	warm := mustLock(t, mc, k)
-	if err := warm.Unlock(ctxT(t)); err != nil {
-		t.Fatal(err)
-	}
-	if err := mrdb.Do(ctxT(t), "WAIT", 1, 5000).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if err := rrdb.Do(ctxT(t), "REPLICAOF", "127.0.0.1", "1").Err(); err != nil {
-		t.Fatal(err)
-	}
-	stale := mustLock(t, mc, k, dlock.WithTTL(time.Minute))
-	master.Kill()
-	if err := rrdb.Do(ctxT(t), "REPLICAOF", "NO", "ONE").Err(); err != nil {
-		t.Fatal(err)
-	}
-	current := mustLock(t, rc, k, dlock.WithTTL(time.Minute))
+	stale, current := failoverToALaggingReplica(t, k)
 	if _, err := g.For(current).HSet(ctxT(t), res, "sku-1", 9); err != nil {
 		t.Fatal(err)
 	}

@@ -88,22 +88,10 @@ func spawnSentinel(m *Server) (*Server, error) {
 		"sentinel failover-timeout %[1]s 10000\n"+
 		"sentinel parallel-syncs %[1]s 2\n", SentinelMasterName, m.Port, SentinelDownAfter.Milliseconds())
 	if err := os.WriteFile(conf, []byte(body), 0o644); err != nil {
+		os.RemoveAll(dir)
 		return nil, err
 	}
-	var lastErr error
-	for attempt := 0; attempt < 5; attempt++ {
-		port, err := freePort()
-		if err != nil {
-			lastErr = err
-			continue
-		}
-		s := &Server{Port: port, Dir: dir, sentinelConf: conf}
-		if lastErr = s.start(); lastErr == nil {
-			return s, nil
-		}
-	}
-	os.RemoveAll(dir)
-	return nil, lastErr
+	return spawn(&Server{Dir: dir, sentinelConf: conf}, "")
 }
 
 // waitAgreed waits until every Sentinel sees the master, its replicas and

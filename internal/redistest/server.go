@@ -60,20 +60,26 @@ func Binary() (string, error) {
 // Spawn starts a redis-server with the given extra options (e.g.
 // "--appendonly", "yes") in a new temporary directory, and waits until it
 // answers. The caller must Close it.
-func Spawn(args ...string) (*Server, error) { return spawn(nil, args) }
+func Spawn(args ...string) (*Server, error) { return spawn(&Server{args: args}, "redistest-") }
 
 // SpawnTLS starts a redis-server that speaks only TLS on its port, with the
 // given certificate and key files; clientTLS is what clients (and the
 // readiness check) use to connect.
 func SpawnTLS(clientTLS *tls.Config, certFile, keyFile string, args ...string) (*Server, error) {
-	return spawn(clientTLS, append([]string{"--tls-cert-file", certFile, "--tls-key-file", keyFile,
-		"--tls-ca-cert-file", certFile, "--tls-auth-clients", "no"}, args...))
+	return spawn(&Server{TLS: clientTLS, args: append([]string{"--tls-cert-file", certFile, "--tls-key-file", keyFile,
+		"--tls-ca-cert-file", certFile, "--tls-auth-clients", "no"}, args...)}, "redistest-")
 }
 
-func spawn(clientTLS *tls.Config, args []string) (*Server, error) {
-	dir, err := os.MkdirTemp("", "redistest-")
-	if err != nil {
-		return nil, err
+// spawn starts s (its options, TLS, Sentinel configuration set; Port
+// filled in here, and Dir when empty: a new temporary directory named with
+// prefix) on a free port, trying a few ports.
+func spawn(s *Server, prefix string) (*Server, error) {
+	if s.Dir == "" {
+		dir, err := os.MkdirTemp("", prefix)
+		if err != nil {
+			return nil, err
+		}
+		s.Dir = dir
 	}
 	var lastErr error
 	for attempt := 0; attempt < 5; attempt++ {
@@ -82,12 +88,12 @@ func spawn(clientTLS *tls.Config, args []string) (*Server, error) {
 			lastErr = err
 			continue
 		}
-		s := &Server{Port: port, Dir: dir, args: args, TLS: clientTLS}
+		s.Port = port
 		if lastErr = s.start(); lastErr == nil {
 			return s, nil
 		}
 	}
-	os.RemoveAll(dir)
+	os.RemoveAll(s.Dir)
 	return nil, lastErr
 }
 
