@@ -40,9 +40,12 @@ if ARGV[2] ~= '0' then
   end
 end
 -- Usually nobody waits, and one EXISTS says so for both kinds of waiter.
+-- A listener without a queue (a Redlock waiter, or a Lock that found the
+-- key taken a moment ago) needs only the message, not the hand-off's
+-- machinery: with the queue empty the hand-off would grant nobody.
 if redis.call('EXISTS', KEYS[3], KEYS[6]) > 0 then
-  local handoff = queue(issue_fence)
-  if handoff(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[3], ARGV[4]) == 0 then
+  if redis.call('EXISTS', KEYS[3]) == 0
+      or queue(issue_fence)(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[3], ARGV[4]) == 0 then
     redis.call(ARGV[3], ARGV[4], 'released')
   end
 end
