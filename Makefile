@@ -4,10 +4,10 @@ GO ?= go
 .PHONY: test deps check bench-check bench gobench demo timeline-png
 
 # The repository's modules (go.work joins them): the library, the dlock
-# command, the Prometheus adapter and the SQL tests (internal/sqltest, with
+# command, the Prometheus and OpenTelemetry adapters and the SQL tests (internal/sqltest, with
 # the database drivers). bench/ is a module apart, with a go.work of its
 # own.
-PACKAGES = ./... ./cmd/dlock/... ./prometheus/... ./internal/sqltest/...
+PACKAGES = ./... ./cmd/dlock/... ./prometheus/... ./dlockotel/... ./internal/sqltest/...
 
 # test installs what the tests need, checks formatting and vet of every
 # module, runs every test of every module with the race detector, then the

@@ -37,10 +37,14 @@ func (c *Client) TryLock(ctx context.Context, key string, opts ...Option) (*Lock
 	start := time.Now()
 	o, err := c.prepare(key, opts)
 	if err != nil {
+		c.observeAcquire(key, o.primitive(), start, nil, false, err, nil, nil)
 		return nil, err
 	}
-	l, _, err := c.try(ctx, key, o, false)
-	c.observeAcquire(key, o.primitive(), start, l, false, err)
+	o.note = c.newAcquireNote()
+	sctx, end := c.startSpan(ctx, SpanAcquire, key, o.primitive())
+	l, _, err := c.try(sctx, key, o, false)
+	c.observeAcquire(key, o.primitive(), start, l, false, err, o.note, end)
+	c.startHold(ctx, l)
 	return l, err
 }
 
@@ -75,12 +79,21 @@ func (c *Client) TryLock(ctx context.Context, key string, opts ...Option) (*Lock
 func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (l *Lock, err error) {
 	start := time.Now()
 	contended := false
-	var o options
-	defer func() { c.observeAcquire(key, o.primitive(), start, l, contended, err) }()
+	var (
+		o     options
+		end   func(Event)
+		outer = ctx
+	)
+	defer func() {
+		c.observeAcquire(key, o.primitive(), start, l, contended, err, o.note, end)
+		c.startHold(outer, l)
+	}()
 	o, err = c.prepare(key, opts)
 	if err != nil {
 		return nil, err
 	}
+	o.note = c.newAcquireNote()
+	ctx, end = c.startSpan(ctx, SpanAcquire, key, o.primitive())
 	notified := len(c.nodes) > 1 || o.replicas > 0
 	if !notified && c.groups.waiting(key) {
 		// Others of this Client wait for the key: the lock is likely
@@ -241,7 +254,7 @@ func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context
 		return err
 	}
 	lockCtx := l.Context()
-	fnCtx, cancel := context.WithCancelCause(ctx)
+	fnCtx, cancel := context.WithCancelCause(l.holdContext(ctx))
 	stop := context.AfterFunc(lockCtx, func() { cancel(context.Cause(lockCtx)) })
 	defer func() {
 		// Runs on return and on panic alike.

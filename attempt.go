@@ -51,6 +51,7 @@ func (c *Client) try(ctx context.Context, key string, o options, listens bool) (
 		r.yes = nil
 	}
 	answers := r.ask(ctx, c, c.nodes)
+	noteAnswers(o.note, answers)
 	out := judge(answers, ctx.Err(), time.Since(a.sent), o.ttl)
 	if out.err == nil {
 		a.held = newLock(c, a.nm, token, out.fence, o, a.sent, o.ttl)

@@ -28,6 +28,7 @@ type Client struct {
 	closeOnce sync.Once
 
 	observer observerSlot                // see observe.go
+	tracer   atomic.Pointer[Tracer]      // see trace.go
 	logger   atomic.Pointer[slog.Logger] // see observe.go
 	names    namesCache                  // see keys.go
 	groups   groups                      // waiters by key, single node (queue.go)

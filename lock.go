@@ -41,6 +41,7 @@ type Lock struct {
 	mu           sync.Mutex
 	released     bool   // Unlock succeeded, or found the lock gone
 	afterRelease func() // run once Unlock has released the lock (elections announce it)
+	hold         *hold  // the hold span, when traced (trace.go)
 }
 
 // errNoRoom is returned by renew when the hold ceiling leaves less than
@@ -157,9 +158,15 @@ func (l *Lock) Unlock(ctx context.Context) (err error) {
 	if l.isReleased() {
 		return l.notHeld()
 	}
-	if l.c.observing() {
+	ctx, end := l.c.startSpan(ctx, SpanRelease, l.Key(), primitiveOf(l.token))
+	if end != nil || l.c.observing() {
 		defer func() {
-			l.c.observe(Event{Kind: EventRelease, Key: l.Key(), Primitive: primitiveOf(l.token), Fence: l.fence, Held: time.Since(l.acquired), Err: err})
+			e := Event{Kind: EventRelease, Key: l.Key(), Primitive: primitiveOf(l.token), Fence: l.fence, Held: time.Since(l.acquired), Err: err, Nodes: len(l.c.nodes)}
+			l.c.observe(e)
+			if end != nil {
+				end(e)
+			}
+			l.endHold(e)
 		}()
 	}
 	l.stopOnce.Do(func() { close(l.stop) })
@@ -247,9 +254,14 @@ var errExtended = errors.New("dlock: extended by the holder")
 // (someone else may have been told the lock is free; the holder has been
 // told it is lost).
 func (l *Lock) renew(ctx context.Context, ttl time.Duration, unlessExtended bool) (sent time.Time, err error) {
-	if l.c.observing() {
+	ctx, end := l.c.startSpan(ctx, SpanRenew, l.Key(), primitiveOf(l.token))
+	if end != nil || l.c.observing() {
 		defer func() {
-			l.c.observe(Event{Kind: EventRenew, Key: l.Key(), Primitive: primitiveOf(l.token), Fence: l.fence, Err: err})
+			e := Event{Kind: EventRenew, Key: l.Key(), Primitive: primitiveOf(l.token), Fence: l.fence, Err: err, Nodes: len(l.c.nodes)}
+			l.c.observe(e)
+			if end != nil {
+				end(e)
+			}
 		}()
 	}
 	select {

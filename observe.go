@@ -56,6 +56,60 @@ type Event struct {
 	Held      time.Duration // EventRelease: time since the grant
 	Contended bool          // EventAcquire: the lock was held by someone else, so the call waited
 	Err       error         // nil on success; otherwise the call's error, or the loss's cause
+	Nodes     int           // how many Redis nodes the Client asks: 1, or Redlock's N
+	// Answered, for EventAcquire, lists the nodes (their indexes in New's
+	// order) that answered the last attempt in time with a reply: a grant,
+	// a refusal or an error reply. A node missing from it could not be
+	// reached or did not answer within the node timeout.
+	Answered []int
+}
+
+// Outcome names the event's result in a word, the one the metrics adapters
+// use as a label:
+//   - EventAcquire: obtained; contended (held by someone else, or the wait
+//     ended first); or error (Redis failed, or too few Redlock nodes
+//     answered, even when the wait ended meanwhile);
+//   - EventRenew: ok, not_held or error;
+//   - EventRelease: ok, token_mismatch (the lock had expired, and perhaps
+//     someone else held it) or error;
+//   - EventLost: the cause, token_gone, lease_expired or max_hold.
+func (e Event) Outcome() string {
+	switch e.Kind {
+	case EventAcquire:
+		switch {
+		case e.Err == nil:
+			return "obtained"
+		case errors.Is(e.Err, ErrNoQuorum):
+			return "error"
+		case errors.Is(e.Err, ErrNotObtained):
+			return "contended"
+		}
+		return "error"
+	case EventRenew:
+		return resultOf(e.Err, "not_held")
+	case EventRelease:
+		return resultOf(e.Err, "token_mismatch")
+	case EventLost:
+		switch {
+		case errors.Is(e.Err, ErrLeaseExpired):
+			return "lease_expired"
+		case errors.Is(e.Err, ErrMaxHold):
+			return "max_hold"
+		}
+		return "token_gone"
+	}
+	return "unknown"
+}
+
+// resultOf is ok, notHeld when err matches ErrNotHeld, or error.
+func resultOf(err error, notHeld string) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, ErrNotHeld):
+		return notHeld
+	}
+	return "error"
 }
 
 // An Observer receives Events. It is called synchronously from the
@@ -83,16 +137,40 @@ func (c *Client) observe(e Event) {
 // observing reports whether an observer is set.
 func (c *Client) observing() bool { return c.observer.Load() != nil }
 
-// observeAcquire reports the end of an acquisition call.
-func (c *Client) observeAcquire(key, primitive string, start time.Time, l *Lock, contended bool, err error) {
-	if !c.observing() {
+// observeAcquire reports the end of an acquisition call to the observer
+// and to end, the call's span (nil: none). note is what the attempts
+// recorded (nil when nobody reads it).
+func (c *Client) observeAcquire(key, primitive string, start time.Time, l *Lock, contended bool, err error, note *acquireNote, end func(Event)) {
+	if !c.observing() && end == nil {
 		return
 	}
-	e := Event{Kind: EventAcquire, Key: key, Primitive: primitive, Wait: time.Since(start), Contended: contended || errors.Is(err, ErrNotObtained) && !errors.Is(err, ErrNoQuorum), Err: err}
+	e := Event{Kind: EventAcquire, Key: key, Primitive: primitive, Wait: time.Since(start), Contended: contended || errors.Is(err, ErrNotObtained) && !errors.Is(err, ErrNoQuorum), Err: err, Nodes: len(c.nodes)}
 	if l != nil {
 		e.Fence = l.fence
 	}
+	if len(c.nodes) == 1 && note != nil {
+		// One node: its last step, an attempt or a step of the queue,
+		// says whether it answered.
+		noteOne(note, err)
+	}
+	if note != nil {
+		if a := note.answered.Load(); a != nil {
+			e.Answered = *a
+		}
+	}
 	c.observe(e)
+	if end != nil {
+		end(e)
+	}
+}
+
+// acquireNote returns a note for an acquisition's Event, or nil when no
+// observer or tracer will read it.
+func (c *Client) newAcquireNote() *acquireNote {
+	if !c.observing() && c.tracer.Load() == nil {
+		return nil
+	}
+	return &acquireNote{}
 }
 
 // watchLoss reports EventLost when l's lease ends for any reason but Unlock.
@@ -103,7 +181,7 @@ func (c *Client) watchLoss(l *Lock) {
 	}
 	context.AfterFunc(l.lease.watch().ctx, func() {
 		if cause := context.Cause(l.lease.ctx); errors.Is(cause, ErrLost) {
-			c.observe(Event{Kind: EventLost, Key: l.Key(), Primitive: primitiveOf(l.token), Fence: l.fence, Err: cause})
+			c.observe(Event{Kind: EventLost, Key: l.Key(), Primitive: primitiveOf(l.token), Fence: l.fence, Nodes: len(c.nodes), Err: cause})
 			c.warn("dlock: lock lost", slog.String("key", l.Key()), slog.Int64("fence", l.fence), slog.String("cause", cause.Error()))
 		}
 	})

@@ -178,3 +178,39 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// Observers feeds several observers; each sees every event, with the
+// node count, the nodes that answered and Outcome's word for it.
+func TestSeveralObserversSeeEveryEvent(t *testing.T) {
+	c, _ := newClient(t, shared)
+	var a, b events
+	c.SetObserver(dlock.Observers(a.observe, nil, b.observe))
+	k := key(t)
+	l := mustLock(t, c, k, dlock.WithTTL(time.Minute))
+	if _, err := c.TryLock(ctxT(t), k); !errors.Is(err, dlock.ErrNotObtained) {
+		t.Fatal(err)
+	}
+	if err := l.Unlock(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.TryLock(ctxT(t), k, dlock.WithTTL(time.Nanosecond)); !errors.Is(err, dlock.ErrInvalidArgument) {
+		t.Fatal(err)
+	}
+	for _, evs := range []*events{&a, &b} {
+		var got []string
+		for _, ev := range evs.got {
+			got = append(got, ev.Kind.String()+":"+ev.Outcome())
+			if ev.Nodes != 1 {
+				t.Errorf("%v event with Nodes %d", ev.Kind, ev.Nodes)
+			}
+		}
+		want := []string{"acquire:obtained", "acquire:contended", "release:ok", "acquire:error"}
+		if strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Errorf("events %v, want %v", got, want)
+		}
+		acq := evs.of(dlock.EventAcquire)
+		if len(acq[0].Answered) != 1 || acq[0].Answered[0] != 0 || len(acq[1].Answered) != 1 {
+			t.Errorf("answered %v and %v, want [0] twice", acq[0].Answered, acq[1].Answered)
+		}
+	}
+}

@@ -70,6 +70,10 @@ type options struct {
 	// kind, when not "", makes the grant a semaphore permit or a
 	// read-write hold: the prefix its token starts with (semaphore.go).
 	kind string
+
+	// note, when not nil, records which nodes answered the attempts, for
+	// the acquisition's Event (trace.go).
+	note *acquireNote
 }
 
 // primitive names what the acquisition is for, as Event.Primitive does.

@@ -21,6 +21,7 @@ var snippetImports = map[string]string{
 	"context": "context", "sql": "database/sql", "errors": "errors", "fmt": "fmt", "log": "log", "slog": "log/slog", "time": "time",
 	"redis": "github.com/redis/go-redis/v9", "dlock": "github.com/dlock-go/dlock",
 	"prometheus": "github.com/prometheus/client_golang/prometheus", "dlockprom": "github.com/dlock-go/dlock/prometheus",
+	"dlockotel": "github.com/dlock-go/dlock/dlockotel",
 }
 
 // Every Go block in the README type-checks against the packages as they

@@ -218,7 +218,9 @@ func (l *Lock) watchdog(stop <-chan struct{}, once bool) {
 			ttl = time.Duration(e)
 		}
 		// Bound the attempt by the lease: past it, renewing is pointless.
-		ctx, cancel := context.WithDeadline(context.Background(), l.lease.validUntil())
+		// The hold's span, when traced, is the renewal's parent: its
+		// values, not its caller's cancellation.
+		ctx, cancel := context.WithDeadline(context.WithoutCancel(l.holdContext(context.Background())), l.lease.validUntil())
 		sent, err := l.renew(ctx, ttl, once)
 		cancel()
 		switch {

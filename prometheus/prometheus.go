@@ -12,8 +12,6 @@
 package prometheus
 
 import (
-	"errors"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dlock-go/dlock"
@@ -78,51 +76,25 @@ func New(o Options) *Metrics {
 	}
 }
 
-// Observe records one event. Pass it to dlock.Client.SetObserver.
+// Observe records one event. Pass it to dlock.Client.SetObserver (or to
+// dlock.Observers, beside other observers). Results and causes are
+// dlock.Event.Outcome's words.
 func (m *Metrics) Observe(e dlock.Event) {
 	lock := m.classify(e.Key)
 	switch e.Kind {
 	case dlock.EventAcquire:
-		result := "obtained"
-		switch {
-		case errors.Is(e.Err, dlock.ErrNoQuorum):
-			// Also a Lock whose wait ended while too few Redlock
-			// nodes answered: the nodes, not a holder, kept it out.
-			result = "error"
-		case errors.Is(e.Err, dlock.ErrNotObtained):
-			result = "contended"
-		case e.Err != nil:
-			result = "error"
-		}
-		m.acquires.WithLabelValues(lock, e.Primitive, result).Inc()
-		m.wait.WithLabelValues(lock, e.Primitive, result).Observe(e.Wait.Seconds())
+		m.acquires.WithLabelValues(lock, e.Primitive, e.Outcome()).Inc()
+		m.wait.WithLabelValues(lock, e.Primitive, e.Outcome()).Observe(e.Wait.Seconds())
 	case dlock.EventRenew:
-		m.renewals.WithLabelValues(lock, e.Primitive, outcome(e.Err, "not_held")).Inc()
+		m.renewals.WithLabelValues(lock, e.Primitive, e.Outcome()).Inc()
 	case dlock.EventLost:
-		cause := "token_gone"
-		switch {
-		case errors.Is(e.Err, dlock.ErrLeaseExpired):
-			cause = "lease_expired"
-		case errors.Is(e.Err, dlock.ErrMaxHold):
-			cause = "max_hold"
-		}
-		m.lost.WithLabelValues(lock, e.Primitive, cause).Inc()
+		m.lost.WithLabelValues(lock, e.Primitive, e.Outcome()).Inc()
 	case dlock.EventRelease:
-		m.releases.WithLabelValues(lock, e.Primitive, outcome(e.Err, "token_mismatch")).Inc()
+		m.releases.WithLabelValues(lock, e.Primitive, e.Outcome()).Inc()
 		if e.Err == nil {
 			m.hold.WithLabelValues(lock, e.Primitive).Observe(e.Held.Seconds())
 		}
 	}
-}
-
-func outcome(err error, notHeld string) string {
-	switch {
-	case err == nil:
-		return "ok"
-	case errors.Is(err, dlock.ErrNotHeld):
-		return notHeld
-	}
-	return "error"
 }
 
 // Describe implements prometheus.Collector.
