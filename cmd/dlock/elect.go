@@ -46,6 +46,8 @@ func electMain(args []string, stdout, stderr io.Writer) int {
 		killAfter = durationFlag(fs, "kill-after", 10*time.Second, "after a lost leadership, SIGKILL CMD this long after SIGTERM")
 	)
 	rf.register(fs)
+	var of otlpFlag
+	of.register(fs)
 	fs.Var(&wait, "wait", "how long to campaign (default: until elected)")
 	if stop, code := parse(fs, args); stop {
 		return code
@@ -66,9 +68,17 @@ func electMain(args []string, stdout, stderr io.Writer) int {
 		return usageError(stderr, "%v", err)
 	}
 	defer closeAll()
+	tr, err := of.start("dlock", stderr)
+	if err != nil {
+		return usageError(stderr, "elect: %v", err)
+	}
+	defer tr.stop()
+	observe(c, nil, tr)
+	root, span := tr.span(context.Background(), "dlock elect")
+	defer span.End()
 	sigs := notifySignals()
 	defer signal.Stop(sigs)
-	lock, err := untilSignalled(sigs, func(ctx context.Context) (*dlock.Lock, error) {
+	lock, err := untilSignalled(root, sigs, func(ctx context.Context) (*dlock.Lock, error) {
 		if wait.set {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithTimeout(ctx, wait.d)
@@ -79,7 +89,7 @@ func electMain(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return acquireFailed(stderr, *key, err, exitConflict)
 	}
-	return supervise(lock, *key, "leadership of", cmdArgs, *killAfter, sigs, stdout, stderr)
+	return supervise(root, lock, *key, "leadership of", cmdArgs, tr.env(root), *killAfter, sigs, stdout, stderr)
 }
 
 const leaderHelp = `

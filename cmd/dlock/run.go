@@ -66,6 +66,8 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	rf.register(fs)
 	var mf metricsFlag
 	mf.register(fs)
+	var of otlpFlag
+	of.register(fs)
 	fs.Var(&wait, "wait", "how long to wait for the lock (0: one try; default: until obtained)")
 	if stop, code := parse(fs, args); stop {
 		return code
@@ -98,13 +100,18 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 		return usageError(stderr, "run: %v", err)
 	}
 	defer stopMetrics()
-	if metrics != nil {
-		c.SetObserver(metrics.Observe)
+	tr, err := of.start("dlock", stderr)
+	if err != nil {
+		return usageError(stderr, "run: %v", err)
 	}
+	defer tr.stop()
+	observe(c, metrics, tr)
+	root, span := tr.span(context.Background(), "dlock run")
+	defer span.End()
 
 	sigs := notifySignals()
 	defer signal.Stop(sigs)
-	lock, err := untilSignalled(sigs, func(ctx context.Context) (*dlock.Lock, error) {
+	lock, err := untilSignalled(root, sigs, func(ctx context.Context) (*dlock.Lock, error) {
 		if *permits > 0 {
 			sem := c.Semaphore(*key, *permits)
 			return waitFor(ctx, wait, sem.TryAcquire, sem.Acquire, opts)
@@ -114,7 +121,7 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return acquireFailed(stderr, *key, err, *conflict)
 	}
-	return supervise(lock, *key, "lock", cmdArgs, *killAfter, sigs, stdout, stderr)
+	return supervise(root, lock, *key, "lock", cmdArgs, tr.env(root), *killAfter, sigs, stdout, stderr)
 }
 
 // notifySignals returns the channel of the signals run and elect handle:
@@ -125,9 +132,10 @@ func notifySignals() chan os.Signal {
 	return sigs
 }
 
-// untilSignalled runs obtain with a context that a signal on sigs ends.
-func untilSignalled(sigs <-chan os.Signal, obtain func(context.Context) (*dlock.Lock, error)) (*dlock.Lock, error) {
-	ctx, cancel := context.WithCancel(context.Background())
+// untilSignalled runs obtain with a context, from parent, that a signal on
+// sigs ends.
+func untilSignalled(parent context.Context, sigs <-chan os.Signal, obtain func(context.Context) (*dlock.Lock, error)) (*dlock.Lock, error) {
+	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
 	waiting := make(chan struct{})
 	defer close(waiting)
@@ -142,14 +150,15 @@ func untilSignalled(sigs <-chan os.Signal, obtain func(context.Context) (*dlock.
 }
 
 // supervise runs CMD while lock is held (what is "lock" or "leadership",
-// for messages): it gets DLOCK_KEY, DLOCK_FENCE and DLOCK_TOKEN; signals
-// are passed on to it; if the lock is lost, CMD is sent SIGTERM, SIGKILL
-// after killAfter, and supervise returns exitLost; else CMD's status. The
-// lock is released when CMD is done.
-func supervise(lock *dlock.Lock, key, what string, cmdArgs []string, killAfter time.Duration, sigs <-chan os.Signal, stdout, stderr io.Writer) int {
+// for messages): it gets DLOCK_KEY, DLOCK_FENCE and DLOCK_TOKEN, and env
+// (TRACEPARENT when tracing); signals are passed on to it; if the lock is
+// lost, CMD is sent SIGTERM, SIGKILL after killAfter, and supervise
+// returns exitLost; else CMD's status. The lock is released when CMD is
+// done, under ctx (the run's span).
+func supervise(ctx context.Context, lock *dlock.Lock, key, what string, cmdArgs, env []string, killAfter time.Duration, sigs <-chan os.Signal, stdout, stderr io.Writer) int {
 	cmd, err := guardCommand(cmdArgs)
 	if err != nil {
-		release(lock, stderr)
+		release(ctx, lock, stderr)
 		fmt.Fprintf(stderr, "dlock: cannot run %s: %v\n", cmdArgs[0], err)
 		return exitSoftware
 	}
@@ -159,12 +168,13 @@ func supervise(lock *dlock.Lock, key, what string, cmdArgs []string, killAfter t
 		"DLOCK_FENCE="+strconv.FormatInt(lock.Fence(), 10),
 		"DLOCK_TOKEN="+lock.Token(),
 	)
+	cmd.Env = append(cmd.Env, env...)
 	// CMD runs in a process group of its own, so that signals reach all
 	// of it (and, on Linux, under a guardian that kills the group if dlock
 	// dies: guard_linux.go).
 	exited, err := startGuarded(cmd)
 	if err != nil {
-		release(lock, stderr)
+		release(ctx, lock, stderr)
 		fmt.Fprintf(stderr, "dlock: cannot run %s: %v\n", cmdArgs[0], err)
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
 			return exitNoExec
@@ -200,7 +210,7 @@ func supervise(lock *dlock.Lock, key, what string, cmdArgs []string, killAfter t
 			done = true
 		}
 	}
-	release(lock, stderr)
+	release(ctx, lock, stderr)
 	if lost {
 		return exitLost
 	}
@@ -209,8 +219,8 @@ func supervise(lock *dlock.Lock, key, what string, cmdArgs []string, killAfter t
 
 // release unlocks after CMD is done; a failure is reported, not fatal: the
 // lock then runs out by its TTL.
-func release(lock *dlock.Lock, stderr io.Writer) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+func release(parent context.Context, lock *dlock.Lock, stderr io.Writer) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), 10*time.Second)
 	defer cancel()
 	err := lock.Unlock(ctx)
 	if err != nil && !errors.Is(err, dlock.ErrNotHeld) {

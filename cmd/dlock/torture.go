@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -11,6 +12,11 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/internal/torture"
 )
 
@@ -76,8 +82,10 @@ func tortureMain(args []string, stdout, stderr io.Writer) int {
 		asJSON   = fs.Bool("json", false, "one JSON object per scenario")
 		report   = fs.String("report", "", "write each run's timeline (an SVG) and an index.html linking them into `DIR`")
 		mf       metricsFlag
+		of       otlpFlag
 	)
 	mf.register(fs)
+	of.register(fs)
 	if stop, code := parse(fs, args); stop {
 		return code
 	}
@@ -86,6 +94,11 @@ func tortureMain(args []string, stdout, stderr io.Writer) int {
 		return usageError(stderr, "torture: %v", err)
 	}
 	defer stopMetrics()
+	tr, err := of.start("dlock-torture", stderr)
+	if err != nil {
+		return usageError(stderr, "torture: %v", err)
+	}
+	defer tr.stop()
 	exe, err := os.Executable()
 	if err != nil {
 		fmt.Fprintf(stderr, "dlock: torture: %v\n", err)
@@ -132,7 +145,7 @@ func tortureMain(args []string, stdout, stderr io.Writer) int {
 	failed, passed := 0, 0
 	for _, sc := range runs {
 		for _, mode := range sc.Modes {
-			r, err := torture.Run(cfg, sc, mode)
+			r, err := tracedRun(tr, of.endpoint, cfg, sc, mode)
 			if err != nil {
 				fmt.Fprintf(stderr, "dlock: torture: %s/%s: %v\n", sc.Name, mode, err)
 				return exitSoftware
@@ -185,6 +198,37 @@ func tortureMain(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return exitOK
+}
+
+// tracedRun runs a scenario in a span of its own (when tracing), which
+// its client processes' spans continue (TRACEPARENT), with the nemesis'
+// faults as child spans over their real times.
+func tracedRun(tr *tracing, endpoint string, cfg torture.Config, sc torture.Scenario, mode string) (torture.Result, error) {
+	if tr == nil {
+		return torture.Run(cfg, sc, mode)
+	}
+	ctx, span := tr.span(context.Background(), "dlock torture "+sc.Name+"/"+mode,
+		attribute.String("dlock.torture.scenario", sc.Name), attribute.String("dlock.torture.mode", mode))
+	defer span.End()
+	cfg.WorkerEnv = append(traceparent(ctx), otlpEnv+"="+endpoint)
+	r, err := torture.Run(cfg, sc, mode)
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+		return r, err
+	}
+	if h := r.History; h != nil {
+		for _, f := range h.Faults {
+			_, fs := tr.tracer().Start(ctx, "fault: "+f.Name, trace.WithTimestamp(time.Unix(0, f.From)),
+				trace.WithAttributes(attribute.String("dlock.torture.fault", f.Name)))
+			fs.End(trace.WithTimestamp(time.Unix(0, f.To)))
+		}
+	}
+	span.SetAttributes(attribute.Int("dlock.torture.grants", r.Grants), attribute.Int("dlock.torture.overlaps", r.Overlaps),
+		attribute.Int("dlock.torture.stale_accepted", r.StaleAccepted), attribute.Int("dlock.torture.fence_regressions", r.FenceRegressions))
+	if !r.OK() {
+		span.SetStatus(codes.Error, "the checker found a violation")
+	}
+	return r, nil
 }
 
 // writeTimeline writes r's timeline into dir.
@@ -242,6 +286,18 @@ func workerMain(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	cfg.Redis = nodes
+	if endpoint := os.Getenv(otlpEnv); endpoint != "" {
+		of := otlpFlag{endpoint: endpoint}
+		tr, err := of.start("dlock-torture-client", stderr, attribute.Int("dlock.torture.client", cfg.ID))
+		if err != nil {
+			fmt.Fprintf(stderr, "dlock: torture worker: %v\n", err)
+			return exitSoftware
+		}
+		cfg.Setup = func(c *dlock.Client) (context.Context, func()) {
+			observe(c, nil, tr)
+			return fromTraceparent(os.Getenv), tr.stop
+		}
+	}
 	if err := torture.RunWorker(cfg, stdout); err != nil {
 		fmt.Fprintf(stderr, "dlock: torture worker: %v\n", err)
 		return exitSoftware

@@ -33,6 +33,10 @@ type Config struct {
 	// OnEvent, if set, receives every client event as it arrives (for
 	// metrics).
 	OnEvent func(Event)
+	// WorkerEnv is added to every client process's environment (the
+	// command's tracing: where to export, and the scenario's trace
+	// context).
+	WorkerEnv []string
 }
 
 // herdBound is how long a herd's waiters keep trying before they give up
@@ -451,6 +455,9 @@ func Run(cfg Config, sc Scenario, mode string) (Result, error) {
 			args = append(args, "--node", a)
 		}
 		cmd := exec.Command(cfg.Exe, args...)
+		if len(cfg.WorkerEnv) > 0 {
+			cmd.Env = append(os.Environ(), cfg.WorkerEnv...)
+		}
 		cmd.Stderr = os.Stderr
 		out, err := cmd.StdoutPipe()
 		if err != nil {

@@ -38,6 +38,11 @@ type WorkerConfig struct {
 	// node), "sentinel" through the Sentinels at Redis, "cluster" through
 	// a cluster with the seed addresses Redis.
 	Topology string
+	// Setup, if set, is called with the process's Client before it is
+	// used (the command sets its tracer there). It returns the context
+	// every call of the run is made under (carrying the scenario's trace)
+	// and what to run before the process ends (flushing spans).
+	Setup func(*dlock.Client) (context.Context, func())
 }
 
 // RunWorker loops until cfg.Duration has passed: obtain the lock, write to
@@ -53,6 +58,12 @@ func RunWorker(cfg WorkerConfig, out io.Writer) error {
 	}
 	locks := dlock.New(ucs...)
 	defer locks.Close()
+	base := context.Background()
+	if cfg.Setup != nil {
+		ctx, done := cfg.Setup(locks)
+		defer done()
+		base = ctx
+	}
 	res := newWriter(cfg.Resource)
 	defer res.close()
 	write := func(id int, fence, grant int64) {
@@ -73,7 +84,7 @@ func RunWorker(cfg WorkerConfig, out io.Writer) error {
 	}
 
 	if cfg.Waiters > 0 {
-		runHerd(cfg, locks, opts, write, rec)
+		runHerd(base, cfg, locks, opts, write, rec)
 		return nil
 	}
 	obtain := func(ctx context.Context) (*dlock.Lock, error) {
@@ -96,7 +107,7 @@ func RunWorker(cfg WorkerConfig, out io.Writer) error {
 	end := time.Now().Add(cfg.Duration)
 	for time.Now().Before(end) {
 		rec.emit(Event{Kind: "attempt", Client: cfg.ID})
-		ctx, cancel := context.WithTimeout(context.Background(), 2*cfg.TTL)
+		ctx, cancel := context.WithTimeout(base, 2*cfg.TTL)
 		sent := time.Now().UnixNano()
 		l, err := obtain(ctx)
 		cancel()
@@ -105,7 +116,7 @@ func RunWorker(cfg WorkerConfig, out io.Writer) error {
 			time.Sleep(cfg.TTL / 20)
 			continue
 		}
-		hold(cfg, rec, cfg.ID, l, sent, func(granted int64) {
+		hold(base, cfg, rec, cfg.ID, l, sent, func(granted int64) {
 			for i := 0; i < 3 && l.Context().Err() == nil; i++ {
 				time.Sleep(cfg.Hold / 3)          // a pause here outlives the lease...
 				write(cfg.ID, l.Fence(), granted) // ...and this write goes out regardless
@@ -153,7 +164,7 @@ func reader(id int) bool { return id%2 == 1 }
 
 // hold reports client id's grant of l (its acquire sent at sent), and any
 // loss, runs work under the lock, releases it and reports the release.
-func hold(cfg WorkerConfig, rec *recorder, id int, l *dlock.Lock, sent int64, work func(granted int64)) {
+func hold(base context.Context, cfg WorkerConfig, rec *recorder, id int, l *dlock.Lock, sent int64, work func(granted int64)) {
 	now := time.Now()
 	granted := now.UnixNano()
 	dl, _ := l.Context().Deadline()
@@ -168,7 +179,7 @@ func hold(cfg WorkerConfig, rec *recorder, id int, l *dlock.Lock, sent int64, wo
 	// The holding interval ends when the holder starts to let go: it does
 	// nothing under the lock after this.
 	releasing := time.Now().UnixNano()
-	uctx, ucancel := context.WithTimeout(context.Background(), cfg.TTL)
+	uctx, ucancel := context.WithTimeout(base, cfg.TTL)
 	err := l.Unlock(uctx)
 	ucancel()
 	stop()
@@ -207,7 +218,7 @@ func errorKind(err error) string {
 // whose attempt fails (a fault) tries again; one still unserved when
 // cfg.Duration has passed reports "unserved". Under the lock each writes
 // to the fenced resource after its hold, as a holder that paused would.
-func runHerd(cfg WorkerConfig, locks *dlock.Client, opts []dlock.Option, write func(id int, fence, grant int64), rec *recorder) {
+func runHerd(base context.Context, cfg WorkerConfig, locks *dlock.Client, opts []dlock.Option, write func(id int, fence, grant int64), rec *recorder) {
 	end := time.Now().Add(cfg.Duration)
 	var wg sync.WaitGroup
 	for i := 0; i < cfg.Waiters; i++ {
@@ -217,7 +228,7 @@ func runHerd(cfg WorkerConfig, locks *dlock.Client, opts []dlock.Option, write f
 			id := cfg.ID*cfg.Waiters + i
 			for time.Now().Before(end) {
 				rec.emit(Event{Kind: "attempt", Client: id})
-				ctx, cancel := context.WithDeadline(context.Background(), end)
+				ctx, cancel := context.WithDeadline(base, end)
 				sent := time.Now().UnixNano()
 				l, err := locks.Lock(ctx, cfg.Key, opts...)
 				cancel()
@@ -226,7 +237,7 @@ func runHerd(cfg WorkerConfig, locks *dlock.Client, opts []dlock.Option, write f
 					time.Sleep(cfg.TTL / 20)
 					continue
 				}
-				hold(cfg, rec, id, l, sent, func(granted int64) {
+				hold(base, cfg, rec, id, l, sent, func(granted int64) {
 					time.Sleep(cfg.Hold)
 					write(id, l.Fence(), granted)
 				})
