@@ -40,11 +40,12 @@ func (c *Client) TryLock(ctx context.Context, key string, opts ...Option) (*Lock
 		c.observeAcquire(key, o.primitive(), start, nil, false, err, nil, nil)
 		return nil, err
 	}
-	o.note = c.newAcquireNote()
-	sctx, end := c.startSpan(ctx, SpanAcquire, key, o.primitive())
+	t := c.tracerNow()
+	o.note = c.newAcquireNote(t)
+	sctx, end := startSpan(t, ctx, SpanAcquire, key, o.primitive())
 	l, _, err := c.try(sctx, key, o, false)
 	c.observeAcquire(key, o.primitive(), start, l, false, err, o.note, end)
-	c.startHold(ctx, l)
+	c.startHold(t, ctx, l)
 	return l, err
 }
 
@@ -83,17 +84,18 @@ func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (l *Lock,
 		o     options
 		end   func(Event)
 		outer = ctx
+		t     = c.tracerNow()
 	)
 	defer func() {
 		c.observeAcquire(key, o.primitive(), start, l, contended, err, o.note, end)
-		c.startHold(outer, l)
+		c.startHold(t, outer, l)
 	}()
 	o, err = c.prepare(key, opts)
 	if err != nil {
 		return nil, err
 	}
-	o.note = c.newAcquireNote()
-	ctx, end = c.startSpan(ctx, SpanAcquire, key, o.primitive())
+	o.note = c.newAcquireNote(t)
+	ctx, end = startSpan(t, ctx, SpanAcquire, key, o.primitive())
 	notified := len(c.nodes) > 1 || o.replicas > 0
 	if !notified && c.groups.waiting(key) {
 		// Others of this Client wait for the key: the lock is likely

@@ -39,9 +39,9 @@ type Lock struct {
 	extended atomic.Int64 // the TTL the last Extend asked for (ns); 0 before any
 
 	mu           sync.Mutex
-	released     bool   // Unlock succeeded, or found the lock gone
-	afterRelease func() // run once Unlock has released the lock (elections announce it)
-	hold         *hold  // the hold span, when traced (trace.go)
+	released     bool                 // Unlock succeeded, or found the lock gone
+	afterRelease func()               // run once Unlock has released the lock (elections announce it)
+	hold         atomic.Pointer[hold] // the hold span, when traced (trace.go)
 }
 
 // errNoRoom is returned by renew when the hold ceiling leaves less than
@@ -158,8 +158,8 @@ func (l *Lock) Unlock(ctx context.Context) (err error) {
 	if l.isReleased() {
 		return l.notHeld()
 	}
-	ctx, end := l.c.startSpan(ctx, SpanRelease, l.Key(), primitiveOf(l.token))
-	if end != nil || l.c.observing() {
+	ctx, end := startSpan(l.c.tracerNow(), ctx, SpanRelease, l.Key(), primitiveOf(l.token))
+	if end != nil || l.c.observing() || l.traced() {
 		defer func() {
 			e := Event{Kind: EventRelease, Key: l.Key(), Primitive: primitiveOf(l.token), Fence: l.fence, Held: time.Since(l.acquired), Err: err, Nodes: len(l.c.nodes)}
 			l.c.observe(e)
@@ -254,7 +254,7 @@ var errExtended = errors.New("dlock: extended by the holder")
 // (someone else may have been told the lock is free; the holder has been
 // told it is lost).
 func (l *Lock) renew(ctx context.Context, ttl time.Duration, unlessExtended bool) (sent time.Time, err error) {
-	ctx, end := l.c.startSpan(ctx, SpanRenew, l.Key(), primitiveOf(l.token))
+	ctx, end := startSpan(l.c.tracerNow(), ctx, SpanRenew, l.Key(), primitiveOf(l.token))
 	if end != nil || l.c.observing() {
 		defer func() {
 			e := Event{Kind: EventRenew, Key: l.Key(), Primitive: primitiveOf(l.token), Fence: l.fence, Err: err, Nodes: len(l.c.nodes)}

@@ -66,6 +66,9 @@ type node struct {
 	native  atomic.Int32
 	sub     *subscriber
 	co      *coalescer // how its scripts travel (pipeline.go)
+	// handOver, if set, receives the grant message of a release that
+	// handed the lock to a waiter (one node: the Client's groups).
+	handOver func(key, msg string)
 
 	refreshed atomic.Int64 // when refresh last asked for a cluster map reload (unix ns)
 
@@ -294,7 +297,17 @@ func (n *node) release(ctx context.Context, nm *lockNames, token string, fence i
 	if shared(token) {
 		v, err = n.script(ctx, sharedReleaseScript, nm.queueKeys(), token, n.publish(), nm.wake).Int64()
 	} else {
-		v, err = n.script(ctx, releaseScript, nm.releaseKeys(), token, fence, n.publish(), nm.wake, keep.Milliseconds()).Int64()
+		var r any
+		r, err = n.script(ctx, releaseScript, nm.releaseKeys(), token, fence, n.publish(), nm.wake, keep.Milliseconds()).Result()
+		switch r := r.(type) {
+		case int64:
+			v = r
+		case string: // released, and handed to a waiter: its grant
+			v = 1
+			if n.handOver != nil {
+				n.handOver(nm.key, r)
+			}
+		}
 	}
 	if err != nil {
 		return false, n.fail("release", err)

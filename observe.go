@@ -54,13 +54,19 @@ type Event struct {
 	Fence     int64         // 0 when no lock was obtained
 	Wait      time.Duration // EventAcquire: how long the call took
 	Held      time.Duration // EventRelease: time since the grant
-	Contended bool          // EventAcquire: the lock was held by someone else, so the call waited
+	Contended bool          // EventAcquire: the lock was held by someone else, or the wait ended first; false when no node answered
 	Err       error         // nil on success; otherwise the call's error, or the loss's cause
 	Nodes     int           // how many Redis nodes the Client asks: 1, or Redlock's N
 	// Answered, for EventAcquire, lists the nodes (their indexes in New's
-	// order) that answered the last attempt in time with a reply: a grant,
-	// a refusal or an error reply. A node missing from it could not be
-	// reached or did not answer within the node timeout.
+	// order) that answered the call's last request with a reply (a grant,
+	// a refusal or an error reply) before the request was decided. With
+	// Redlock an attempt is decided as soon as a majority granted, so a
+	// healthy node that was merely slower may be missing; a node missing
+	// from a decision that had to wait for every answer could not be
+	// reached or did not answer within the node timeout. Empty when no node
+	// answered (or none was asked: the context had ended); nil when the
+	// call was refused before anything was sent (bad input, a closed
+	// Client) or no observer or tracer was set when it began.
 	Answered []int
 }
 
@@ -148,15 +154,14 @@ func (c *Client) observeAcquire(key, primitive string, start time.Time, l *Lock,
 	if l != nil {
 		e.Fence = l.fence
 	}
-	if len(c.nodes) == 1 && note != nil {
-		// One node: its last step, an attempt or a step of the queue,
-		// says whether it answered.
-		noteOne(note, err)
-	}
 	if note != nil {
+		e.Answered = []int{} // no request went out: the context had ended
 		if a := note.answered.Load(); a != nil {
 			e.Answered = *a
 		}
+	}
+	if e.Answered != nil && len(e.Answered) == 0 {
+		e.Contended = false // nobody answered: nobody was seen holding it
 	}
 	c.observe(e)
 	if end != nil {
@@ -166,8 +171,8 @@ func (c *Client) observeAcquire(key, primitive string, start time.Time, l *Lock,
 
 // acquireNote returns a note for an acquisition's Event, or nil when no
 // observer or tracer will read it.
-func (c *Client) newAcquireNote() *acquireNote {
-	if !c.observing() && c.tracer.Load() == nil {
+func (c *Client) newAcquireNote(t *Tracer) *acquireNote {
+	if !c.observing() && t == nil {
 		return nil
 	}
 	return &acquireNote{}

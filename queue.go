@@ -340,6 +340,7 @@ func (g *waitGroup) join(ctx context.Context, w *queuedWaiter) (l *Lock, err err
 	r, err, left := await(ctx, g.c, w.o.nodeTimeoutFor(1),
 		func(ctx context.Context) (joinReply, error) { return g.n.join(ctx, g.nm, w, g.id, seq, score) },
 		func(joinReply, error) { g.leave(w.id, w.token, 0) })
+	noteStep(w.o.note, err, left)
 	switch {
 	case left:
 		return nil, g.n.unanswered("wait", err), true
@@ -449,6 +450,22 @@ func (gs *groups) release(g *waitGroup) {
 	close(g.stop)
 	if gs.m[g.nm.key] == g {
 		delete(gs.m, g.nm.key)
+	}
+}
+
+// handOver delivers the grant of a release this Client made, as its reply
+// told it, to the waiter it went to if that waiter is this Client's: the
+// waiter need not wait for the message to come round through the
+// subscription. The message still comes, and finds the grant delivered
+// (a waiter that has accepted it is gone from the group; one that has not
+// yet takes the same grant twice, which changes nothing). Grants to
+// other Clients' waiters are theirs to hear.
+func (gs *groups) handOver(key, msg string) {
+	gs.mu.Lock()
+	g := gs.m[key]
+	gs.mu.Unlock()
+	if g != nil {
+		g.message(msg)
 	}
 }
 

@@ -2,6 +2,9 @@ package dlock
 
 import (
 	"context"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -89,5 +92,58 @@ func TestAHandOffsLeaseCountsFromTheGroupsStep(t *testing.T) {
 	}
 	if h.seq != 7 || h.lease < 300*time.Millisecond || h.lease > 2*time.Second {
 		t.Fatalf("grant %+v: want step 7 and a lease of the 200 ms since it plus the 100 ms TTL", h)
+	}
+}
+
+// A release that hands the lock to a waiter returns the grant, and the
+// releasing Client hands it over to its own waiter at once, with the same
+// message the subscription brings (which then changes nothing).
+func TestAReleaseHandsOverToItsOwnClientsWaiter(t *testing.T) {
+	s := redistest.Start(t)
+	c := New(s.Client(t))
+	defer c.Close()
+	n := c.nodes[0]
+	var msgs []string
+	var mu sync.Mutex
+	deliver := n.handOver
+	n.handOver = func(key, msg string) {
+		mu.Lock()
+		msgs = append(msgs, msg)
+		mu.Unlock()
+		deliver(key, msg)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	const k = "lock:hand-over"
+	holder, err := c.Lock(ctx, k, WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *Lock, 1)
+	go func() {
+		l, err := c.Lock(ctx, k, WithTTL(time.Minute))
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	for !c.groups.waiting(k) {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond) // its join has landed
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l := <-got
+	if l == nil || l.Fence() <= holder.Fence() {
+		t.Fatalf("the waiter got %v after fence %d", l, holder.Fence())
+	}
+	mu.Lock()
+	if len(msgs) != 1 || !strings.HasPrefix(msgs[0], "g ") || !strings.Contains(msgs[0], " "+strconv.FormatInt(l.Fence(), 10)+" ") {
+		t.Errorf("hand-overs %q, want the grant of fence %d", msgs, l.Fence())
+	}
+	mu.Unlock()
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

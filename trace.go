@@ -53,16 +53,19 @@ func (k SpanKind) String() string {
 // the watchdog's renewals. The context Start returns is the one the
 // operation runs with: its Redis calls carry it (go-redis hooks see it),
 // and Do runs its function under the hold's. dlock calls end exactly once,
-// with the operation's Event (a hold ends with EventRelease or EventLost).
-// Events given to end never carry the token. Start and end are called
-// synchronously from the goroutine that does the work and must be quick;
-// they may be called from several goroutines at once.
+// with the operation's Event (a hold ends with EventRelease or EventLost),
+// even when the tracer is replaced or removed meanwhile. Events given to end
+// never carry the token. Start is called from the goroutine that starts the
+// operation; end from the one that finishes it, which for a hold may be
+// another (the Unlock's caller's, or the timer that sees the lease end).
+// Both must be quick, and may be called from several goroutines at once.
 type Tracer interface {
 	Start(ctx context.Context, kind SpanKind, key, primitive string) (context.Context, func(Event))
 }
 
-// SetTracer makes the Client start spans through t (nil: no spans).
-// Without a tracer, it costs one atomic load per operation.
+// SetTracer makes the Client start spans through t (nil: no spans) for the
+// operations that begin from now on. Without a tracer, it costs one atomic
+// load per operation.
 func (c *Client) SetTracer(t Tracer) {
 	if t == nil {
 		c.tracer.Store(nil)
@@ -71,10 +74,13 @@ func (c *Client) SetTracer(t Tracer) {
 	c.tracer.Store(&t)
 }
 
-// startSpan starts a span of kind through the Client's tracer. Without
-// one it returns ctx and a nil end.
-func (c *Client) startSpan(ctx context.Context, kind SpanKind, key, primitive string) (context.Context, func(Event)) {
-	t := c.tracer.Load()
+// tracerNow is the Client's tracer, loaded once for an operation (nil:
+// none).
+func (c *Client) tracerNow() *Tracer { return c.tracer.Load() }
+
+// startSpan starts a span of kind through t, the tracer loaded for the
+// operation. Without one it returns ctx and a nil end.
+func startSpan(t *Tracer, ctx context.Context, kind SpanKind, key, primitive string) (context.Context, func(Event)) {
 	if t == nil {
 		return ctx, nil
 	}
@@ -88,18 +94,15 @@ type hold struct {
 	end  func(Event)
 }
 
-// startHold starts l's hold span under ctx (the acquisition's caller's),
-// if a tracer is set. The span ends at Unlock, or when the lease ends
-// with ErrLost, whichever comes first.
-func (c *Client) startHold(ctx context.Context, l *Lock) {
-	if l == nil || c.tracer.Load() == nil {
+// startHold starts l's hold span under ctx (the acquisition's caller's)
+// through t, the acquisition's tracer (nil: none). The span ends at Unlock,
+// or when the lease ends with ErrLost, whichever comes first.
+func (c *Client) startHold(t *Tracer, ctx context.Context, l *Lock) {
+	if l == nil || t == nil {
 		return
 	}
-	hctx, end := c.startSpan(ctx, SpanHold, l.Key(), primitiveOf(l.token))
-	h := &hold{ctx: hctx, end: end}
-	l.mu.Lock()
-	l.hold = h
-	l.mu.Unlock()
+	hctx, end := startSpan(t, ctx, SpanHold, l.Key(), primitiveOf(l.token))
+	l.hold.Store(&hold{ctx: hctx, end: end})
 	context.AfterFunc(l.lease.watch().ctx, func() {
 		if cause := context.Cause(l.lease.ctx); errors.Is(cause, ErrLost) {
 			l.endHold(Event{Kind: EventLost, Key: l.Key(), Primitive: primitiveOf(l.token), Fence: l.fence, Nodes: len(c.nodes), Err: cause})
@@ -107,16 +110,12 @@ func (c *Client) startHold(ctx context.Context, l *Lock) {
 	})
 }
 
-// traced returns l's hold span, or nil when l is not traced.
-func (l *Lock) traced() *hold {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.hold
-}
+// traced reports whether l has a hold span.
+func (l *Lock) traced() bool { return l.hold.Load() != nil }
 
 // endHold ends l's hold span with e, once; nothing when l is not traced.
 func (l *Lock) endHold(e Event) {
-	if h := l.traced(); h != nil && h.end != nil {
+	if h := l.hold.Load(); h != nil && h.end != nil {
 		h.once.Do(func() { h.end(e) })
 	}
 }
@@ -124,14 +123,15 @@ func (l *Lock) endHold(e Event) {
 // holdContext returns the hold span's context, or ctx when l is not
 // traced.
 func (l *Lock) holdContext(ctx context.Context) context.Context {
-	if h := l.traced(); h != nil {
+	if h := l.hold.Load(); h != nil {
 		return h.ctx
 	}
 	return ctx
 }
 
 // acquireNote records, for an acquisition's Event, which nodes answered
-// its last attempt. It is made only when someone will read it (an
+// its last request: an attempt's (in node order), or, on one node, a step
+// of the wait queue. It is made only when someone will read it (an
 // observer or a tracer is set).
 type acquireNote struct {
 	answered atomic.Pointer[[]int]
@@ -152,14 +152,15 @@ func noteAnswers[T any](note *acquireNote, answers []answer[T]) {
 	note.answered.Store(&idx)
 }
 
-// noteOne records the answer of a single node's step: it answered unless
-// err says the server could not be reached or did not answer.
-func noteOne(note *acquireNote, err error) {
+// noteStep records the answer of a step of one node's wait queue: the
+// node answered unless the wait for it ended first (left) or err says it
+// could not be reached.
+func noteStep(note *acquireNote, err error, left bool) {
 	if note == nil {
 		return
 	}
 	idx := []int{}
-	if err == nil || isReply(err) || !errors.As(err, new(*NodeError)) {
+	if !left && (err == nil || isReply(err)) {
 		idx = []int{0}
 	}
 	note.answered.Store(&idx)
@@ -174,13 +175,20 @@ func isReply(err error) bool {
 
 // Observers returns an Observer that passes each Event to every one of
 // os, in order: several observers on one Client (Prometheus and
-// OpenTelemetry together). Nil observers are skipped.
+// OpenTelemetry together). Nil observers are skipped; with none left, it
+// returns nil (no observer, no cost).
 func Observers(os ...Observer) Observer {
 	var all []Observer
 	for _, o := range os {
 		if o != nil {
 			all = append(all, o)
 		}
+	}
+	switch len(all) {
+	case 0:
+		return nil
+	case 1:
+		return all[0]
 	}
 	return func(e Event) {
 		for _, o := range all {

@@ -21,6 +21,7 @@ package dlockotel
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 
 	"go.opentelemetry.io/otel"
@@ -196,14 +197,21 @@ func end(span trace.Span, kind dlock.SpanKind, key string, e dlock.Event) {
 }
 
 // describe is err's message without the lock key (the key, not the
-// classified name, may say more than a trace should): each occurrence is
-// replaced by "<key>". dlock's messages never carry the token.
+// classified name, may say more than a trace should). dlock's messages
+// quote keys as Go does (%q), escapes included: each quoted occurrence
+// becomes "<key>". A key of four bytes or more is also replaced where it
+// stands unquoted (a shorter one would match inside words). dlock's
+// messages never carry the token.
 func describe(err error, key string) string {
 	if err == nil {
 		return ""
 	}
 	msg := err.Error()
-	if key != "" {
+	if key == "" {
+		return msg
+	}
+	msg = strings.ReplaceAll(msg, strconv.Quote(key), `"<key>"`)
+	if len(key) >= 4 {
 		msg = strings.ReplaceAll(msg, key, "<key>")
 	}
 	return msg

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -77,8 +78,15 @@ func noSecrets(t *testing.T, spans []sdktrace.ReadOnlySpan, key string, tokens .
 				texts = append(texts, a.Value.Emit())
 			}
 		}
+		// The key as dlock's messages quote it; unquoted too, unless it is
+		// so short that it is found inside words.
+		quoted := strconv.Quote(key)
+		secrets := append([]string{quoted}, tokens...)
+		if len(key) >= 4 {
+			secrets = append(secrets, key, quoted[1:len(quoted)-1])
+		}
 		for _, txt := range texts {
-			for _, secret := range append([]string{key}, tokens...) {
+			for _, secret := range secrets {
 				if secret != "" && strings.Contains(txt, secret) {
 					t.Errorf("span %s carries %q: %q", s.Name(), secret, txt)
 				}
@@ -417,4 +425,104 @@ func collect(t *testing.T, reader *sdkmetric.ManualReader) metrics {
 		}
 	}
 	return m
+}
+
+// A hold span ends even when the tracer is removed while the lock is held.
+func TestTheHoldSpanEndsAfterTheTracerIsRemoved(t *testing.T) {
+	s := redistest.Start(t)
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	defer tp.Shutdown(context.Background())
+	in, err := dlockotel.New(dlockotel.Options{TracerProvider: tp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := dlock.New(s.Client(t))
+	defer c.Close()
+	c.SetTracer(in) // no observer
+	l, err := c.TryLock(context.Background(), "k", dlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetTracer(nil)
+	if err := l.Unlock(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if started, ended := len(rec.Started()), len(rec.Ended()); started != 2 || ended != 2 {
+		t.Fatalf("%d spans started, %d ended; want the acquire and the hold, both ended", started, ended)
+	}
+}
+
+// Keys that dlock's messages quote with escapes stay out of spans too.
+func TestKeysWithEscapesStayOutOfSpans(t *testing.T) {
+	s := redistest.Start(t)
+	rdb := s.Client(t)
+	c, rec, _, _ := setup(t, nil, rdb)
+	ctx := context.Background()
+	keys := []string{`acct "bob" secret`, "tab\there", `back\slash`, "o", "\xff\xfe-bytes"}
+	var tokens []string
+	for _, k := range keys {
+		l, err := c.TryLock(ctx, k, dlock.WithTTL(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tokens = append(tokens, l.Token())
+		rdb.Del(ctx, k)
+		if err := l.Extend(ctx, time.Minute); !errors.Is(err, dlock.ErrNotHeld) {
+			t.Fatal(err)
+		}
+		l.Unlock(ctx)
+	}
+	spans := rec.Ended()
+	described := 0
+	for _, sp := range spans {
+		if strings.Contains(sp.Status().Description, "<key>") {
+			described++
+		}
+		if strings.Contains(sp.Status().Description, "<key>ck") {
+			t.Errorf("a short key was replaced inside words: %q", sp.Status().Description)
+		}
+	}
+	if described == 0 {
+		t.Error("no status names the key as <key>")
+	}
+	for i, k := range keys {
+		noSecrets(t, spans, k, tokens[i])
+	}
+}
+
+// A single node that does not answer is not contention: the acquire span
+// says no node answered, and is not marked contended.
+func TestANodeThatDoesNotAnswerIsNotContention(t *testing.T) {
+	s := redistest.Start(t)
+	c, rec, _, _ := setup(t, nil, s.Client(t))
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := c.TryLock(cancelled, "k"); !errors.Is(err, dlock.ErrNotObtained) {
+		t.Fatal(err)
+	}
+	s.Pause()
+	defer s.Resume()
+	for _, try := range []func(context.Context) error{
+		func(ctx context.Context) error { _, err := c.TryLock(ctx, "k"); return err },
+		func(ctx context.Context) error { _, err := c.Lock(ctx, "k"); return err },
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		if err := try(ctx); !errors.Is(err, dlock.ErrNotObtained) {
+			t.Fatal(err)
+		}
+		cancel()
+	}
+	acq := named(rec.Ended(), "dlock.acquire")
+	if len(acq) != 3 {
+		t.Fatalf("%d acquire spans, want 3", len(acq))
+	}
+	for i, sp := range acq {
+		if a, ok := attr(sp, dlockotel.AttrAnswered); !ok || len(a.AsInt64Slice()) != 0 {
+			t.Errorf("acquire %d: answered %v (set %v), want an empty list", i, a.AsInt64Slice(), ok)
+		}
+		if c, _ := attr(sp, dlockotel.AttrContended); c.AsBool() {
+			t.Errorf("acquire %d marked contended though no node answered", i)
+		}
+	}
 }

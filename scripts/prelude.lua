@@ -228,7 +228,8 @@ local function queue(issue_fence)
   -- the waiter a holder for its TTL but at most claim_ms, issues its
   -- fence, writes the grant record and publishes the grant on the wake
   -- channel ("g id fence seq lease_ms"). Dead waiters met on the way are
-  -- dropped. Returns how many waiters it granted.
+  -- dropped. Returns how many waiters it granted, and the last grant's
+  -- message (nil if none).
   --
   -- lease_ms is how long the lock lives counted from the group's last step
   -- (seq) that the server ran: the time since that step, on this server's
@@ -238,11 +239,11 @@ local function queue(issue_fence)
   local function handoff(lock_key, fence_key, queue_key, waiters_key, holders_key, pub, chan)
     local now_us = now()
     local now_ms = math.floor(now_us / 1000)
-    local granted = 0
+    local granted, msg = 0, nil
     while true do
       local head = redis.call('ZRANGE', queue_key, '0', '0')[1]
       if not head then
-        return granted
+        return granted, msg
       end
       local data = redis.call('HGET', waiters_key, head)
       local token, ttl, group, keep
@@ -256,7 +257,7 @@ local function queue(issue_fence)
       end
       if at and tonumber(at) + alive_us >= now_us then
         if not h.fits(lock_key, holders_key, token, now_ms) then
-          return granted
+          return granted, msg
         end
         redis.call('ZREM', queue_key, head)
         redis.call('HDEL', waiters_key, head)
@@ -268,10 +269,11 @@ local function queue(issue_fence)
         h.give(lock_key, holders_key, token, px, now_ms, fence)
         local lease = tostring(math.floor((now_us - tonumber(at)) / 1000) + px)
         redis.call('HSET', waiters_key, '!', group .. ' ' .. head .. ' ' .. token .. ' ' .. fence .. ' ' .. seq .. ' ' .. lease)
-        redis.call(pub, chan, 'g ' .. head .. ' ' .. fence .. ' ' .. seq .. ' ' .. lease)
+        msg = 'g ' .. head .. ' ' .. fence .. ' ' .. seq .. ' ' .. lease
+        redis.call(pub, chan, msg)
         granted = granted + 1
         if h.kind(token) == 'm' then
-          return granted
+          return granted, msg
         end
       else
         redis.call('ZREM', queue_key, head)

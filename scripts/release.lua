@@ -17,6 +17,10 @@
 --
 -- Returns 1 when released, 0 when the key does not hold the token (expired,
 -- taken by someone else, or already released): then nothing is changed.
+-- When the release handed the lock to a waiter, it returns the grant's
+-- message instead of 1 (the one published, "g id fence seq lease_ms"), so
+-- that a releaser whose Client holds that waiter can hand it over without
+-- waiting for the message to come round (queue.go, handOver).
 --
 -- Raising the counter matters for Redlock, where the holder's fence is the
 -- maximum over several nodes: whoever wins this node next must get a higher
@@ -44,9 +48,15 @@ end
 -- key taken a moment ago) needs only the message, not the hand-off's
 -- machinery: with the queue empty the hand-off would grant nobody.
 if redis.call('EXISTS', KEYS[3], KEYS[6]) > 0 then
-  if redis.call('EXISTS', KEYS[3]) == 0
-      or queue(issue_fence)(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[3], ARGV[4]) == 0 then
+  local granted, msg = 0, nil
+  if redis.call('EXISTS', KEYS[3]) == 1 then
+    granted, msg = queue(issue_fence)(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[3], ARGV[4])
+  end
+  if granted == 0 then
     redis.call(ARGV[3], ARGV[4], 'released')
+  end
+  if msg then
+    return msg
   end
 end
 return 1

@@ -59,7 +59,7 @@ func (f *otlpFlag) start(service string, stderr io.Writer, attrs ...attribute.Ke
 	}
 	exp, err := otlptracehttp.New(context.Background(), opts...)
 	if err != nil {
-		return nil, fmt.Errorf("--otlp-endpoint %q: %s", masked(f.endpoint), scrub(err, f.endpoint))
+		return nil, fmt.Errorf("--otlp-endpoint %q: %s", shown(f.endpoint), scrubOTLP(err, f.endpoint))
 	}
 	res := resource.NewSchemaless(append([]attribute.KeyValue{attribute.String("service.name", service)}, attrs...)...)
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp, sdktrace.WithBatchTimeout(time.Second)), sdktrace.WithResource(res))
@@ -83,10 +83,13 @@ func otlpOptions(endpoint string) ([]otlptracehttp.Option, error) {
 		if errors.As(err, &ue) {
 			err = ue.Err // the url package quotes the whole URL
 		}
-		return nil, fmt.Errorf("--otlp-endpoint %q: %s", masked(endpoint), scrub(err, endpoint))
+		return nil, fmt.Errorf("--otlp-endpoint %q: %s", shown(endpoint), scrubOTLP(err, endpoint))
 	}
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("--otlp-endpoint %q: want http://HOST:PORT or https://HOST:PORT (OTLP over HTTP)", masked(endpoint))
+		return nil, fmt.Errorf("--otlp-endpoint %q: want http://HOST:PORT or https://HOST:PORT (OTLP over HTTP)", shown(endpoint))
+	}
+	if u.RawQuery != "" || u.Fragment != "" || strings.ContainsAny(endpoint, "?#") {
+		return nil, fmt.Errorf("--otlp-endpoint %q: a query or fragment would not be sent (OTLP/HTTP posts to the path); give the URL without it", shown(endpoint))
 	}
 	path := u.Path
 	if path == "" || path == "/" {
@@ -102,6 +105,37 @@ func otlpOptions(endpoint string) ([]otlptracehttp.Option, error) {
 		}))
 	}
 	return opts, nil
+}
+
+// shown is the endpoint as dlock prints it: its password masked, and
+// anything after a '?' or '#' (which may hold a token) left out.
+func shown(endpoint string) string {
+	if i := strings.IndexAny(endpoint, "?#"); i >= 0 {
+		endpoint = endpoint[:i] + "?…"
+	}
+	return masked(endpoint)
+}
+
+// scrubOTLP removes the endpoint's password from err's text, plainly and
+// as the basic-authentication header carries it (a collector's reply may
+// echo the header).
+func scrubOTLP(err error, endpoint string) error {
+	err = scrub(err, endpoint)
+	u, perr := url.Parse(endpoint)
+	if perr != nil || u.User == nil {
+		return err
+	}
+	text := err.Error()
+	for _, cred := range []string{u.User.Username() + ":" + password(u), u.User.String()} {
+		if b64 := base64.StdEncoding.EncodeToString([]byte(cred)); len(cred) > 1 {
+			text = strings.ReplaceAll(text, b64, "xxxxx")
+			text = strings.ReplaceAll(text, strings.TrimRight(b64, "="), "xxxxx")
+		}
+	}
+	if text == err.Error() {
+		return err
+	}
+	return errors.New(text)
 }
 
 // password is u's password, "" if none.
@@ -195,7 +229,7 @@ func (h *exportErrors) Handle(err error) {
 	defer h.mu.Unlock()
 	h.n++
 	if h.n == 1 {
-		fmt.Fprintf(h.stderr, "dlock: exporting traces to %s: %v\n", masked(h.endpoint), scrub(err, h.endpoint))
+		fmt.Fprintf(h.stderr, "dlock: exporting traces to %s: %v\n", shown(h.endpoint), scrubOTLP(err, h.endpoint))
 	}
 }
 
@@ -203,6 +237,6 @@ func (h *exportErrors) summary() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.n > 1 {
-		fmt.Fprintf(h.stderr, "dlock: exporting traces to %s: %d errors in all\n", masked(h.endpoint), h.n)
+		fmt.Fprintf(h.stderr, "dlock: exporting traces to %s: %d errors in all\n", shown(h.endpoint), h.n)
 	}
 }

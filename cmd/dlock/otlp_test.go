@@ -182,3 +182,34 @@ func TestTortureTracesTheScenarioAndItsClients(t *testing.T) {
 		t.Errorf("%d fault spans and %d client holds, want the pauses and the holds of both runs", faults, holds)
 	}
 }
+
+// A collector that refuses the export and echoes the credentials back (as
+// its error body) does not get them printed, in any encoding.
+func TestACollectorsEchoOfTheCredentialsIsNotPrinted(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "bad credentials: "+r.Header.Get("Authorization"), http.StatusUnauthorized)
+	}))
+	defer srv.Close()
+	endpoint := strings.Replace(srv.URL, "http://", "http://u:pw-secret@", 1)
+	code, _, stderr := run(t, "run", "--key", key(t), "--otlp-endpoint", endpoint, "--", "true")
+	if code != 0 {
+		t.Fatalf("run exited %d: %s", code, stderr)
+	}
+	if !strings.Contains(stderr, "exporting traces") {
+		t.Fatalf("the failed export is not reported: %q", stderr)
+	}
+	for _, secret := range []string{"pw-secret", "dTpwdy1zZWNyZXQ"} { // base64("u:pw-secret")
+		if strings.Contains(stderr, secret) {
+			t.Errorf("stderr shows %q: %q", secret, stderr)
+		}
+	}
+}
+
+// A query string would not be sent: the endpoint is refused, and what
+// follows the '?' (a token, perhaps) is not printed.
+func TestAnOTLPEndpointWithAQueryIsRefused(t *testing.T) {
+	code, _, stderr := run(t, "run", "--key", key(t), "--otlp-endpoint", "http://127.0.0.1:4318/v1/traces?token=tok-secret", "--", "true")
+	if code != exitUsage || !strings.Contains(stderr, "query") || strings.Contains(stderr, "tok-secret") {
+		t.Fatalf("exit %d, %q; want a usage error about the query, without it", code, stderr)
+	}
+}
