@@ -68,14 +68,11 @@ func electMain(args []string, stdout, stderr io.Writer) int {
 		return usageError(stderr, "%v", err)
 	}
 	defer closeAll()
-	tr, err := of.start("dlock", stderr)
+	root, tr, stopTracing, err := of.command(c, nil, "dlock elect", stderr)
 	if err != nil {
 		return usageError(stderr, "elect: %v", err)
 	}
-	defer tr.stop()
-	observe(c, nil, tr)
-	root, span := tr.span(context.Background(), "dlock elect")
-	defer span.End()
+	defer stopTracing()
 	sigs := notifySignals()
 	defer signal.Stop(sigs)
 	lock, err := untilSignalled(root, sigs, func(ctx context.Context) (*dlock.Lock, error) {

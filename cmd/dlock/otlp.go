@@ -73,6 +73,20 @@ func (f *otlpFlag) start(service string, stderr io.Writer, attrs ...attribute.Ke
 	return &tracing{tp: tp, in: in, errs: errs, stderr: stderr}, nil
 }
 
+// command sets up what run and elect report to: the export (when asked
+// for), c observed by it and by metrics (nil: none), and the command's own
+// span, name. It returns the context to work under, the tracing (nil when
+// off) and what to run at the end: end the span, flush the export.
+func (f *otlpFlag) command(c *dlock.Client, metrics *dlockprom.Metrics, name string, stderr io.Writer) (context.Context, *tracing, func(), error) {
+	tr, err := f.start("dlock", stderr)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	observe(c, metrics, tr)
+	ctx, span := tr.span(context.Background(), name)
+	return ctx, tr, func() { span.End(); tr.stop() }, nil
+}
+
 // otlpOptions turns an endpoint URL into the exporter's options: http or
 // https, a host, the path (default /v1/traces), and the URL's user and
 // password, if any, as basic authentication. Errors show the URL masked.

@@ -100,14 +100,11 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 		return usageError(stderr, "run: %v", err)
 	}
 	defer stopMetrics()
-	tr, err := of.start("dlock", stderr)
+	root, tr, stopTracing, err := of.command(c, metrics, "dlock run", stderr)
 	if err != nil {
 		return usageError(stderr, "run: %v", err)
 	}
-	defer tr.stop()
-	observe(c, metrics, tr)
-	root, span := tr.span(context.Background(), "dlock run")
-	defer span.End()
+	defer stopTracing()
 
 	sigs := notifySignals()
 	defer signal.Stop(sigs)
