@@ -104,8 +104,8 @@ func TestAThousandWaitersOnADefaultClientAreAllServed(t *testing.T) {
 	close(stop)
 	watchers.Wait()
 	// The pool, dlock's one subscription, the admin client, and dlock's
-	// own pipelining client (pipeline.go: one connection for the batch in
-	// flight, two while it replaces a broken one).
+	// own pipelining client (pipeline.go: one held connection, two while
+	// it replaces a broken one).
 	if limit := int64(10*runtime.GOMAXPROCS(0) + 4); maxConns.Load() > limit {
 		t.Errorf("the server saw %d connections, more than the pool, the subscription and the pipeline (%d)", maxConns.Load(), limit)
 	}

@@ -17,7 +17,7 @@ import (
 // instead of taking a connection of its own. A lone script, the
 // uncontended case, goes straight to the user's client as before.
 //
-// The pipeliner is half duplex (see pipelineOptions).
+// The pipeliner is full duplex (see pipelineOptions).
 //
 // The AutoPipeliner belongs to a client dlock makes for itself from the
 // user's options as New found them (same address, credentials, TLS,
@@ -195,18 +195,18 @@ func Direct(rdb *redis.Client) RedisClient { return direct{rdb} }
 // direct is Direct's wrapper: a RedisClient that is not a *redis.Client.
 type direct struct{ *redis.Client }
 
-// pipelineOptions configures the pipeliner: half duplex, one batch (a
-// round trip) in flight at a time; the scripts that arrive meanwhile go
-// out together as the next.
+// pipelineOptions configures the pipeliner: full duplex, one held
+// connection, the commands streamed and the replies read as they come.
 //
-// Half duplex batches more deeply than go-redis's full-duplex mode (a
-// stream of commands on one held connection, replies read as they come),
-// so the server reads and writes fewer times per script; one Redis core is
-// what bounds a deployment's lock rate. Measured side by side on loopback,
-// 64 goroutines on 64 keys, two runs each, as ratios to rueidislock in the
-// same run: server CPU per lock+unlock 1.23-1.29x (full duplex 1.39-1.68x),
-// client CPU 1.08-1.13x (1.32-1.41x), at the same throughput. The prices: on
-// a link whose round trip is long, a script may wait for the batch ahead
-// of it; and Close on a stalled server waits for go-redis's drain bound
-// (Close on a paused server took 31 s, full duplex 19 s).
-func pipelineOptions() *redis.AutoPipelineOptions { return &redis.AutoPipelineOptions{} }
+// Half duplex (one batch in flight, the scripts that arrive meanwhile sent
+// together as the next) batches more deeply, and was measured as the
+// alternative: on 64 goroutines over 64 keys it cost the server 1.23-1.29x
+// rueidislock's CPU per lock+unlock against full duplex's 1.39-1.68x, and
+// the client 1.08-1.13x against 1.32-1.41x, at the same throughput. But
+// every script then waits for the batch ahead of it, and a hand-off is a
+// chain of scripts: 16 goroutines on one key without a critical section
+// fell from 2100-2500 lock+unlock/s to 830-920/s (with up to four batches
+// in flight too), and Close on a paused server took 31 s against 19 s.
+func pipelineOptions() *redis.AutoPipelineOptions {
+	return &redis.AutoPipelineOptions{FullDuplex: true}
+}

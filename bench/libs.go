@@ -190,13 +190,13 @@ func fencedFloor(addr string) locker {
 	return fenced("fenced floor", r, func() { r.Close() })
 }
 
-// fencedFloorPipelined is the fenced floor over go-redis's half-duplex
+// fencedFloorPipelined is the fenced floor over go-redis's full-duplex
 // AutoPipeliner, as dlock's own commands travel when many goroutines send
 // them at once (pipeline.go): the least server CPU a fencing lock's cycle
 // can cost under concurrency.
 func fencedFloorPipelined(addr string) locker {
 	r := newRedis(addr)
-	ap, err := r.AutoPipelineWithOptions(&redis.AutoPipelineOptions{})
+	ap, err := r.AutoPipelineWithOptions(&redis.AutoPipelineOptions{FullDuplex: true})
 	if err != nil {
 		panic(err)
 	}
