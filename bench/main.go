@@ -284,7 +284,16 @@ func holders(ctx context.Context, l locker, g int, cs time.Duration, key func(i 
 		wg     sync.WaitGroup
 		inside atomic.Int32
 		broken atomic.Bool
+		first  error // the first error, for the report
 	)
+	fail := func(err error) {
+		errs.Add(1)
+		mu.Lock()
+		if first == nil {
+			first = err
+		}
+		mu.Unlock()
+	}
 	start := time.Now()
 	for i := 0; i < g; i++ {
 		wg.Add(1)
@@ -298,7 +307,7 @@ func holders(ctx context.Context, l locker, g int, cs time.Duration, key func(i 
 				unlock, err := l.lock(ctx, key(i))
 				if err != nil {
 					if ctx.Err() == nil {
-						errs.Add(1)
+						fail(fmt.Errorf("lock: %w", err))
 					}
 					continue
 				}
@@ -313,7 +322,7 @@ func holders(ctx context.Context, l locker, g int, cs time.Duration, key func(i 
 					inside.Add(-1)
 				}
 				if err := unlock(); err != nil {
-					errs.Add(1)
+					fail(fmt.Errorf("unlock: %w", err))
 				}
 				mu.Lock()
 				waits = append(waits, w)
@@ -326,8 +335,11 @@ func holders(ctx context.Context, l locker, g int, cs time.Duration, key func(i 
 	}
 	wg.Wait()
 	r := result{ops: len(waits), elapsed: time.Since(start), errors: int(errs.Load()), waits: waits}
-	if broken.Load() {
+	switch {
+	case broken.Load():
 		r.note = "MUTUAL EXCLUSION VIOLATED"
+	case first != nil:
+		r.note = "first error: " + first.Error()
 	}
 	return r
 }
