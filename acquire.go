@@ -35,17 +35,17 @@ const (
 // background.
 func (c *Client) TryLock(ctx context.Context, key string, opts ...Option) (*Lock, error) {
 	start := time.Now()
+	h := c.hooks.Load()
 	o, err := c.prepare(key, opts)
 	if err != nil {
-		c.observeAcquire(key, o.primitive(), start, nil, false, err, nil, nil)
+		c.observeAcquire(h, key, o.primitive(), start, nil, false, err, nil, nil)
 		return nil, err
 	}
-	t := c.tracerNow()
-	o.note = c.newAcquireNote(t)
-	sctx, end := startSpan(t, ctx, SpanAcquire, key, o.primitive())
+	o.note = newAcquireNote(h)
+	sctx, end := h.startSpan(ctx, SpanAcquire, key, o.primitive())
 	l, _, err := c.try(sctx, key, o, false)
-	c.observeAcquire(key, o.primitive(), start, l, false, err, o.note, end)
-	c.startHold(t, ctx, l)
+	c.observeAcquire(h, key, o.primitive(), start, l, false, err, o.note, end)
+	c.startHold(h, ctx, l)
 	return l, err
 }
 
@@ -84,18 +84,18 @@ func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (l *Lock,
 		o     options
 		end   func(Event)
 		outer = ctx
-		t     = c.tracerNow()
+		h     = c.hooks.Load()
 	)
 	defer func() {
-		c.observeAcquire(key, o.primitive(), start, l, contended, err, o.note, end)
-		c.startHold(t, outer, l)
+		c.observeAcquire(h, key, o.primitive(), start, l, contended, err, o.note, end)
+		c.startHold(h, outer, l)
 	}()
 	o, err = c.prepare(key, opts)
 	if err != nil {
 		return nil, err
 	}
-	o.note = c.newAcquireNote(t)
-	ctx, end = startSpan(t, ctx, SpanAcquire, key, o.primitive())
+	o.note = newAcquireNote(h)
+	ctx, end = h.startSpan(ctx, SpanAcquire, key, o.primitive())
 	notified := len(c.nodes) > 1 || o.replicas > 0
 	if !notified && c.groups.waiting(key) {
 		// Others of this Client wait for the key: the lock is likely

@@ -27,12 +27,11 @@ type Client struct {
 	done      <-chan struct{} // ctx.Done()
 	closeOnce sync.Once
 
-	observer observerSlot                // see observe.go
-	tracer   atomic.Pointer[Tracer]      // see trace.go
-	logger   atomic.Pointer[slog.Logger] // see observe.go
-	names    namesCache                  // see keys.go
-	groups   groups                      // waiters by key, single node (queue.go)
-	gates    gates                       // notified waiters by key (gate.go)
+	hooks  atomic.Pointer[hooks]       // observer and tracer (observe.go), nil when neither
+	logger atomic.Pointer[slog.Logger] // see observe.go
+	names  namesCache                  // see keys.go
+	groups groups                      // waiters by key, single node (queue.go)
+	gates  gates                       // notified waiters by key (gate.go)
 
 	// Background work Close waits for: bgN goroutines running, counted
 	// under bgMu; bgIdle is signalled when bgN reaches 0. drained is set

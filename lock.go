@@ -158,11 +158,12 @@ func (l *Lock) Unlock(ctx context.Context) (err error) {
 	if l.isReleased() {
 		return l.notHeld()
 	}
-	ctx, end := startSpan(l.c.tracerNow(), ctx, SpanRelease, l.Key(), primitiveOf(l.token))
-	if end != nil || l.c.observing() || l.traced() {
+	h := l.c.hooks.Load()
+	ctx, end := h.startSpan(ctx, SpanRelease, l.Key(), primitiveOf(l.token))
+	if h != nil || l.traced() { // a hold ends even if the tracer has gone
 		defer func() {
 			e := Event{Kind: EventRelease, Key: l.Key(), Primitive: primitiveOf(l.token), Fence: l.fence, Held: time.Since(l.acquired), Err: err, Nodes: len(l.c.nodes)}
-			l.c.observe(e)
+			h.observe(e)
 			if end != nil {
 				end(e)
 			}
@@ -254,11 +255,12 @@ var errExtended = errors.New("dlock: extended by the holder")
 // (someone else may have been told the lock is free; the holder has been
 // told it is lost).
 func (l *Lock) renew(ctx context.Context, ttl time.Duration, unlessExtended bool) (sent time.Time, err error) {
-	ctx, end := startSpan(l.c.tracerNow(), ctx, SpanRenew, l.Key(), primitiveOf(l.token))
-	if end != nil || l.c.observing() {
+	h := l.c.hooks.Load()
+	ctx, end := h.startSpan(ctx, SpanRenew, l.Key(), primitiveOf(l.token))
+	if h != nil {
 		defer func() {
 			e := Event{Kind: EventRenew, Key: l.Key(), Primitive: primitiveOf(l.token), Fence: l.fence, Err: err, Nodes: len(l.c.nodes)}
-			l.c.observe(e)
+			h.observe(e)
 			if end != nil {
 				end(e)
 			}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"sync/atomic"
 	"time"
 )
 
@@ -123,31 +122,51 @@ func resultOf(err error, notHeld string) string {
 // into the Lock; it may be called from several goroutines at once.
 type Observer func(Event)
 
-// SetObserver makes the Client report to o (nil: to nobody). Without an
-// observer, reporting costs one atomic load per operation.
-func (c *Client) SetObserver(o Observer) {
-	if o == nil {
-		c.observer.Store(nil)
-		return
-	}
-	c.observer.Store(&o)
+// SetObserver makes the Client report to o (nil: to nobody), from the
+// operations that begin from now on. Without an observer or a tracer, an
+// operation reads one atomic pointer to find that out, and that is all it
+// costs.
+func (c *Client) SetObserver(o Observer) { c.setHooks(func(h *hooks) { h.observer = o }) }
+
+// hooks are what a Client reports to: its observer and its tracer. The
+// Client holds a pointer to them that is nil when neither is set, so that
+// an operation with nothing to report costs one atomic load.
+type hooks struct {
+	observer Observer
+	tracer   Tracer
 }
 
-// observe reports e if an observer is set.
-func (c *Client) observe(e Event) {
-	if o := c.observer.Load(); o != nil {
-		(*o)(e)
+// setHooks changes the Client's hooks with change.
+func (c *Client) setHooks(change func(*hooks)) {
+	for {
+		old := c.hooks.Load()
+		var h hooks
+		if old != nil {
+			h = *old
+		}
+		change(&h)
+		var next *hooks
+		if h.observer != nil || h.tracer != nil {
+			next = &h
+		}
+		if c.hooks.CompareAndSwap(old, next) {
+			return
+		}
 	}
 }
 
-// observing reports whether an observer is set.
-func (c *Client) observing() bool { return c.observer.Load() != nil }
+// observe reports e to h's observer, if any.
+func (h *hooks) observe(e Event) {
+	if h != nil && h.observer != nil {
+		h.observer(e)
+	}
+}
 
-// observeAcquire reports the end of an acquisition call to the observer
-// and to end, the call's span (nil: none). note is what the attempts
-// recorded (nil when nobody reads it).
-func (c *Client) observeAcquire(key, primitive string, start time.Time, l *Lock, contended bool, err error, note *acquireNote, end func(Event)) {
-	if !c.observing() && end == nil {
+// observeAcquire reports the end of an acquisition call to h's observer
+// and to end, the call's span (nil: none); h are the hooks loaded when it
+// began. note is what the attempts recorded (nil when nobody reads it).
+func (c *Client) observeAcquire(h *hooks, key, primitive string, start time.Time, l *Lock, contended bool, err error, note *acquireNote, end func(Event)) {
+	if h == nil {
 		return
 	}
 	e := Event{Kind: EventAcquire, Key: key, Primitive: primitive, Wait: time.Since(start), Contended: contended || errors.Is(err, ErrNotObtained) && !errors.Is(err, ErrNoQuorum), Err: err, Nodes: len(c.nodes)}
@@ -163,37 +182,34 @@ func (c *Client) observeAcquire(key, primitive string, start time.Time, l *Lock,
 	if e.Answered != nil && len(e.Answered) == 0 {
 		e.Contended = false // nobody answered: nobody was seen holding it
 	}
-	c.observe(e)
+	h.observe(e)
 	if end != nil {
 		end(e)
 	}
 }
 
-// acquireNote returns a note for an acquisition's Event, or nil when no
-// observer or tracer will read it.
-func (c *Client) newAcquireNote(t *Tracer) *acquireNote {
-	if !c.observing() && t == nil {
+// newAcquireNote returns a note for an acquisition's Event, or nil when
+// no observer or tracer (h) will read it.
+func newAcquireNote(h *hooks) *acquireNote {
+	if h == nil {
 		return nil
 	}
 	return &acquireNote{}
 }
 
 // watchLoss reports EventLost when l's lease ends for any reason but Unlock.
-// It registers nothing unless an observer is set.
+// It registers nothing unless an observer or a logger is set.
 func (c *Client) watchLoss(l *Lock) {
-	if !c.observing() && c.logger.Load() == nil {
+	if h := c.hooks.Load(); (h == nil || h.observer == nil) && c.logger.Load() == nil {
 		return
 	}
 	context.AfterFunc(l.lease.watch().ctx, func() {
 		if cause := context.Cause(l.lease.ctx); errors.Is(cause, ErrLost) {
-			c.observe(Event{Kind: EventLost, Key: l.Key(), Primitive: primitiveOf(l.token), Fence: l.fence, Nodes: len(c.nodes), Err: cause})
+			c.hooks.Load().observe(Event{Kind: EventLost, Key: l.Key(), Primitive: primitiveOf(l.token), Fence: l.fence, Nodes: len(c.nodes), Err: cause})
 			c.warn("dlock: lock lost", slog.String("key", l.Key()), slog.Int64("fence", l.fence), slog.String("cause", cause.Error()))
 		}
 	})
 }
-
-// observerSlot is the Client's observer, read without locks.
-type observerSlot = atomic.Pointer[Observer]
 
 // SetLogger makes the Client log, through l, the few things worth a log
 // line that no caller is there to see: a background renewal that failed, a

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -212,5 +213,41 @@ func TestSeveralObserversSeeEveryEvent(t *testing.T) {
 		if len(acq[0].Answered) != 1 || acq[0].Answered[0] != 0 || len(acq[1].Answered) != 1 {
 			t.Errorf("answered %v and %v, want [0] twice", acq[0].Answered, acq[1].Answered)
 		}
+	}
+}
+
+// countingTracer counts the spans it is asked to start and end.
+type countingTracer struct{ started, ended atomic.Int64 }
+
+func (t *countingTracer) Start(ctx context.Context, _ dlock.SpanKind, _, _ string) (context.Context, func(dlock.Event)) {
+	t.started.Add(1)
+	return ctx, func(dlock.Event) { t.ended.Add(1) }
+}
+
+// The observer and the tracer are set and cleared independently.
+func TestObserverAndTracerAreSetApart(t *testing.T) {
+	c, _ := newClient(t, shared)
+	k := key(t)
+	var tr countingTracer
+	var evs events
+	cycle := func() {
+		t.Helper()
+		l := mustLock(t, c, k, dlock.WithTTL(time.Minute))
+		if err := l.Unlock(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.SetTracer(&tr)
+	c.SetObserver(evs.observe)
+	c.SetObserver(nil) // the tracer stays
+	cycle()
+	if tr.started.Load() != 3 || tr.ended.Load() != 3 || len(evs.got) != 0 {
+		t.Fatalf("spans %d started %d ended, %d events; want acquire, hold and release spans, no events", tr.started.Load(), tr.ended.Load(), len(evs.got))
+	}
+	c.SetObserver(evs.observe)
+	c.SetTracer(nil) // the observer stays
+	cycle()
+	if tr.started.Load() != 3 || len(evs.got) != 2 {
+		t.Fatalf("spans %d, events %d after the tracer was removed; want 3 and 2", tr.started.Load(), len(evs.got))
 	}
 }

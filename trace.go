@@ -64,27 +64,17 @@ type Tracer interface {
 }
 
 // SetTracer makes the Client start spans through t (nil: no spans) for the
-// operations that begin from now on. Without a tracer, it costs one atomic
-// load per operation.
-func (c *Client) SetTracer(t Tracer) {
-	if t == nil {
-		c.tracer.Store(nil)
-		return
-	}
-	c.tracer.Store(&t)
-}
+// operations that begin from now on. Without a tracer or an observer, an
+// operation reads one atomic pointer to find that out (see hooks).
+func (c *Client) SetTracer(t Tracer) { c.setHooks(func(h *hooks) { h.tracer = t }) }
 
-// tracerNow is the Client's tracer, loaded once for an operation (nil:
-// none).
-func (c *Client) tracerNow() *Tracer { return c.tracer.Load() }
-
-// startSpan starts a span of kind through t, the tracer loaded for the
-// operation. Without one it returns ctx and a nil end.
-func startSpan(t *Tracer, ctx context.Context, kind SpanKind, key, primitive string) (context.Context, func(Event)) {
-	if t == nil {
+// startSpan starts a span of kind through h's tracer (h: the hooks loaded
+// for the operation). Without one it returns ctx and a nil end.
+func (h *hooks) startSpan(ctx context.Context, kind SpanKind, key, primitive string) (context.Context, func(Event)) {
+	if h == nil || h.tracer == nil {
 		return ctx, nil
 	}
-	return (*t).Start(ctx, kind, key, primitive)
+	return h.tracer.Start(ctx, kind, key, primitive)
 }
 
 // hold is a traced Lock's hold span: its context, and its end, called once.
@@ -95,13 +85,13 @@ type hold struct {
 }
 
 // startHold starts l's hold span under ctx (the acquisition's caller's)
-// through t, the acquisition's tracer (nil: none). The span ends at Unlock,
-// or when the lease ends with ErrLost, whichever comes first.
-func (c *Client) startHold(t *Tracer, ctx context.Context, l *Lock) {
-	if l == nil || t == nil {
+// through h's tracer (h: the acquisition's hooks). The span ends at
+// Unlock, or when the lease ends with ErrLost, whichever comes first.
+func (c *Client) startHold(h *hooks, ctx context.Context, l *Lock) {
+	if l == nil || h == nil || h.tracer == nil {
 		return
 	}
-	hctx, end := startSpan(t, ctx, SpanHold, l.Key(), primitiveOf(l.token))
+	hctx, end := h.startSpan(ctx, SpanHold, l.Key(), primitiveOf(l.token))
 	l.hold.Store(&hold{ctx: hctx, end: end})
 	context.AfterFunc(l.lease.watch().ctx, func() {
 		if cause := context.Cause(l.lease.ctx); errors.Is(cause, ErrLost) {
