@@ -162,32 +162,14 @@ func (l *Lock) Unlock(ctx context.Context) (err error) {
 	ctx, end := h.startSpan(ctx, SpanRelease, l.Key(), primitiveOf(l.token))
 	if h != nil || l.traced() { // a hold ends even if the tracer has gone
 		defer func() {
-			e := Event{Kind: EventRelease, Key: l.Key(), Primitive: primitiveOf(l.token), Fence: l.fence, Held: time.Since(l.acquired), Err: err, Nodes: len(l.c.nodes)}
-			h.observe(e)
-			if end != nil {
-				end(e)
-			}
+			e := l.event(EventRelease, err)
+			e.Held = time.Since(l.acquired)
+			h.report(e, end)
 			l.endHold(e)
 		}()
 	}
 	l.stopOnce.Do(func() { close(l.stop) })
-	// The release raises each node's counter to the fence (redlock.go; on
-	// one node it is there already). Released on a quorum is released: the
-	// others' answers are not waited for. They finish in the background
-	// and still count, so that a verdict they complete ends the Context.
-	b := &ballot{n: len(l.c.nodes), decide: func(vd verdict) { l.gone(vd == agreed) }}
-	answers := round[bool]{op: "release", timeout: l.timeout,
-		call: func(ctx context.Context, n *node) (bool, error) {
-			return n.release(ctx, l.names, l.token, l.raise, l.keep)
-		},
-		yes:  isYes,
-		late: func(_ *node, ok bool, err error) { b.add(ok, err) },
-	}.ask(ctx, l.c, l.c.nodes)
-	for _, a := range answers {
-		if !a.abandoned {
-			b.add(a.err == nil && a.v, a.err)
-		}
-	}
+	answers := l.releaseAll(ctx)
 	if l.stopped != nil {
 		select { // the watchdog returns at once unless a renewal is in flight
 		case <-l.stopped:
@@ -202,6 +184,34 @@ func (l *Lock) Unlock(ctx context.Context) (err error) {
 	default:
 		return v.undecided(ctx.Err(), len(l.c.nodes))
 	}
+}
+
+// releaseAll sends the release to every node and returns the answers that
+// came in time. The release raises each node's counter to the fence
+// (redlock.go; on one node it is there already). Released on a quorum is
+// released: the others' answers are not waited for. They finish in the
+// background and still count, so that a verdict they complete ends the
+// Context.
+func (l *Lock) releaseAll(ctx context.Context) []answer[bool] {
+	b := &ballot{n: len(l.c.nodes), decide: func(vd verdict) { l.gone(vd == agreed) }}
+	answers := round[bool]{op: "release", timeout: l.timeout,
+		call: func(ctx context.Context, n *node) (bool, error) {
+			return n.release(ctx, l.names, l.token, l.raise, l.keep)
+		},
+		yes:  isYes,
+		late: func(_ *node, ok bool, err error) { b.add(ok, err) },
+	}.ask(ctx, l.c, l.c.nodes)
+	for _, a := range answers {
+		if !a.abandoned {
+			b.add(a.err == nil && a.v, a.err)
+		}
+	}
+	return answers
+}
+
+// event is an Event about l: its key, primitive, fence and node count.
+func (l *Lock) event(kind EventKind, err error) Event {
+	return Event{Kind: kind, Key: l.Key(), Primitive: primitiveOf(l.token), Fence: l.fence, Nodes: len(l.c.nodes), Err: err}
 }
 
 // gone records the answer of a release: the lock is no longer held
@@ -258,13 +268,7 @@ func (l *Lock) renew(ctx context.Context, ttl time.Duration, unlessExtended bool
 	h := l.c.hooks.Load()
 	ctx, end := h.startSpan(ctx, SpanRenew, l.Key(), primitiveOf(l.token))
 	if h != nil {
-		defer func() {
-			e := Event{Kind: EventRenew, Key: l.Key(), Primitive: primitiveOf(l.token), Fence: l.fence, Err: err, Nodes: len(l.c.nodes)}
-			h.observe(e)
-			if end != nil {
-				end(e)
-			}
-		}()
+		defer func() { h.report(l.event(EventRenew, err), end) }()
 	}
 	select {
 	case l.renewing <- struct{}{}:
@@ -291,7 +295,12 @@ func (l *Lock) renew(ctx context.Context, ttl time.Duration, unlessExtended bool
 		},
 		yes: isYes,
 	}.ask(ctx, l.c, l.c.nodes)
-	v := count(answers, isYes)
+	return sent, l.settleRenewal(ctx, count(answers, isYes), sent, ttl, cut)
+}
+
+// settleRenewal applies the verdict v of a renewal sent at sent for ttl (cut at
+// the hold ceiling) to the lease.
+func (l *Lock) settleRenewal(ctx context.Context, v votes, sent time.Time, ttl time.Duration, cut bool) error {
 	switch v.of(len(l.c.nodes)) {
 	case agreed:
 		// Only an extension confirmed within the current validity
@@ -299,10 +308,10 @@ func (l *Lock) renew(ctx context.Context, ttl time.Duration, unlessExtended bool
 		if !time.Now().Before(l.lease.validUntil()) {
 			l.lease.over()
 			l.giveBack()
-			return sent, fmt.Errorf("%w: %q", ErrLeaseExpired, l.Key())
+			return fmt.Errorf("%w: %q", ErrLeaseExpired, l.Key())
 		}
 		l.lease.renewed(sent, ttl, cut)
-		return sent, nil
+		return nil
 	case refused:
 		select {
 		case <-l.stop:
@@ -312,9 +321,9 @@ func (l *Lock) renew(ctx context.Context, ttl time.Duration, unlessExtended bool
 		default:
 			l.lease.end(ErrLost)
 		}
-		return sent, l.notHeld()
+		return l.notHeld()
 	}
-	return sent, v.undecided(ctx.Err(), len(l.c.nodes))
+	return v.undecided(ctx.Err(), len(l.c.nodes))
 }
 
 // TTL returns the lock's remaining time to live as the server sees it, or an

@@ -182,6 +182,12 @@ func (c *Client) observeAcquire(h *hooks, key, primitive string, start time.Time
 	if e.Answered != nil && len(e.Answered) == 0 {
 		e.Contended = false // nobody answered: nobody was seen holding it
 	}
+	h.report(e, end)
+}
+
+// report gives e to h's observer (h may be nil) and to end, an
+// operation's span (nil: none).
+func (h *hooks) report(e Event, end func(Event)) {
 	h.observe(e)
 	if end != nil {
 		end(e)
@@ -205,7 +211,7 @@ func (c *Client) watchLoss(l *Lock) {
 	}
 	context.AfterFunc(l.lease.watch().ctx, func() {
 		if cause := context.Cause(l.lease.ctx); errors.Is(cause, ErrLost) {
-			c.hooks.Load().observe(Event{Kind: EventLost, Key: l.Key(), Primitive: primitiveOf(l.token), Fence: l.fence, Nodes: len(c.nodes), Err: cause})
+			c.hooks.Load().observe(l.event(EventLost, cause))
 			c.warn("dlock: lock lost", slog.String("key", l.Key()), slog.Int64("fence", l.fence), slog.String("cause", cause.Error()))
 		}
 	})

@@ -95,7 +95,7 @@ func (c *Client) startHold(h *hooks, ctx context.Context, l *Lock) {
 	l.hold.Store(&hold{ctx: hctx, end: end})
 	context.AfterFunc(l.lease.watch().ctx, func() {
 		if cause := context.Cause(l.lease.ctx); errors.Is(cause, ErrLost) {
-			l.endHold(Event{Kind: EventLost, Key: l.Key(), Primitive: primitiveOf(l.token), Fence: l.fence, Nodes: len(c.nodes), Err: cause})
+			l.endHold(l.event(EventLost, cause))
 		}
 	})
 }

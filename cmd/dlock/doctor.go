@@ -151,24 +151,25 @@ func audit(ctx context.Context, rdb *redis.Client, pattern string, limit int) ([
 	var out []finding
 	out = append(out, expiryFindings(locks, ttls)...)
 	out = append(out, sharedValues(locks, values)...)
-	fences, err := scan(ctx, rdb, "dlock:fence:*", "string", limit)
-	if err != nil {
-		return nil, err
+	// dlock's own bookkeeping: fence counters, wait queues.
+	for _, audit := range []struct {
+		pattern, typ string
+		find         func(context.Context, *redis.Client, []string, time.Time) ([]finding, error)
+	}{
+		{"dlock:fence:*", "string", fenceFindings},
+		{"dlock:queue:*", "zset", deadWaiters},
+	} {
+		keys, err := scan(ctx, rdb, audit.pattern, audit.typ, limit)
+		if err != nil {
+			return nil, err
+		}
+		more, err := audit.find(ctx, rdb, keys, now)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, more...)
 	}
-	more, err := fenceFindings(ctx, rdb, fences, now)
-	if err != nil {
-		return nil, err
-	}
-	out = append(out, more...)
-	queues, err := scan(ctx, rdb, "dlock:queue:*", "zset", limit)
-	if err != nil {
-		return nil, err
-	}
-	dead, err := deadWaiters(ctx, rdb, queues, now)
-	if err != nil {
-		return nil, err
-	}
-	return append(out, dead...), nil
+	return out, nil
 }
 
 // readLocks reads the keys' TTLs and values, pipelined a thousand at a
