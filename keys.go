@@ -42,10 +42,13 @@ func checkKey(key string) error {
 }
 
 // Derived key prefixes. They contain no braces, so they never affect slots.
+// A key's names differ only in their prefix: release.lua derives the wake
+// channel from the notify key by swapping the two (a test holds them
+// together).
 const (
 	fencePrefix   = "dlock:fence:"   // fencing counter: the last fence issued for the key
 	wakePrefix    = "dlock:wake:"    // pub/sub channel: releases and hand-offs of the key
-	notifyPrefix  = "dlock:notify:"  // exists while someone waits for the wake channel's "released"
+	notifyPrefix  = "dlock:notify:"  // exists while someone waits: a listener on the wake channel, or the queue
 	queuePrefix   = "dlock:queue:"   // wait queue: waiter ids by the server time they queued
 	waitersPrefix = "dlock:waiters:" // waiters, their groups' signs of life, the last grant (prelude.lua)
 	holdersPrefix = "dlock:holders:" // the fences of a semaphore's or read-write lock's holders
@@ -90,12 +93,12 @@ func (nm *lockNames) acquireKeys() []string {
 	return []string{nm.all[0], nm.all[1], nm.all[2], nm.all[5]}
 }
 
-// releaseKeys are the release script's KEYS: all six.
-func (nm *lockNames) releaseKeys() []string { return nm.all[:] }
+// allKeys are the KEYS of the release, join and keepalive scripts: all
+// six (the steps of the queue keep the notify key as long as the queue).
+func (nm *lockNames) allKeys() []string { return nm.all[:] }
 
-// queueKeys are the KEYS of the scripts that work the queue (join,
-// keepalive, leave) and of shared_acquire and shared_release: lock,
-// fence, queue, waiters, holders.
+// queueKeys are the KEYS of the leave, shared_acquire and shared_release
+// scripts: lock, fence, queue, waiters, holders.
 func (nm *lockNames) queueKeys() []string { return nm.all[:5] }
 
 func namesOf(key string) *lockNames {

@@ -29,6 +29,9 @@ func FuzzDerivedKeys(f *testing.F) {
 				t.Fatalf("derived %q is outside the reserved prefix", d)
 			}
 		}
+		if wakePrefix+strings.TrimPrefix(notifyKey(k1), notifyPrefix) != wakeChannel(k1) {
+			t.Fatalf("%q: release.lua would not find the wake channel %q from the notify key %q", k1, wakeChannel(k1), notifyKey(k1))
+		}
 		if k1 != k2 && fenceKey(k1) == fenceKey(k2) {
 			t.Fatalf("%q and %q share %q", k1, k2, fenceKey(k1))
 		}

@@ -222,3 +222,19 @@ func TestScriptsQueueConstantsAreQueueGos(t *testing.T) {
 		t.Errorf("prelude.lua does not say %s", want)
 	}
 }
+
+// release.lua derives a key's wake channel from its notify key, replacing
+// one prefix with the other: check that this is the channel keys.go names,
+// for every kind of key.
+func TestReleaseScriptDerivesTheWakeChannel(t *testing.T) {
+	want := fmt.Sprintf("'%s' .. string.sub(KEYS[6], %d)", wakePrefix, len(notifyPrefix)+1)
+	if !strings.Contains(releaseSrc, want) {
+		t.Fatalf("release.lua does not derive the channel as %s", want)
+	}
+	for _, k := range append([]string{"a", "{a}", "{a}:{a}"}, trickyKeys...) {
+		nm := namesOf(k)
+		if got := wakePrefix + strings.TrimPrefix(nm.allKeys()[5], notifyPrefix); got != nm.wake {
+			t.Errorf("key %q: channel from the notify key %q, keys.go names %q", k, got, nm.wake)
+		}
+	}
+}

@@ -7,31 +7,36 @@
 -- KEYS[4]  notify key
 -- ARGV[1]  token
 -- ARGV[2]  TTL, milliseconds
--- ARGV[3]  when the caller will wait for the release message if the key
---          is taken: how long to keep the notify key, milliseconds; else 0
--- ARGV[4]  how long to keep the fencing counter, milliseconds: the TTL
+-- ARGV[3]  how long to keep the fencing counter, milliseconds: the TTL
 --          plus the fence margin (fence.go)
+-- ARGV[4]  only when the caller will wait for the release message if the
+--          key is taken: how long to keep the notify key, milliseconds
+--          (absent otherwise: every argument costs the server a little on
+--          every run, and most callers never listen)
 --
--- Returns {1, fence} when obtained (fence as a decimal string), or
--- {0, pttl} when the key is taken (pttl is -1 when the holder's key has no
--- expiry, as a key set by hand without PX may have, and -2 when the key is
--- free but waiters are queued for it: the queue's next step hands it to
--- the first of them, so a newcomer cannot jump the line).
+-- Returns the fence (a decimal string, a bulk reply) when obtained, or the
+-- holder's pttl (an integer reply) when the key is taken: -1 when the
+-- holder's key has no expiry, as a key set by hand without PX may have,
+-- and -2 when the key is free but waiters are queued for it (the queue's
+-- next step hands it to the first of them, so a newcomer cannot jump the
+-- line). The reply's type tells the two apart: one value, not a table,
+-- because building and sending a table is measurably dearer on the
+-- uncontended path (node.go's acquire has the measurement).
 -- A key that holds something other than a string (a semaphore's sorted
 -- set) is a WRONGTYPE error; a key that already holds this token (the
--- request ran twice) is {1, fence}. (If anything fails after the SET, the
+-- request ran twice) is its fence. (If anything fails after the SET, the
 -- caller releases the key: acquire.go.)
 if redis.call('EXISTS', KEYS[3]) == 0 and redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return {1, issue_fence(KEYS[2], ARGV[4])}
+  return issue_fence(KEYS[2], ARGV[3])
 end
 -- GET answers WRONGTYPE for a semaphore's or read-write lock's key (a
 -- sorted set), and shows a grant to this very token: the same request run
 -- twice (go-redis retries a command whose connection broke, and the first
 -- run may have granted it) answers the grant again rather than "taken".
 if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return {1, redis.call('GET', KEYS[2]) or issue_fence(KEYS[2], ARGV[4])}
+  return redis.call('GET', KEYS[2]) or issue_fence(KEYS[2], ARGV[3])
 end
-if ARGV[3] ~= '0' then
-  redis.call('SET', KEYS[4], '1', 'PX', ARGV[3])
+if ARGV[4] then
+  redis.call('SET', KEYS[4], '1', 'PX', ARGV[4])
 end
-return {0, redis.call('PTTL', KEYS[1])}
+return redis.call('PTTL', KEYS[1])

@@ -8,12 +8,18 @@
 -- KEYS[3]  wait queue (sorted set)       all in the lock key's hash slot
 -- KEYS[4]  waiters (hash)
 -- KEYS[5]  holders' fences (hash; unused by a mutex, passed to handoff)
--- KEYS[6]  notify key: exists while someone listens on the wake channel
+-- KEYS[6]  notify key: exists while someone waits (see below)
 -- ARGV[1]  token
--- ARGV[2]  the holder's fence, or 0
--- ARGV[3]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
--- ARGV[4]  the lock key's wake channel
--- ARGV[5]  how long to keep a raised fencing counter, milliseconds
+-- ARGV[2]  the holder's fence; 0 or absent: none
+-- ARGV[3]  with a fence: how long to keep a raised fencing counter, ms
+-- ARGV[4]  the publish command when it is not PUBLISH: SPUBLISH on Redis
+--          Cluster
+-- (An argument that is not needed is left out: each costs the server a
+-- little on every run.)
+--
+-- The wake channel is the notify key's name with the wake prefix in place
+-- of the notify prefix (keys.go derives both alike; a test holds them
+-- together).
 --
 -- Returns 1 when released, 0 when the key does not hold the token (expired,
 -- taken by someone else, or already released): then nothing is changed.
@@ -36,27 +42,32 @@ end
 if value ~= ARGV[1] then
   return 0
 end
-redis.call('DEL', KEYS[1])
-if ARGV[2] ~= '0' then
+if ARGV[2] and ARGV[2] ~= '0' then
   local fence = tonumber(ARGV[2])
   if (tonumber(redis.call('GET', KEYS[2])) or 0) < fence then
-    redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[5]) -- kept as issue_fence keeps it
+    redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3]) -- kept as issue_fence keeps it
   end
 end
--- Usually nobody waits, and one EXISTS says so for both kinds of waiter.
+-- The notify key exists while anyone waits for this key: a listener for
+-- the release message (acquire.lua sets it when it refuses one) or a
+-- queued waiter (every step of the queue keeps it as long as the queue:
+-- prelude.lua, alive). Deleting it with the lock, in one call, tells
+-- whether anyone waits; usually nobody does, and the release ends here.
+if redis.call('DEL', KEYS[1], KEYS[6]) == 1 then
+  return 1
+end
 -- A listener without a queue (a Redlock waiter, or a Lock that found the
 -- key taken a moment ago) needs only the message, not the hand-off's
--- machinery: with the queue empty the hand-off would grant nobody.
-if redis.call('EXISTS', KEYS[3], KEYS[6]) > 0 then
-  local granted, msg = 0, nil
-  if redis.call('EXISTS', KEYS[3]) == 1 then
-    granted, msg = queue(issue_fence)(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[3], ARGV[4])
-  end
-  if granted == 0 then
-    redis.call(ARGV[3], ARGV[4], 'released')
-  end
-  if msg then
-    return msg
-  end
+-- machinery: with the queue empty the hand-off would grant nobody. A
+-- listener that finds the key taken again sets the notify key again.
+local pub, chan = ARGV[4] or 'PUBLISH', 'dlock:wake:' .. string.sub(KEYS[6], 14)
+local granted, msg = 0, nil
+if redis.call('EXISTS', KEYS[3]) == 1 then
+  local handoff, _, _, _, _, listened = queue(issue_fence)
+  granted, msg = handoff(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], pub, chan)
+  listened(KEYS[6]) -- for the waiters the hand-off left queued
 end
-return 1
+if granted == 0 then
+  redis.call(pub, chan, 'released')
+end
+return msg or 1
