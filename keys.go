@@ -78,8 +78,9 @@ type lockNames struct {
 	key string
 	// all holds the lock key, its fencing counter, wait queue, waiters,
 	// holders' fences and notify key, in that order.
-	all  [6]string
-	wake string // the wake channel
+	all     [6]string
+	acquire [4]string // the acquire script's KEYS: lock, fence, queue, notify
+	wake    string    // the wake channel
 }
 
 // fence is the lock key's fencing counter.
@@ -88,9 +89,14 @@ func (nm *lockNames) fence() string { return nm.all[1] }
 // holders is the hash of a semaphore's or read-write lock's holders' fences.
 func (nm *lockNames) holders() string { return nm.all[4] }
 
-// acquireKeys are the acquire script's KEYS: lock, fence, queue, notify.
-func (nm *lockNames) acquireKeys() []string {
-	return []string{nm.all[0], nm.all[1], nm.all[2], nm.all[5]}
+// acquireKeys are the acquire script's KEYS: lock, fence, queue, and the
+// notify key only for a caller that listens (a key not needed costs the
+// server a little on every run, as an argument does).
+func (nm *lockNames) acquireKeys(listens bool) []string {
+	if listens {
+		return nm.acquire[:]
+	}
+	return nm.acquire[:3]
 }
 
 // allKeys are the KEYS of the release, join and keepalive scripts: all
@@ -103,7 +109,9 @@ func (nm *lockNames) queueKeys() []string { return nm.all[:5] }
 
 func namesOf(key string) *lockNames {
 	queue, waiters := queueKeys(key)
-	return &lockNames{key: key, all: [6]string{key, fenceKey(key), queue, waiters, derive(holdersPrefix, key), notifyKey(key)}, wake: wakeChannel(key)}
+	nm := &lockNames{key: key, all: [6]string{key, fenceKey(key), queue, waiters, derive(holdersPrefix, key), notifyKey(key)}, wake: wakeChannel(key)}
+	nm.acquire = [4]string{nm.all[0], nm.all[1], nm.all[2], nm.all[5]}
+	return nm
 }
 
 // namesCache remembers the names derived from recently used lock keys:

@@ -173,7 +173,7 @@ func (n *node) acquire(ctx context.Context, nm *lockNames, token string, o optio
 	if shared(token) {
 		return n.acquireShared(ctx, nm, token, o)
 	}
-	keys := nm.acquireKeys()
+	keys := nm.acquireKeys(listens)
 	args := append(make([]any, 0, 4), token, o.ttl.Milliseconds(), o.fenceKeep().Milliseconds())
 	if listens {
 		args = append(args, notifyMillis)

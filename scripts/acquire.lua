@@ -4,7 +4,7 @@
 -- KEYS[1]  lock key: set to the token with an expiry, only if absent
 -- KEYS[2]  fencing counter of the lock key
 -- KEYS[3]  wait queue (sorted set)       all in the lock key's hash slot
--- KEYS[4]  notify key
+-- KEYS[4]  notify key, only with ARGV[4]
 -- ARGV[1]  token
 -- ARGV[2]  TTL, milliseconds
 -- ARGV[3]  how long to keep the fencing counter, milliseconds: the TTL
