@@ -12,12 +12,13 @@ import (
 )
 
 // coalescer sends a node's scripts together when many goroutines of one
-// Client run them at once: it counts the scripts in flight, and while
-// another is in flight, a new one goes through a go-redis AutoPipeliner
-// instead of taking a connection of its own. A lone script, the
-// uncontended case, goes straight to the user's client as before.
+// Client run them at once: it counts the scripts in flight, and while more
+// than coalesceAbove others are, a new one goes through a go-redis
+// AutoPipeliner instead of taking a connection of its own. A lone script,
+// the uncontended case, and the few at a time of a lock's hand-offs go
+// straight to the user's client as before.
 //
-// The pipeliner is full duplex (see pipelineOptions).
+// The pipeliner is half duplex (see pipelineOptions).
 //
 // The AutoPipeliner belongs to a client dlock makes for itself from the
 // user's options as New found them (same address, credentials, TLS,
@@ -50,7 +51,8 @@ type coalescer struct {
 	closed bool
 	own    *redis.Client
 	ap     *redis.AutoPipeliner
-	failed bool // making the pipeliner failed: do not try again
+	conns  conns // own's connections
+	failed bool  // making the pipeliner failed: do not try again
 }
 
 // newCoalescer returns the coalescer of a node over rdb.
@@ -71,12 +73,23 @@ func newCoalescer(rdb RedisClient) *coalescer {
 	return c
 }
 
-// run runs script s on the node: through the pipeliner when another script
-// is in flight, else on the user's client.
+// coalesceAbove is how many scripts of a node may be in flight at once
+// before the next goes through the pipeliner: the few that a lock's
+// hand-off keeps in flight (the releaser's script, the next waiter's,
+// a keepalive) go straight, each without waiting for a batch, and only
+// the many of a busy Client (many goroutines over many keys, a herd
+// joining) are batched. Measured (bench/, 3-s rounds): with 4, 64
+// goroutines over 64 keys cost the server 1.00-1.12x what rueidislock's
+// did per lock+unlock (pipelining from 2 scripts in flight, full duplex:
+// 1.23-1.45x), and hot keys of 16 and 64 goroutines kept their rates.
+const coalesceAbove = 4
+
+// run runs script s on the node: through the pipeliner when more than
+// coalesceAbove other scripts are in flight, else on the user's client.
 func (c *coalescer) run(ctx context.Context, rdb RedisClient, s *redis.Script, keys []string, args ...any) *redis.Cmd {
 	n := c.inflight.Add(1)
 	defer c.inflight.Add(-1)
-	if n > 1 && c.opt != nil {
+	if n > coalesceAbove && c.opt != nil {
 		c.mu.RLock()
 		ap := c.pipeliner()
 		if ap != nil {
@@ -142,7 +155,12 @@ func (c *coalescer) pipeliner() *redis.AutoPipeliner {
 	c.mu.RUnlock()
 	c.mu.Lock()
 	if c.ap == nil && !c.closed && !c.failed {
-		own := redis.NewClient(ownOptions(c.opt)) // a copy: NewClient writes to it
+		opt := ownOptions(c.opt) // a copy: NewClient writes to it
+		if opt.Dialer == nil {   // set by NewClient: this is for safety
+			opt.Dialer = redis.NewDialer(opt)
+		}
+		opt.Dialer = c.conns.dialer(opt.Dialer)
+		own := redis.NewClient(opt)
 		ap, err := own.AsyncAutoPipelineWithOptions(pipelineOptions())
 		if err != nil {
 			own.Close()
@@ -161,11 +179,19 @@ func (c *coalescer) pipeliner() *redis.AutoPipeliner {
 
 // close closes the pipeliner and dlock's own client, once every script
 // using it has its answer; later scripts go to the user's client.
+//
+// Its connections are closed first (conns). Holding mu, close knows that
+// no caller waits on the pipeliner any more (each holds mu for reading
+// until its script is answered, or abandoned after c.bound); what it may
+// still have in flight went unanswered that long, on a server that
+// stalls. Closing the connections ends those reads at once, where the
+// pipeliner's Close alone would wait for them up to its own bound, 30 s.
 func (c *coalescer) close() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.closed = true
 	if c.ap != nil {
+		c.conns.closeAll()
 		c.ap.Close()
 		c.own.Close()
 		c.ap, c.own = nil, nil
@@ -195,18 +221,18 @@ func Direct(rdb *redis.Client) RedisClient { return direct{rdb} }
 // direct is Direct's wrapper: a RedisClient that is not a *redis.Client.
 type direct struct{ *redis.Client }
 
-// pipelineOptions configures the pipeliner: full duplex, one held
-// connection, the commands streamed and the replies read as they come.
-//
-// Half duplex (one batch in flight, the scripts that arrive meanwhile sent
-// together as the next) batches more deeply, and was measured as the
-// alternative: on 64 goroutines over 64 keys it cost the server 1.23-1.29x
-// rueidislock's CPU per lock+unlock against full duplex's 1.39-1.68x, and
-// the client 1.08-1.13x against 1.32-1.41x, at the same throughput. But
-// every script then waits for the batch ahead of it, and a hand-off is a
-// chain of scripts: 16 goroutines on one key without a critical section
-// fell from 2100-2500 lock+unlock/s to 830-920/s (with up to four batches
-// in flight too), and Close on a paused server took 31 s against 19 s.
+// pipelineOptions configures the pipeliner: half duplex, go-redis's
+// default, where one batch is in flight and the scripts that come
+// meanwhile are sent together as the next. go-redis advises it over full
+// duplex on a fast link, and it batches more deeply: on 64 goroutines
+// over 64 keys full duplex (one held connection, commands streamed as
+// they come) cost the server 1.23-1.45x rueidislock's CPU per
+// lock+unlock, half duplex 1.00-1.12x, and the client 1.30-1.41x against
+// 1.00-1.10x, at the same rate or better. A script in a batch waits for
+// the batch ahead of it, which would slow a hand-off's chain of scripts
+// (16 goroutines on one key without a critical section fell from
+// 2100-2500 to 830-920 lock+unlock/s when every script after the first
+// in flight was batched); coalesceAbove keeps those out of the batches.
 func pipelineOptions() *redis.AutoPipelineOptions {
-	return &redis.AutoPipelineOptions{FullDuplex: true}
+	return &redis.AutoPipelineOptions{}
 }

@@ -179,8 +179,10 @@ func TestCloseReturnsWhileTheServerStallsUnderPipelining(t *testing.T) {
 	go func() { c.Close(); close(closed) }()
 	select {
 	case <-closed:
-	case <-time.After(40 * time.Second):
-		t.Fatal("Close did not return within 40s while the server was paused")
+	case <-time.After(30 * time.Second):
+		// 30 s is go-redis's own bound on closing a pipeliner with a
+		// batch in flight: Close must not wait for it (conns.go).
+		t.Fatal("Close did not return within 30s while the server was paused")
 	}
 }
 
