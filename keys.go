@@ -48,7 +48,7 @@ func checkKey(key string) error {
 const (
 	fencePrefix   = "dlock:fence:"   // fencing counter: the last fence issued for the key
 	wakePrefix    = "dlock:wake:"    // pub/sub channel: releases and hand-offs of the key
-	notifyPrefix  = "dlock:notify:"  // exists while someone waits: a listener on the wake channel, or the queue
+	notifyPrefix  = "dlock:notify:"  // exists while someone waits for the wake channel's "released"
 	queuePrefix   = "dlock:queue:"   // wait queue: waiter ids by the server time they queued
 	waitersPrefix = "dlock:waiters:" // waiters, their groups' signs of life, the last grant (prelude.lua)
 	holdersPrefix = "dlock:holders:" // the fences of a semaphore's or read-write lock's holders
@@ -99,12 +99,12 @@ func (nm *lockNames) acquireKeys(listens bool) []string {
 	return nm.acquire[:3]
 }
 
-// allKeys are the KEYS of the release, join and keepalive scripts: all
-// six (the steps of the queue keep the notify key as long as the queue).
-func (nm *lockNames) allKeys() []string { return nm.all[:] }
+// releaseKeys are the release script's KEYS: all six.
+func (nm *lockNames) releaseKeys() []string { return nm.all[:] }
 
-// queueKeys are the KEYS of the leave, shared_acquire and shared_release
-// scripts: lock, fence, queue, waiters, holders.
+// queueKeys are the KEYS of the scripts that work the queue (join,
+// keepalive, leave) and of shared_acquire and shared_release: lock,
+// fence, queue, waiters, holders.
 func (nm *lockNames) queueKeys() []string { return nm.all[:5] }
 
 func namesOf(key string) *lockNames {

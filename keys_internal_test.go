@@ -233,7 +233,7 @@ func TestReleaseScriptDerivesTheWakeChannel(t *testing.T) {
 	}
 	for _, k := range append([]string{"a", "{a}", "{a}:{a}"}, trickyKeys...) {
 		nm := namesOf(k)
-		if got := wakePrefix + strings.TrimPrefix(nm.allKeys()[5], notifyPrefix); got != nm.wake {
+		if got := wakePrefix + strings.TrimPrefix(nm.releaseKeys()[5], notifyPrefix); got != nm.wake {
 			t.Errorf("key %q: channel from the notify key %q, keys.go names %q", k, got, nm.wake)
 		}
 	}

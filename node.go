@@ -293,7 +293,7 @@ func (n *node) release(ctx context.Context, nm *lockNames, token string, fence i
 		v, err = n.script(ctx, sharedReleaseScript, nm.queueKeys(), token, n.publish(), nm.wake).Int64()
 	} else {
 		var r any
-		r, err = n.script(ctx, releaseScript, nm.allKeys(), n.releaseArgs(token, fence, keep)...).Result()
+		r, err = n.script(ctx, releaseScript, nm.releaseKeys(), n.releaseArgs(token, fence, keep)...).Result()
 		switch r := r.(type) {
 		case int64:
 			v = r

@@ -47,11 +47,8 @@ type subscriber struct {
 // notifyWindow is how long a failed attempt of a waiter that listens for
 // release messages keeps the key's notify key alive. The release script
 // publishes only while that key exists, so that a release nobody listens
-// for costs no PUBLISH; it deletes the key with the lock (the queue's
-// steps keep it too, for the hand-off). A waiter attempts again at least
-// every maxRetryWait, setting it again; if it lapsed anyway, or a release
-// took it just before the waiter listened, the waiter's timer still
-// retries.
+// for costs no PUBLISH. A waiter attempts again at least every maxRetryWait,
+// renewing it; if it lapsed anyway, the waiter's timer still retries.
 const notifyWindow = 3 * maxRetryWait
 
 // notifyMillis is notifyWindow as the acquire script takes it (boxed once).

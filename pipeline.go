@@ -13,7 +13,7 @@ import (
 
 // coalescer sends a node's scripts together when many goroutines of one
 // Client run them at once: it counts the scripts in flight, and while more
-// than coalesceAbove others are, a new one goes through a go-redis
+// than coalesceAbove are (the new one included), it goes through a go-redis
 // AutoPipeliner instead of taking a connection of its own. A lone script,
 // the uncontended case, and the few at a time of a lock's hand-offs go
 // straight to the user's client as before.

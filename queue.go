@@ -621,7 +621,7 @@ type joinReply struct {
 
 // join runs the join script (scripts/join.lua).
 func (n *node) join(ctx context.Context, nm *lockNames, w *queuedWaiter, group string, seq int64, score string) (joinReply, error) {
-	res, err := n.script(ctx, joinScript, nm.allKeys(), w.token, w.o.ttl.Milliseconds(), w.id, group, seq, score, n.publish(), nm.wake, w.o.fenceKeep().Milliseconds()).Slice()
+	res, err := n.script(ctx, joinScript, nm.queueKeys(), w.token, w.o.ttl.Milliseconds(), w.id, group, seq, score, n.publish(), nm.wake, w.o.fenceKeep().Milliseconds()).Slice()
 	if err != nil {
 		return joinReply{}, n.fail("wait", err)
 	}
@@ -658,7 +658,7 @@ func (n *node) keepalive(ctx context.Context, nm *lockNames, group string, seq i
 	for _, id := range roll {
 		args = append(args, id)
 	}
-	res, err := n.script(ctx, keepaliveScript, nm.allKeys(), args...).Slice()
+	res, err := n.script(ctx, keepaliveScript, nm.queueKeys(), args...).Slice()
 	if err != nil {
 		return keepaliveReply{}, n.fail("wait", err)
 	}

@@ -8,7 +8,6 @@
 -- KEYS[3]  wait queue (sorted set)       all in the lock key's hash slot
 -- KEYS[4]  waiters (hash)
 -- KEYS[5]  holders' fences (hash; permits and read-write holds only)
--- KEYS[6]  notify key: kept as long as the queue (prelude.lua, alive)
 -- ARGV[1]  token (its kind says what it asks for: prelude.lua, holders)
 -- ARGV[2]  TTL, milliseconds
 -- ARGV[3]  waiter id
@@ -26,7 +25,7 @@
 local handoff, now, alive, claim_ms, h = queue(issue_fence)
 local now_us = now()
 local now_ms = math.floor(now_us / 1000)
-alive(KEYS[3], KEYS[4], KEYS[6], ARGV[4], now_us, ARGV[5])
+alive(KEYS[3], KEYS[4], ARGV[4], now_us, ARGV[5])
 if h.holds(KEYS[1], ARGV[1], now_ms) then
   -- Granted by a hand-off: give the hold a full claim from this step,
   -- with the fence it was granted (should it be gone, a new, higher

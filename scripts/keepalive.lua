@@ -8,7 +8,6 @@
 -- KEYS[3]  wait queue (sorted set)       all in the lock key's hash slot
 -- KEYS[4]  waiters (hash)
 -- KEYS[5]  holders' fences (hash; permits and read-write holds only)
--- KEYS[6]  notify key: kept as long as the queue (prelude.lua, alive)
 -- ARGV[1]  the group (its Client's id)
 -- ARGV[2]  this step's sequence number in the group
 -- ARGV[3]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
@@ -21,7 +20,7 @@
 -- lists the roll call's ids that are neither queued nor the last grant's.
 local handoff, now, alive, _, h = queue(issue_fence)
 local now_us = now()
-alive(KEYS[3], KEYS[4], KEYS[6], ARGV[1], now_us, ARGV[2])
+alive(KEYS[3], KEYS[4], ARGV[1], now_us, ARGV[2])
 handoff(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[3], ARGV[4]) -- if it is free, or has room
 local now_ms = math.floor(now_us / 1000)
 local grant, granted = {}, nil

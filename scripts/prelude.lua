@@ -194,8 +194,7 @@ local function holders()
 end
 
 -- queue returns the functions that work a lock's wait queue, handoff, now
--- and alive, claim_ms, the holder functions (h, from holders()) and
--- listened.
+-- and alive, claim_ms, and the holder functions (h, from holders()).
 -- issue_fence is passed in, so that building them costs no upvalue unless
 -- they are built.
 local function queue(issue_fence)
@@ -214,21 +213,12 @@ local function queue(issue_fence)
   -- checks these against queue.go.
   local claim_ms, alive_us, keep = 1000, 1000000, '2000'
 
-  -- listened keeps the notify key as long as the queue's keys, so that
-  -- a release, which deletes it with the lock, finds out in that one call
-  -- that someone waits (release.lua).
-  local function listened(notify_key)
-    redis.call('SET', notify_key, '1', 'PX', keep)
-  end
-
   -- alive records a step of group at server time now_us with sequence
-  -- number seq, and keeps the queue's keys, and the notify key, for twice
-  -- the alive window.
-  local function alive(queue_key, waiters_key, notify_key, group, now_us, seq)
+  -- number seq, and keeps the queue's keys for twice the alive window.
+  local function alive(queue_key, waiters_key, group, now_us, seq)
     redis.call('HSET', waiters_key, '@' .. group, string.format('%.0f', now_us) .. ' ' .. seq)
     redis.call('PEXPIRE', queue_key, keep)
     redis.call('PEXPIRE', waiters_key, keep)
-    listened(notify_key)
   end
 
   -- handoff gives the lock to the first live waiters of its queue while
@@ -295,5 +285,5 @@ local function queue(issue_fence)
     end
   end
 
-  return handoff, now, alive, claim_ms, h, listened
+  return handoff, now, alive, claim_ms, h
 end
