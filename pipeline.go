@@ -73,19 +73,24 @@ func newCoalescer(rdb RedisClient) *coalescer {
 	return c
 }
 
-// coalesceAbove is how many scripts of a node may be in flight at once
-// before the next goes through the pipeliner: the few that a lock's
+// coalesceAbove is how many scripts of a node may be in flight at once,
+// each on a connection of the user's pool, before the next goes through
+// the pipeliner: the few that a lock's
 // hand-off keeps in flight (the releaser's script, the next waiter's,
 // a keepalive) go straight, each without waiting for a batch, and only
 // the many of a busy Client (many goroutines over many keys, a herd
 // joining) are batched. Measured (bench/, 3-s rounds): with 4, 64
-// goroutines over 64 keys cost the server 1.00-1.12x what rueidislock's
+// goroutines over 64 keys cost the server 1.00-1.15x what rueidislock's
 // did per lock+unlock (pipelining from 2 scripts in flight, full duplex:
-// 1.23-1.45x), and hot keys of 16 and 64 goroutines kept their rates.
+// 1.23-1.56x), and hot keys of 16 and 64 goroutines kept their rates
+// (16 without a critical section, paired with the earlier design:
+// 3030 and 2982/s against 2262 and 2454/s). A full-duplex pipeline for
+// the few beside this one for the many was worse there (803-829/s).
 const coalesceAbove = 4
 
 // run runs script s on the node: through the pipeliner when more than
-// coalesceAbove other scripts are in flight, else on the user's client.
+// coalesceAbove scripts are in flight (s included), else on the user's
+// client.
 func (c *coalescer) run(ctx context.Context, rdb RedisClient, s *redis.Script, keys []string, args ...any) *redis.Cmd {
 	n := c.inflight.Add(1)
 	defer c.inflight.Add(-1)
@@ -227,8 +232,8 @@ type direct struct{ *redis.Client }
 // duplex on a fast link, and it batches more deeply: on 64 goroutines
 // over 64 keys full duplex (one held connection, commands streamed as
 // they come) cost the server 1.23-1.45x rueidislock's CPU per
-// lock+unlock, half duplex 1.00-1.12x, and the client 1.30-1.41x against
-// 1.00-1.10x, at the same rate or better. A script in a batch waits for
+// lock+unlock, half duplex 1.00-1.15x, and the client 1.30-1.41x against
+// 0.97-1.10x, at the same rate or better. A script in a batch waits for
 // the batch ahead of it, which would slow a hand-off's chain of scripts
 // (16 goroutines on one key without a critical section fell from
 // 2100-2500 to 830-920 lock+unlock/s when every script after the first
