@@ -13,7 +13,8 @@ import (
 // waits up to 30 s for a pipeline batch in flight, and a batch can be
 // stuck on a stalled server: reading a reply, or the HELLO of a connection
 // it opens to send again. Closing the connections themselves ends those
-// reads at once, and after closeAll no new one is made.
+// reads at once, and after closeAll a new one is closed as soon as it is
+// dialed (go-redis may still dial, and logs the refusal).
 type conns struct {
 	mu     sync.Mutex
 	closed bool
