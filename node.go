@@ -192,9 +192,9 @@ func (n *node) acquire(ctx context.Context, nm *lockNames, token string, o optio
 		return grant{}, n.fail("acquire", err)
 	}
 	// The script answers a grant's fence as a string and a refusal's pttl
-	// as an integer: one value rather than a table, which cost the server
-	// 2-4 µs more per uncontended acquire (unpipelined EVALSHA time, 5,120
-	// cycles a round).
+	// as an integer: one value rather than a table, which the server builds
+	// and sends on every uncontended acquire (part of a change measured at
+	// 1.13-1.24x the fenced floor's server CPU before, 1.12x after).
 	switch r := res.(type) {
 	case string:
 		if acked >= 0 && acked < o.replicas {
@@ -316,7 +316,7 @@ func (n *node) release(ctx context.Context, nm *lockNames, token string, fence i
 func (n *node) releaseArgs(token string, fence int64, keep time.Duration) []any {
 	switch {
 	case n.cluster != nil:
-		return []any{token, fence, keep.Milliseconds(), "SPUBLISH"}
+		return []any{token, fence, keep.Milliseconds(), n.publish()}
 	case fence != 0:
 		return []any{token, fence, keep.Milliseconds()}
 	}

@@ -20,8 +20,8 @@
 -- and -2 when the key is free but waiters are queued for it (the queue's
 -- next step hands it to the first of them, so a newcomer cannot jump the
 -- line). The reply's type tells the two apart: one value, not a table,
--- because building and sending a table is measurably dearer on the
--- uncontended path (node.go's acquire has the measurement).
+-- because building and sending a table is more work for the server on the
+-- uncontended path (node.go's acquire says what was measured).
 -- A key that holds something other than a string (a semaphore's sorted
 -- set) is a WRONGTYPE error; a key that already holds this token (the
 -- request ran twice) is its fence. (If anything fails after the SET, the
