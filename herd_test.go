@@ -411,3 +411,47 @@ func TestAWaiterOnAStalledServerReturnsWithItsContext(t *testing.T) {
 		t.Fatal("the released lock went to the departed waiter")
 	}
 }
+
+// Likewise when Close ends the wait: the waiter returns ErrClosed at once,
+// and its leave, still in flight on the stalled server, is work that Close
+// waits for, so Close returns only once the queue is clear of it.
+func TestAWaiterOnAStalledServerReturnsWhenCloseBegins(t *testing.T) {
+	s := redistest.Start(t)
+	opts := s.Options()
+	opts.ReadTimeout, opts.WriteTimeout = -1, -1 // only the context bounds a call
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
+	c := dlock.New(rdb)
+	other, admin := newClient(t, s)
+	k := key(t)
+	holder := mustLock(t, other, k, dlock.WithTTL(time.Minute))
+	done := make(chan error, 1)
+	go func() { _, err := c.Lock(context.Background(), k); done <- err }()
+	eventually(t, "queued", func() bool { return queueLen(t, admin, k) == 1 })
+	s.Pause()
+	closed := make(chan struct{})
+	go func() { c.Close(); close(closed) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, dlock.ErrClosed) {
+			t.Fatalf("Lock: %v, want ErrClosed", err)
+		}
+	case <-time.After(3 * time.Second): // the cleanup timeout is 5 s
+		s.Resume()
+		t.Fatal("Lock waited for the stalled server after Close began")
+	}
+	select {
+	case <-closed:
+		s.Resume()
+		t.Fatal("Close returned before the waiter's leave had an answer")
+	case <-time.After(100 * time.Millisecond):
+	}
+	s.Resume()
+	<-closed
+	if n := queueLen(t, admin, k); n != 0 {
+		t.Fatalf("%d waiters queued after Close returned", n)
+	}
+	if err := holder.Unlock(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -400,9 +400,9 @@ func (g *waitGroup) exit(w *queuedWaiter, leave bool) {
 		if w.o.hasNodeTimeout {
 			wait = min(wait, w.o.nodeTimeout)
 		}
-		if g.c.closed.Load() {
-			wait = 0 // Close waits for this call: leave before it returns
-		}
+		// Also while Close runs: it waits for this call (waitQueued
+		// holds it), so a leave still in flight then was spawned as work
+		// Close waits for, and the caller returns with its context.
 		g.leave(w.id, w.token, wait)
 	}
 	g.c.groups.release(g)
