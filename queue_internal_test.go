@@ -147,3 +147,27 @@ func TestAReleaseHandsOverToItsOwnClientsWaiter(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A waiter's first join makes the queue, and the queue expires like the
+// waiters' hash if its group never takes another step (a process that dies
+// just after joining): nothing it leaves is kept forever.
+func TestTheQueueAFirstJoinMakesExpires(t *testing.T) {
+	s := redistest.Start(t)
+	rdb := s.Client(t)
+	n := newNode(rdb, 0)
+	ctx := context.Background()
+	const k = "lock:first-join"
+	nm := namesOf(k)
+	if g, err := n.acquire(ctx, nm, "holder", options{ttl: time.Minute}, false); err != nil || !g.ok {
+		t.Fatal(g, err)
+	}
+	w := &queuedWaiter{id: "a", token: "tok-a", o: options{ttl: time.Minute}}
+	if r, err := n.join(ctx, nm, w, "ga", 1, "0"); err != nil || r.granted {
+		t.Fatalf("join: %+v %v", r, err)
+	}
+	for _, key := range nm.all[2:4] { // the queue and the waiters
+		if pttl := rdb.PTTL(ctx, key).Val(); pttl <= 0 || pttl > 2*aliveWindow {
+			t.Fatalf("%s: PTTL %v after the first join, want within %v", key, pttl, 2*aliveWindow)
+		}
+	}
+}

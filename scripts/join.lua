@@ -25,11 +25,12 @@
 local handoff, now, alive, claim_ms, h = queue(issue_fence)
 local now_us = now()
 local now_ms = math.floor(now_us / 1000)
-alive(KEYS[3], KEYS[4], ARGV[4], now_us, ARGV[5])
-if h.holds(KEYS[1], ARGV[1], now_ms) then
+local held, free = h.holds(KEYS[1], ARGV[1], now_ms)
+if held then
   -- Granted by a hand-off: give the hold a full claim from this step,
   -- with the fence it was granted (should it be gone, a new, higher
   -- fence will do).
+  alive(KEYS[3], KEYS[4], ARGV[4], now_us, ARGV[5])
   local px = math.min(tonumber(ARGV[2]), claim_ms)
   local fence = h.fence_of(KEYS[2], KEYS[5], ARGV[1]) or issue_fence(KEYS[2], ARGV[9])
   h.give(KEYS[1], KEYS[5], ARGV[1], px, now_ms, fence)
@@ -37,13 +38,23 @@ if h.holds(KEYS[1], ARGV[1], now_ms) then
   redis.call('HDEL', KEYS[4], ARGV[3])
   return {1, fence, px}
 end
-local room = h.fits(KEYS[1], KEYS[5], ARGV[1], now_ms) -- raises a kind error before queueing
+-- A mutex's GET above told whether the key is free; other kinds look at
+-- their holders, and raise a kind error before anything is written.
+local room = free
+if h.kind(ARGV[1]) ~= 'm' then
+  room = h.fits(KEYS[1], KEYS[5], ARGV[1], now_ms)
+end
 local score = ARGV[6]
 if score == '0' then
   score = string.format('%.0f', now_us)
 end
-redis.call('ZADD', KEYS[3], 'NX', score, ARGV[3])
+if redis.call('ZADD', KEYS[3], 'NX', score, ARGV[3]) == 0 then
+  score = redis.call('ZSCORE', KEYS[3], ARGV[3]) -- queued already: its place stands
+end
 redis.call('HSET', KEYS[4], ARGV[3], ARGV[1] .. ' ' .. ARGV[2] .. ' ' .. ARGV[4] .. ' ' .. ARGV[9])
+-- After the ZADD, which may have made the queue: alive keeps it (for
+-- twice the alive window after the last step) as well as the waiters.
+alive(KEYS[3], KEYS[4], ARGV[4], now_us, ARGV[5])
 if room then
   -- Room for it: the first live waiters get it, which may be this one.
   if redis.call('ZRANGE', KEYS[3], '0', '0')[1] == ARGV[3] then
@@ -61,4 +72,4 @@ if room then
   end
 end
 local wait = h.kind(ARGV[1]) == 'm' and redis.call('PTTL', KEYS[1]) or h.wait_ms(KEYS[1], now_ms)
-return {0, wait, redis.call('ZSCORE', KEYS[3], ARGV[3])}
+return {0, wait, score}

@@ -26,7 +26,9 @@
 -- issue_fence issues the next fencing token of a lock: max(counter + 1,
 -- server time in microseconds), and keeps the counter for keep_ms (the
 -- lock's TTL plus the fence margin; fence.go has the argument). Returns it
--- as a decimal string.
+-- as a decimal string. t, if given, is the TIME reply the caller has
+-- already read in this script: the fence's order comes from the counter,
+-- so an earlier reading of the clock serves as well, and saves a call.
 --
 -- This runs on every grant, so it is written for speed: the clock is read
 -- once and its two parts joined as text; the usual case, the clock ahead of
@@ -34,8 +36,8 @@
 -- old one. Arguments to redis.call are strings, never Lua numbers, which
 -- Redis would have to format. Only if the counter was at or ahead of the
 -- clock is it written again, one above the old value.
-local function issue_fence(fence_key, keep_ms)
-  local t = redis.call('TIME')
+local function issue_fence(fence_key, keep_ms, t)
+  t = t or redis.call('TIME')
   local fence = t[1] .. string.rep('0', 6 - #t[2]) .. t[2]
   local last = tonumber(redis.call('SET', fence_key, fence, 'PX', keep_ms, 'GET'))
   if last and last >= tonumber(fence) then
@@ -114,6 +116,8 @@ local function holders()
 
   -- holds reports whether token holds the lock now. A key of another
   -- kind (WRONGTYPE) holds nothing of ours; any other error is raised.
+  -- For a mutex it also reports whether the key is free (fits, from the
+  -- same GET).
   local function holds(lock_key, token, now)
     local m = kind(token) == 'm'
     local v
@@ -124,12 +128,12 @@ local function holders()
     end
     if type(v) == 'table' then
       if string.sub(v.err, 1, 9) == 'WRONGTYPE' then
-        return false
+        return false, false
       end
       error(v)
     end
     if m then
-      return v == token
+      return v == token, v == false
     end
     return v ~= false and tonumber(v) > now
   end
@@ -231,19 +235,26 @@ local function queue(issue_fence)
   -- dropped. Returns how many waiters it granted, and the last grant's
   -- message (nil if none).
   --
+  -- absent says that the caller has just deleted the lock key: the first
+  -- grant then fits without a look at the key.
+  --
   -- lease_ms is how long the lock lives counted from the group's last step
   -- (seq) that the server ran: the time since that step, on this server's
   -- clock, rounded down, plus the key's PX. The waiter counts its lease
   -- from when it sent that step, which was no later than the server ran
   -- it, so its estimate ends no later than the key expires (queue.go).
-  local function handoff(lock_key, fence_key, queue_key, waiters_key, holders_key, pub, chan)
-    local now_us = now()
-    local now_ms = math.floor(now_us / 1000)
+  local function handoff(lock_key, fence_key, queue_key, waiters_key, holders_key, pub, chan, absent)
+    local t, now_us, now_ms -- read at the first waiter: a queue may be empty
     local granted, msg = 0, nil
     while true do
       local head = redis.call('ZRANGE', queue_key, '0', '0')[1]
       if not head then
         return granted, msg
+      end
+      if not t then
+        t = redis.call('TIME')
+        now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+        now_ms = math.floor(now_us / 1000)
       end
       local data = redis.call('HGET', waiters_key, head)
       local token, ttl, group, keep
@@ -256,7 +267,7 @@ local function queue(issue_fence)
         at, seq = string.match(life, '^(%d+) (%d+)$')
       end
       if at and tonumber(at) + alive_us >= now_us then
-        if not h.fits(lock_key, holders_key, token, now_ms) then
+        if not (absent and granted == 0) and not h.fits(lock_key, holders_key, token, now_ms) then
           return granted, msg
         end
         redis.call('ZREM', queue_key, head)
@@ -265,7 +276,7 @@ local function queue(issue_fence)
         if keep == '' then -- queued by an older dlock: its default margin
           keep = tostring(tonumber(ttl) + 600000)
         end
-        local fence = issue_fence(fence_key, keep)
+        local fence = issue_fence(fence_key, keep, t)
         h.give(lock_key, holders_key, token, px, now_ms, fence)
         local lease = tostring(math.floor((now_us - tonumber(at)) / 1000) + px)
         redis.call('HSET', waiters_key, '!', group .. ' ' .. head .. ' ' .. token .. ' ' .. fence .. ' ' .. seq .. ' ' .. lease)
