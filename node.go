@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -67,8 +68,11 @@ type node struct {
 	sub     *subscriber
 	co      *coalescer // how its scripts travel (pipeline.go)
 	// handOver, if set, receives the grant message of a release that
-	// handed the lock to a waiter (one node: the Client's groups).
+	// handed the lock to a waiter (one node: the Client's groups), and
+	// groupOf names the Client's group waiting for a key, if any: its
+	// grants come back in the release's reply, unpublished.
 	handOver func(key, msg string)
+	groupOf  func(key string) string
 
 	refreshed atomic.Int64 // when refresh last asked for a cluster map reload (unix ns)
 
@@ -293,7 +297,11 @@ func (n *node) release(ctx context.Context, nm *lockNames, token string, fence i
 		v, err = n.script(ctx, sharedReleaseScript, nm.queueKeys(), token, n.publish(), nm.wake).Int64()
 	} else {
 		var r any
-		r, err = n.script(ctx, releaseScript, nm.releaseKeys(), n.releaseArgs(token, fence, keep)...).Result()
+		group := ""
+		if n.groupOf != nil {
+			group = n.groupOf(nm.key)
+		}
+		r, err = n.script(ctx, releaseScript, nm.releaseKeys(), n.releaseArgs(token, fence, keep, group)...).Result()
 		switch r := r.(type) {
 		case int64:
 			v = r
@@ -301,6 +309,11 @@ func (n *node) release(ctx context.Context, nm *lockNames, token string, fence i
 			v = 1
 			if n.handOver != nil {
 				n.handOver(nm.key, r)
+				// The waiter just readied would otherwise run only once this
+				// goroutine blocks (its caller's next request, say): let it
+				// run now, since the lock's next holder is the one that
+				// keeps a hot key busy.
+				runtime.Gosched()
 			}
 		}
 	}
@@ -312,9 +325,12 @@ func (n *node) release(ctx context.Context, nm *lockNames, token string, fence i
 
 // releaseArgs returns the release script's arguments: the token, and only
 // what this release needs besides (a fence to raise the counter to, with
-// how long to keep it; the publish command on a cluster).
-func (n *node) releaseArgs(token string, fence int64, keep time.Duration) []any {
+// how long to keep it; the publish command on a cluster; the group of this
+// Client's waiters for the key, if it has any).
+func (n *node) releaseArgs(token string, fence int64, keep time.Duration, group string) []any {
 	switch {
+	case group != "":
+		return []any{token, fence, keep.Milliseconds(), n.publish(), group}
 	case n.cluster != nil:
 		return []any{token, fence, keep.Milliseconds(), n.publish()}
 	case fence != 0:

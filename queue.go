@@ -267,6 +267,16 @@ func (gs *groups) waiting(key string) bool {
 	return gs.m[key] != nil
 }
 
+// groupOf returns the name of the Client's group waiting for key, or "".
+func (gs *groups) groupOf(key string) string {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	if g := gs.m[key]; g != nil {
+		return g.id
+	}
+	return ""
+}
+
 // enter adds w to the Client's group for nm's key, starting the group if
 // there is none.
 func (gs *groups) enter(c *Client, nm *lockNames, w *queuedWaiter) *waitGroup {
@@ -456,10 +466,11 @@ func (gs *groups) release(g *waitGroup) {
 // handOver delivers the grant of a release this Client made, as its reply
 // told it, to the waiter it went to if that waiter is this Client's: the
 // waiter need not wait for the message to come round through the
-// subscription. The message still comes, and finds the grant delivered
-// (a waiter that has accepted it is gone from the group; one that has not
-// yet takes the same grant twice, which changes nothing). Grants to
-// other Clients' waiters are theirs to hear.
+// subscription. A release that names the Client's group (groupOf) is not
+// published at all when it goes to that group's waiter, so the reply is
+// its only message; should the reply be lost, the group's keepalive finds
+// the grant (its record, '!'), as it finds one whose message was lost.
+// Grants to other Clients' waiters are theirs to hear.
 func (gs *groups) handOver(key, msg string) {
 	gs.mu.Lock()
 	g := gs.m[key]

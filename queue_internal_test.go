@@ -96,10 +96,11 @@ func TestAHandOffsLeaseCountsFromTheGroupsStep(t *testing.T) {
 }
 
 // A release that hands the lock to a waiter returns the grant, and the
-// releasing Client hands it over to its own waiter at once, with the same
-// message the subscription brings (which then changes nothing).
+// releasing Client hands it over to its own waiter at once. Such a grant
+// is not published: the reply is its only message.
 func TestAReleaseHandsOverToItsOwnClientsWaiter(t *testing.T) {
 	s := redistest.Start(t)
+	admin := s.Client(t)
 	c := New(s.Client(t))
 	defer c.Close()
 	n := c.nodes[0]
@@ -131,12 +132,17 @@ func TestAReleaseHandsOverToItsOwnClientsWaiter(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	time.Sleep(50 * time.Millisecond) // its join has landed
+	published := func() string { return redistest.Info(admin, "commandstats")["cmdstat_publish"] }
+	before := published()
 	if err := holder.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
 	l := <-got
 	if l == nil || l.Fence() <= holder.Fence() {
 		t.Fatalf("the waiter got %v after fence %d", l, holder.Fence())
+	}
+	if after := published(); after != before {
+		t.Errorf("the grant was published too (%q, then %q): the reply carried it", before, after)
 	}
 	mu.Lock()
 	if len(msgs) != 1 || !strings.HasPrefix(msgs[0], "g ") || !strings.Contains(msgs[0], " "+strconv.FormatInt(l.Fence(), 10)+" ") {

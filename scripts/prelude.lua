@@ -236,14 +236,17 @@ local function queue(issue_fence)
   -- message (nil if none).
   --
   -- absent says that the caller has just deleted the lock key: the first
-  -- grant then fits without a look at the key.
+  -- grant then fits without a look at the key. mine, if given, is the
+  -- caller's own group: a mutex's grant to one of its waiters is not
+  -- published, since the caller gets the message as its reply (release.lua)
+  -- and no other Client's waiter needs it.
   --
   -- lease_ms is how long the lock lives counted from the group's last step
   -- (seq) that the server ran: the time since that step, on this server's
   -- clock, rounded down, plus the key's PX. The waiter counts its lease
   -- from when it sent that step, which was no later than the server ran
   -- it, so its estimate ends no later than the key expires (queue.go).
-  local function handoff(lock_key, fence_key, queue_key, waiters_key, holders_key, pub, chan, absent)
+  local function handoff(lock_key, fence_key, queue_key, waiters_key, holders_key, pub, chan, absent, mine)
     local t, now_us, now_ms -- read at the first waiter: a queue may be empty
     local granted, msg = 0, nil
     while true do
@@ -281,11 +284,14 @@ local function queue(issue_fence)
         local lease = tostring(math.floor((now_us - tonumber(at)) / 1000) + px)
         redis.call('HSET', waiters_key, '!', group .. ' ' .. head .. ' ' .. token .. ' ' .. fence .. ' ' .. seq .. ' ' .. lease)
         msg = 'g ' .. head .. ' ' .. fence .. ' ' .. seq .. ' ' .. lease
-        redis.call(pub, chan, msg)
         granted = granted + 1
         if h.kind(token) == 'm' then
+          if group ~= mine then
+            redis.call(pub, chan, msg)
+          end
           return granted, msg
         end
+        redis.call(pub, chan, msg)
       else
         redis.call('ZREM', queue_key, head)
         redis.call('HDEL', waiters_key, head)

@@ -14,6 +14,11 @@
 -- ARGV[3]  with a fence: how long to keep a raised fencing counter, ms
 -- ARGV[4]  the publish command when it is not PUBLISH: SPUBLISH on Redis
 --          Cluster
+-- ARGV[5]  the group of the releaser's Client, when that Client has
+--          waiters queued for the key (one node only): a grant to one of
+--          them comes back in the reply and is not published (queue.go,
+--          handOver). ARGV[2] to ARGV[4] are then given: '0', '0' and
+--          PUBLISH when they are not needed.
 -- (An argument that is not needed is left out: each costs the server a
 -- little on every run.)
 --
@@ -64,7 +69,7 @@ end
 -- first waiter), and knows the key is free: it has just been deleted.
 if redis.call('EXISTS', KEYS[3], KEYS[6]) > 0 then
   local pub, chan = ARGV[4] or 'PUBLISH', 'dlock:wake:' .. string.sub(KEYS[6], 14)
-  local granted, msg = queue(issue_fence)(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], pub, chan, true)
+  local granted, msg = queue(issue_fence)(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], pub, chan, true, ARGV[5])
   if granted == 0 then
     redis.call(pub, chan, 'released')
   end
