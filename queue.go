@@ -20,7 +20,9 @@ import (
 // key's hash slot, ordered by the server's time when it joined (never a
 // client clock). The release script deletes the lock and, in the same atomic
 // step, sets it to the first live waiter's token and publishes the grant on
-// the key's wake channel, naming the waiter. Newcomers (TryLock, or Lock's
+// the key's wake channel, naming the waiter (unless the waiter is in the
+// releasing Client's own group: that Client has the grant in its reply and
+// hands it over itself, handOver). Newcomers (TryLock, or Lock's
 // first attempt) cannot jump the line: the acquire script refuses a key
 // that has a queue, and the lock is never free while someone live waits.
 //
