@@ -373,25 +373,34 @@ func TestRedlockHerdIsServed(t *testing.T) {
 	herd(t, c, key(t), 300, time.Millisecond, dlock.WithTTL(5*time.Second), dlock.WithNodeTimeout(time.Second))
 }
 
+// queuedThenStalled starts a Lock on ctx, on a Client whose calls only
+// their contexts bound, queued behind another Client's holder of a fresh
+// key, and then pauses the server. done gets Lock's error. The Client is
+// closed, and its go-redis client after it, when the test ends.
+func queuedThenStalled(t *testing.T, ctx context.Context) (s *redistest.Server, c *dlock.Client, admin *redis.Client, holder *dlock.Lock, k string, done chan error) {
+	s = redistest.Start(t)
+	opts := s.Options()
+	opts.ReadTimeout, opts.WriteTimeout = -1, -1 // only the context bounds a call
+	rdb := redis.NewClient(opts)
+	t.Cleanup(func() { rdb.Close() })
+	c = dlock.New(rdb)
+	t.Cleanup(func() { c.Close() })
+	other, admin := newClient(t, s)
+	k = key(t)
+	holder = mustLock(t, other, k, dlock.WithTTL(time.Minute))
+	done = make(chan error, 1)
+	go func() { _, err := c.Lock(ctx, k); done <- err }()
+	eventually(t, "queued", func() bool { return queueLen(t, admin, k) == 1 })
+	s.Pause()
+	return s, c, admin, holder, k, done
+}
+
 // A queued waiter whose context ends while the server has stalled returns
 // with the context, not after its leave's answer: the leave finishes in the
 // background once the server answers again, and leaves no ghost.
 func TestAWaiterOnAStalledServerReturnsWithItsContext(t *testing.T) {
-	s := redistest.Start(t)
-	opts := s.Options()
-	opts.ReadTimeout, opts.WriteTimeout = -1, -1 // only the context bounds a call
-	rdb := redis.NewClient(opts)
-	c := dlock.New(rdb)
-	defer rdb.Close()
-	defer c.Close()
-	other, admin := newClient(t, s)
-	k := key(t)
-	holder := mustLock(t, other, k, dlock.WithTTL(time.Minute))
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { _, err := c.Lock(ctx, k); done <- err }()
-	eventually(t, "queued", func() bool { return queueLen(t, admin, k) == 1 })
-	s.Pause()
+	s, _, admin, holder, k, done := queuedThenStalled(t, ctx)
 	cancel()
 	select {
 	case err := <-done:
@@ -416,19 +425,7 @@ func TestAWaiterOnAStalledServerReturnsWithItsContext(t *testing.T) {
 // and its leave, still in flight on the stalled server, is work that Close
 // waits for, so Close returns only once the queue is clear of it.
 func TestAWaiterOnAStalledServerReturnsWhenCloseBegins(t *testing.T) {
-	s := redistest.Start(t)
-	opts := s.Options()
-	opts.ReadTimeout, opts.WriteTimeout = -1, -1 // only the context bounds a call
-	rdb := redis.NewClient(opts)
-	defer rdb.Close()
-	c := dlock.New(rdb)
-	other, admin := newClient(t, s)
-	k := key(t)
-	holder := mustLock(t, other, k, dlock.WithTTL(time.Minute))
-	done := make(chan error, 1)
-	go func() { _, err := c.Lock(context.Background(), k); done <- err }()
-	eventually(t, "queued", func() bool { return queueLen(t, admin, k) == 1 })
-	s.Pause()
+	s, c, admin, holder, k, done := queuedThenStalled(t, context.Background())
 	closed := make(chan struct{})
 	go func() { c.Close(); close(closed) }()
 	select {

@@ -159,16 +159,9 @@ func TestReleaseNotifiesWatchers(t *testing.T) {
 // A waiter that gives up after a hand-off granted it the lock passes the lock
 // on to the next waiter instead of keeping it.
 func TestLeavingAfterAGrantPassesTheLockOn(t *testing.T) {
-	s := redistest.Start(t)
-	rdb := s.Client(t)
-	n := newNode(rdb, 0)
-	ctx := context.Background()
 	const k = "lock:leave"
-	nm := namesOf(k)
-	l, err := n.acquire(ctx, nm, "holder", options{ttl: time.Minute}, false)
-	if err != nil || !l.ok {
-		t.Fatal(l, err)
-	}
+	rdb, n, nm := heldOnANode(t, k)
+	ctx := context.Background()
 	for i, id := range []string{"first", "second"} {
 		w := &queuedWaiter{id: id, token: "tok-" + id, o: options{ttl: time.Minute}}
 		if st, err := n.join(ctx, nm, w, "group", 1, "0"); err != nil || st.granted {

@@ -155,11 +155,10 @@ func (c *coalescer) send(ctx context.Context, ap *redis.AutoPipeliner, sha strin
 	return cmd
 }
 
-// boundCtx is a context that ends at deadline.
+// boundCtx is a context that ends at its deadline.
 type boundCtx struct {
 	context.Context
-	deadline time.Time
-	cancel   context.CancelFunc // kept, never called: the deadline ends it
+	cancel context.CancelFunc // kept, never called: the deadline ends it
 }
 
 // wait returns a context that ends between c.bound and c.bound plus a
@@ -170,12 +169,13 @@ type boundCtx struct {
 // of its CPU on 64 goroutines over 64 keys.
 func (c *coalescer) wait() context.Context {
 	now := time.Now()
-	if b := c.within.Load(); b != nil && b.deadline.Sub(now) >= c.bound {
-		return b
+	if b := c.within.Load(); b != nil {
+		if d, _ := b.Deadline(); d.Sub(now) >= c.bound {
+			return b
+		}
 	}
-	deadline := now.Add(c.bound + time.Second)
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	b := &boundCtx{ctx, deadline, cancel}
+	ctx, cancel := context.WithDeadline(context.Background(), now.Add(c.bound+time.Second))
+	b := &boundCtx{ctx, cancel}
 	c.within.Store(b)
 	return b
 }

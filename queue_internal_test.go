@@ -8,23 +8,33 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/dlock-go/dlock/internal/redistest"
 )
+
+// heldOnANode starts a server and takes key on it as "holder" for a
+// minute, through a bare node, so that a test can drive the queue's
+// scripts directly.
+func heldOnANode(t *testing.T, key string) (*redis.Client, *node, *lockNames) {
+	t.Helper()
+	rdb := redistest.Start(t).Client(t)
+	n := newNode(rdb, 0)
+	nm := namesOf(key)
+	if g, err := n.acquire(context.Background(), nm, "holder", options{ttl: time.Minute}, false); err != nil || !g.ok {
+		t.Fatal(g, err)
+	}
+	return rdb, n, nm
+}
 
 // A waiter that could not use its grant joins again with its score: if the
 // key still holds its token, the join confirms the grant with a fresh
 // claim; if the grant lapsed, the waiter is back at the head of the line,
 // ahead of those who queued after it.
 func TestARefusedGrantKeepsItsPlace(t *testing.T) {
-	s := redistest.Start(t)
-	rdb := s.Client(t)
-	n := newNode(rdb, 0)
-	ctx := context.Background()
 	const k = "lock:keep-place"
-	nm := namesOf(k)
-	if g, err := n.acquire(ctx, nm, "holder", options{ttl: time.Minute}, false); err != nil || !g.ok {
-		t.Fatal(g, err)
-	}
+	rdb, n, nm := heldOnANode(t, k)
+	ctx := context.Background()
 	a := &queuedWaiter{id: "a", token: "tok-a", o: options{ttl: time.Minute}}
 	b := &queuedWaiter{id: "b", token: "tok-b", o: options{ttl: time.Minute}}
 	ra, err := n.join(ctx, nm, a, "ga", 1, "0")
@@ -66,15 +76,9 @@ func TestARefusedGrantKeepsItsPlace(t *testing.T) {
 // The lease of a hand-off counts from the group's step it names, plus the
 // time the server saw pass since that step.
 func TestAHandOffsLeaseCountsFromTheGroupsStep(t *testing.T) {
-	s := redistest.Start(t)
-	rdb := s.Client(t)
-	n := newNode(rdb, 0)
-	ctx := context.Background()
 	const k = "lock:lease"
-	nm := namesOf(k)
-	if g, err := n.acquire(ctx, nm, "holder", options{ttl: time.Minute}, false); err != nil || !g.ok {
-		t.Fatal(g, err)
-	}
+	rdb, n, nm := heldOnANode(t, k)
+	ctx := context.Background()
 	w := &queuedWaiter{id: "w", token: "tok-w", o: options{ttl: 100 * time.Millisecond}}
 	if r, err := n.join(ctx, nm, w, "g", 7, "0"); err != nil || r.granted {
 		t.Fatal(r, err)
@@ -158,15 +162,9 @@ func TestAReleaseHandsOverToItsOwnClientsWaiter(t *testing.T) {
 // waiters' hash if its group never takes another step (a process that dies
 // just after joining): nothing it leaves is kept forever.
 func TestTheQueueAFirstJoinMakesExpires(t *testing.T) {
-	s := redistest.Start(t)
-	rdb := s.Client(t)
-	n := newNode(rdb, 0)
-	ctx := context.Background()
 	const k = "lock:first-join"
-	nm := namesOf(k)
-	if g, err := n.acquire(ctx, nm, "holder", options{ttl: time.Minute}, false); err != nil || !g.ok {
-		t.Fatal(g, err)
-	}
+	rdb, n, nm := heldOnANode(t, k)
+	ctx := context.Background()
 	w := &queuedWaiter{id: "a", token: "tok-a", o: options{ttl: time.Minute}}
 	if r, err := n.join(ctx, nm, w, "ga", 1, "0"); err != nil || r.granted {
 		t.Fatalf("join: %+v %v", r, err)

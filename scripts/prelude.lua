@@ -204,10 +204,11 @@ end
 local function queue(issue_fence)
   local h = holders()
 
-  -- now returns the server time in microseconds (a number).
+  -- now returns the server time in microseconds (a number), and the TIME
+  -- reply it came from (for issue_fence).
   local function now()
     local t = redis.call('TIME')
-    return tonumber(t[1]) * 1000000 + tonumber(t[2])
+    return tonumber(t[1]) * 1000000 + tonumber(t[2]), t
   end
 
   -- claim_ms is the longest a hand-off gives the lock to a waiter before
@@ -255,8 +256,7 @@ local function queue(issue_fence)
         return granted, msg
       end
       if not t then
-        t = redis.call('TIME')
-        now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+        now_us, t = now()
         now_ms = math.floor(now_us / 1000)
       end
       local data = redis.call('HGET', waiters_key, head)
