@@ -58,8 +58,8 @@ func (c *Client) try(ctx context.Context, key string, o options, listens bool) (
 		return a.held, 0, nil
 	}
 	a.giveBack(ctx, c.nodesAt(out.giveBack))
-	for _, n := range c.nodesAt(out.uncertain) {
-		c.cleanup(func(ctx context.Context) { a.release(ctx, n, 0) })
+	for _, i := range out.uncertain {
+		a.releaseUncertain(c.nodes[i], 0, answers[i].err)
 	}
 	return nil, out.holderTTL, out.err
 }
@@ -161,6 +161,10 @@ func (a *attempt) late(n *node, g grant, err error) {
 	if l != nil {
 		fence = l.fence
 	}
+	if err != nil {
+		a.releaseUncertain(n, fence, err)
+		return
+	}
 	a.c.cleanup(func(ctx context.Context) { a.release(ctx, n, fence) })
 }
 
@@ -216,4 +220,49 @@ func (a *attempt) release(ctx context.Context, n *node, fence int64) {
 		a.c.warn("dlock: could not give back a grant nobody waited for; it expires by its TTL",
 			slog.String("key", a.nm.key), slog.String("node", n.name), slog.Any("err", err))
 	}
+}
+
+// uncertainPause is how long releaseUncertain waits between its tries.
+const uncertainPause = 100 * time.Millisecond
+
+// releaseUncertain gives the attempt's token back on n, in the background,
+// after cause: an error that may hide a grant (the request failed or went
+// unanswered, and may have run or still run). It raises n's counter to
+// fence as release does.
+//
+// A release sent while the request may still be on its way can reach the
+// server first and find nothing: a server that stalls holds both in its
+// sockets, and runs them in either order once it resumes. So this first
+// waits until go-redis is done with the request (settled: a pipeliner may
+// still retry it), then tries until the server answers, every
+// uncertainPause. If the request's own answer came, it has run, and one
+// release does. Otherwise an answer of "not held" is checked once more
+// after uncertainPause: a server that answers has by then run what it
+// held from before (it reads every waiting socket in turn). Each of the
+// two waits is bounded by cleanupTimeout, and Close waits for them: a
+// stall longer than that still leaves a late grant to its TTL.
+func (a *attempt) releaseUncertain(n *node, fence int64, cause error) {
+	a.c.spawn(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+		answered := settled(ctx, cause)
+		cancel()
+		ctx, cancel = context.WithTimeout(context.Background(), cleanupTimeout)
+		defer cancel()
+		for {
+			released, err := n.release(ctx, a.nm, a.token, fence, a.o.fenceKeep())
+			switch {
+			case released || (err == nil && answered):
+				return
+			case err == nil:
+				answered = true // the next answer is final
+			case ctx.Err() != nil:
+				if !answered {
+					a.c.warn("dlock: could not give back a grant nobody waited for; it expires by its TTL",
+						slog.String("key", a.nm.key), slog.String("node", n.name), slog.Any("err", err))
+				}
+				return
+			}
+			pause(ctx, nil, uncertainPause)
+		}
+	})
 }

@@ -2,6 +2,7 @@ package dlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -145,14 +146,41 @@ func (c *coalescer) send(ctx context.Context, ap *redis.AutoPipeliner, sha strin
 		// Err waits for the pipeline, however long a stalled server
 		// makes it.)
 		failed := redis.NewCmd(ctx, cmdArgs...)
-		if ctx.Err() != nil {
-			failed.SetErr(ctx.Err())
-		} else {
-			failed.SetErr(fmt.Errorf("%w: no answer through the pipeline within %v", os.ErrDeadlineExceeded, c.bound))
+		why := ctx.Err()
+		if why == nil {
+			why = fmt.Errorf("%w: no answer through the pipeline within %v", os.ErrDeadlineExceeded, c.bound)
 		}
+		failed.SetErr(&unanswered{why, f})
 		return failed
 	}
 	return cmd
+}
+
+// unanswered is the error of a pipelined script whose answer did not come
+// in time (err says why). The pipeliner may still send it (go-redis
+// retries a batch whose connection failed) and the server run it; f tells
+// when the pipeliner is done with it (see settled).
+type unanswered struct {
+	err error
+	f   redis.AutoFuture
+}
+
+func (e *unanswered) Error() string { return e.err.Error() }
+func (e *unanswered) Unwrap() error { return e.err }
+
+// settled waits, while ctx lasts, until the request that err was the
+// answer to can no longer be sent: at once unless err is a pipelined
+// script's unanswered, whose pipeliner may still retry it. It reports
+// whether the request's answer has come since: then it has run, and a
+// request sent now reaches the server after it.
+func settled(ctx context.Context, err error) (answered bool) {
+	var u *unanswered
+	if !errors.As(err, &u) {
+		return false
+	}
+	err = u.f.WaitContext(ctx)
+	var reply redis.Error
+	return err == nil || errors.As(err, &reply)
 }
 
 // boundCtx is a context that ends at its deadline.
