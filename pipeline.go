@@ -19,7 +19,8 @@ import (
 // the uncontended case, and the few at a time of a lock's hand-offs go
 // straight to the user's client as before.
 //
-// The pipeliner is half duplex (see pipelineOptions).
+// The pipeliner is half duplex, two unordered batches at a time (see
+// pipelineOptions).
 //
 // The AutoPipeliner belongs to a client dlock makes for itself from the
 // user's options as New found them (same address, credentials, TLS,
@@ -287,18 +288,27 @@ func Direct(rdb *redis.Client) RedisClient { return direct{rdb} }
 // direct is Direct's wrapper: a RedisClient that is not a *redis.Client.
 type direct struct{ *redis.Client }
 
-// pipelineOptions configures the pipeliner: half duplex, go-redis's
-// default, where one batch is in flight and the scripts that come
-// meanwhile are sent together as the next. go-redis advises it over full
-// duplex on a fast link, and it batches more deeply: on 64 goroutines
-// over 64 keys full duplex (one held connection, commands streamed as
-// they come) cost the server 1.23-1.45x rueidislock's CPU per
-// lock+unlock, half duplex 1.00-1.15x, and the client 1.30-1.41x against
-// 0.97-1.10x, at the same rate or better. A script in a batch waits for
-// the batch ahead of it, which would slow a hand-off's chain of scripts
-// (16 goroutines on one key without a critical section fell from
-// 2100-2500 to 830-920 lock+unlock/s when every script after the first
-// in flight was batched); coalesceAbove keeps those out of the batches.
+// pipelineOptions configures the pipeliner: half duplex, where a batch is
+// written and its answers read before its connection takes the next, with
+// two batches in flight at once on two connections, unordered: while one
+// waits for the server, the scripts that come meanwhile go out as the
+// other. Order between batches does not matter (see coalescer: each
+// goroutine waits for its script's answer before sending the next; a
+// give-back of an unanswered script waits until the pipeliner is done
+// with it, attempt.releaseUncertain). Measured on 64 goroutines over 64
+// keys (bench/, paired 3-s runs): 0.82-0.92x rueidislock's rate at
+// 0.86-0.94x its server CPU per lock+unlock (four runs), where one ordered
+// batch at a time made 0.59-0.75x at 0.95-1.29x (seven runs). (On this
+// machine's slower days, before the waits shared their bound, two batches
+// did not raise the rate.) The herd of 1000 kept its rate (665-682 against
+// 692-693/s, two runs each) at 172-207 µs of server CPU per critical
+// section against 158-160. Full duplex (one connection, commands streamed
+// as they come) made 0.86-0.88x the rate at 1.02-1.07x the server CPU.
+// A script in a batch waits for the batch ahead of it, which would slow a
+// hand-off's chain of scripts (16 goroutines on one key without a
+// critical section fell from 2100-2500 to 830-920 lock+unlock/s when
+// every script after the first in flight was batched); coalesceAbove
+// keeps those out of the batches.
 func pipelineOptions() *redis.AutoPipelineOptions {
-	return &redis.AutoPipelineOptions{}
+	return &redis.AutoPipelineOptions{MaxConcurrentBatches: 2, Unordered: true}
 }
