@@ -53,6 +53,20 @@ func hammer(t *testing.T, c *dlock.Client, keys []string, goroutines, cycles int
 	return obtained.Load()
 }
 
+// within is a context maker for hammer: each context ends after d.
+func within(d time.Duration) func() (context.Context, context.CancelFunc) {
+	return func() (context.Context, context.CancelFunc) { return context.WithTimeout(context.Background(), d) }
+}
+
+// pausedUnderPipelining runs goroutines over keys for cycles rounds, so
+// that c's pipeliner is up, then pauses s until the test ends.
+func pausedUnderPipelining(t *testing.T, s *redistest.Server, c *dlock.Client, keys []string, goroutines, cycles int) {
+	t.Helper()
+	hammer(t, c, keys, goroutines, cycles, within(time.Minute))
+	s.Pause()
+	t.Cleanup(s.Resume)
+}
+
 func keysOf(t *testing.T, n int) []string {
 	base := key(t)
 	keys := make([]string, n)
@@ -101,20 +115,11 @@ func TestAStalledServerEndsEveryPipelinedCall(t *testing.T) {
 	s := redistest.Start(t)
 	c, _ := newClient(t, s)
 	keys := keysOf(t, 64)
-	long := func() (context.Context, context.CancelFunc) {
-		return context.WithTimeout(context.Background(), time.Minute)
-	}
-	hammer(t, c, keys, 64, 5, long) // the pipeliner is up
-
-	s.Pause()
-	t.Cleanup(s.Resume)
+	pausedUnderPipelining(t, s, c, keys, 64, 5)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		short := func() (context.Context, context.CancelFunc) {
-			return context.WithTimeout(context.Background(), 300*time.Millisecond)
-		}
-		if got := hammer(t, c, keys, 64, 2, short, dlock.WithTTL(time.Minute), dlock.WithNodeTimeout(100*time.Millisecond)); got != 0 {
+		if got := hammer(t, c, keys, 64, 2, within(300*time.Millisecond), dlock.WithTTL(time.Minute), dlock.WithNodeTimeout(100*time.Millisecond)); got != 0 {
 			t.Errorf("%d locks obtained from a paused server", got)
 		}
 	}()
@@ -125,7 +130,7 @@ func TestAStalledServerEndsEveryPipelinedCall(t *testing.T) {
 	}
 	s.Resume()
 	allFree(t, c, keys)
-	if got := hammer(t, c, keys, 64, 5, long); got != 64*5 {
+	if got := hammer(t, c, keys, 64, 5, within(time.Minute)); got != 64*5 {
 		t.Fatalf("after the stall, %d of %d locks obtained", got, 64*5)
 	}
 }
@@ -165,16 +170,8 @@ func TestCloseReturnsWhileTheServerStallsUnderPipelining(t *testing.T) {
 	rdb := s.Client(t)
 	c := dlock.New(rdb)
 	keys := keysOf(t, 16)
-	long := func() (context.Context, context.CancelFunc) {
-		return context.WithTimeout(context.Background(), time.Minute)
-	}
-	hammer(t, c, keys, 64, 3, long) // the pipeliner is up
-	s.Pause()
-	t.Cleanup(s.Resume)
-	short := func() (context.Context, context.CancelFunc) {
-		return context.WithTimeout(context.Background(), 200*time.Millisecond)
-	}
-	hammer(t, c, keys, 64, 1, short, dlock.WithTTL(time.Minute))
+	pausedUnderPipelining(t, s, c, keys, 64, 3)
+	hammer(t, c, keys, 64, 1, within(200*time.Millisecond), dlock.WithTTL(time.Minute))
 	closed := make(chan struct{})
 	go func() { c.Close(); close(closed) }()
 	select {
@@ -231,18 +228,9 @@ func TestGrantsAStalledServerRunsLateAreGivenBack(t *testing.T) {
 	c := dlock.New(rdb)
 	t.Cleanup(func() { c.Close() })
 	keys := keysOf(t, 128)
-	long := func() (context.Context, context.CancelFunc) {
-		return context.WithTimeout(context.Background(), time.Minute)
-	}
-	hammer(t, c, keys, 128, 2, long) // the pipeliner is up
-
-	s.Pause()
-	t.Cleanup(s.Resume)
+	pausedUnderPipelining(t, s, c, keys, 128, 2)
 	paused := time.Now()
-	short := func() (context.Context, context.CancelFunc) {
-		return context.WithTimeout(context.Background(), 200*time.Millisecond)
-	}
-	if got := hammer(t, c, keys, 128, 1, short, dlock.WithTTL(time.Minute)); got != 0 {
+	if got := hammer(t, c, keys, 128, 1, within(200*time.Millisecond), dlock.WithTTL(time.Minute)); got != 0 {
 		t.Errorf("%d locks obtained from a paused server", got)
 	}
 	// Past the pipeline's bound (1.4 s here) and go-redis's retries: every
