@@ -158,22 +158,35 @@ func (c *Client) waitNotified(ctx context.Context, key string, o options, pttl t
 		*contended = *contended || isContended(ctx, err)
 		slow.note(err)
 		last = err
-		switch released := turn.await(ctx, c.done, retryDelay(wait, pttl)); {
-		case !released:
-			wait = min(2*wait, maxRetryWait)
-		case errors.Is(err, errSplit):
-			// Another Client's waiter woke with us last time and the
-			// nodes were split between us: a random pause keeps us
-			// from splitting them again.
-			pause(ctx, c.done, rand.N(minRetryWait))
-		}
-		switch {
-		case ctx.Err() != nil:
-			return nil, gaveUp(ctx.Err(), last)
-		case c.closed.Load():
-			return nil, gaveUp(ErrClosed, last)
+		var stop error
+		if wait, stop = c.awaitRetry(ctx, turn, err, wait, pttl); stop != nil {
+			return nil, gaveUp(stop, last)
 		}
 	}
+}
+
+// awaitRetry waits, in turn, for the next attempt after one that failed
+// with err (the holder's TTL pttl): for a release message, or the retry
+// timer from wait and pttl. It returns the next wait, doubled (to
+// maxRetryWait) when the timer ran out, and why to stop instead of trying
+// again: ctx's end, or ErrClosed.
+func (c *Client) awaitRetry(ctx context.Context, turn *turn, err error, wait, pttl time.Duration) (time.Duration, error) {
+	switch released := turn.await(ctx, c.done, retryDelay(wait, pttl)); {
+	case !released:
+		wait = min(2*wait, maxRetryWait)
+	case errors.Is(err, errSplit):
+		// Another Client's waiter woke with us last time and the
+		// nodes were split between us: a random pause keeps us
+		// from splitting them again.
+		pause(ctx, c.done, rand.N(minRetryWait))
+	}
+	switch {
+	case ctx.Err() != nil:
+		return wait, ctx.Err()
+	case c.closed.Load():
+		return wait, ErrClosed
+	}
+	return wait, nil
 }
 
 // slowNodes says, once per Lock call, that the call is waiting for a

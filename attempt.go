@@ -217,9 +217,14 @@ func (a *attempt) giveBack(ctx context.Context, nodes []*node) {
 // to fence (if positive).
 func (a *attempt) release(ctx context.Context, n *node, fence int64) {
 	if _, err := n.release(ctx, a.nm, a.token, fence, a.o.fenceKeep()); err != nil {
-		a.c.warn("dlock: could not give back a grant nobody waited for; it expires by its TTL",
-			slog.String("key", a.nm.key), slog.String("node", n.name), slog.Any("err", err))
+		a.warnLeft(n, err)
 	}
+}
+
+// warnLeft logs that a give-back on n failed with err.
+func (a *attempt) warnLeft(n *node, err error) {
+	a.c.warn("dlock: could not give back a grant nobody waited for; it expires by its TTL",
+		slog.String("key", a.nm.key), slog.String("node", n.name), slog.Any("err", err))
 }
 
 // uncertainPause is how long releaseUncertain waits between its tries.
@@ -234,35 +239,42 @@ const uncertainPause = 100 * time.Millisecond
 // server first and find nothing: a server that stalls holds both in its
 // sockets, and runs them in either order once it resumes. So this first
 // waits until go-redis is done with the request (settled: a pipeliner may
-// still retry it), then tries until the server answers, every
-// uncertainPause. If the request's own answer came, it has run, and one
-// release does. Otherwise an answer of "not held" is checked once more
-// after uncertainPause: a server that answers has by then run what it
-// held from before (it reads every waiting socket in turn). Each of the
-// two waits is bounded by cleanupTimeout, and Close waits for them: a
-// stall longer than that still leaves a late grant to its TTL.
+// still retry it), then releases until the server answers
+// (releaseAnswered). Each of the two waits is bounded by cleanupTimeout,
+// and Close waits for them: a stall longer than that still leaves a late
+// grant to its TTL.
 func (a *attempt) releaseUncertain(n *node, fence int64, cause error) {
 	a.c.spawn(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 		answered := settled(ctx, cause)
 		cancel()
-		ctx, cancel = context.WithTimeout(context.Background(), cleanupTimeout)
-		defer cancel()
-		for {
-			released, err := n.release(ctx, a.nm, a.token, fence, a.o.fenceKeep())
-			switch {
-			case released || (err == nil && answered):
-				return
-			case err == nil:
-				answered = true // the next answer is final
-			case ctx.Err() != nil:
-				if !answered {
-					a.c.warn("dlock: could not give back a grant nobody waited for; it expires by its TTL",
-						slog.String("key", a.nm.key), slog.String("node", n.name), slog.Any("err", err))
-				}
-				return
-			}
-			pause(ctx, nil, uncertainPause)
-		}
+		a.releaseAnswered(n, fence, answered)
 	})
+}
+
+// releaseAnswered releases the attempt's token on n, trying every
+// uncertainPause for at most cleanupTimeout until the server answers.
+// answered tells that the request being undone has had its answer: it
+// has run, and one answer does. Otherwise an answer of "not held" is
+// checked once more after uncertainPause: a server that answers has by
+// then run what it held from before (it reads every waiting socket in
+// turn).
+func (a *attempt) releaseAnswered(n *node, fence int64, answered bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	for {
+		released, err := n.release(ctx, a.nm, a.token, fence, a.o.fenceKeep())
+		switch {
+		case released || (err == nil && answered):
+			return
+		case err == nil:
+			answered = true // the next answer is final
+		case ctx.Err() != nil:
+			if !answered {
+				a.warnLeft(n, err)
+			}
+			return
+		}
+		pause(ctx, nil, uncertainPause)
+	}
 }

@@ -131,11 +131,11 @@ func isNil(rdb any) bool {
 // Close releases dlock's own resources: its pub/sub subscriptions and
 // background goroutines. It waits for in-flight calls and background
 // cleanups, which are bounded by the go-redis clients' timeouts; the
-// give-back of a call that went unanswered waits at most 5 s for go-redis to
-// be done with the call, and 5 s more for the server to answer. It does not
-// close the go-redis clients, and it does not release held locks (they
-// expire, or can still be unlocked). Waiting Lock calls return an error matching ErrClosed.
-// Close is idempotent.
+// give-back of a call that went unanswered waits at most 5 s for go-redis
+// to be done with the call, and 5 s more for the server to answer. It does
+// not close the go-redis clients, and it does not release held locks (they
+// expire, or can still be unlocked). Waiting Lock calls return an error
+// matching ErrClosed. Close is idempotent.
 func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
 		c.bgMu.Lock()

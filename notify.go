@@ -218,22 +218,7 @@ func (s *subscriber) run() {
 	st := &subState{chans: map[string]*watched{}, shards: map[string]*redis.PubSub{}, shardOf: map[string]string{}}
 	io := make(chan func())
 	st.helpers.Add(1)
-	go func() { // the sender
-		defer st.helpers.Done()
-		defer func() {
-			for _, ps := range st.shards {
-				_ = ps.Close() // ends its receiver
-			}
-		}()
-		for {
-			select {
-			case fn := <-io:
-				fn()
-			case <-s.ctx.Done():
-				return
-			}
-		}
-	}()
+	go st.runSender(s.ctx, io)
 	defer func() {
 		for _, ps := range st.open {
 			_ = ps.Close()
@@ -254,6 +239,26 @@ func (s *subscriber) run() {
 		case m := <-s.msgs:
 			s.dispatch(st, m)
 		case <-s.ctx.Done():
+			return
+		}
+	}
+}
+
+// runSender is the subscriber's sender: it runs the calls handed to it on io,
+// one at a time, until ctx ends, and then closes the sharded
+// subscriptions, which ends their receivers.
+func (st *subState) runSender(ctx context.Context, io <-chan func()) {
+	defer st.helpers.Done()
+	defer func() {
+		for _, ps := range st.shards {
+			_ = ps.Close()
+		}
+	}()
+	for {
+		select {
+		case fn := <-io:
+			fn()
+		case <-ctx.Done():
 			return
 		}
 	}

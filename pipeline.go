@@ -180,8 +180,7 @@ func settled(ctx context.Context, err error) (answered bool) {
 		return false
 	}
 	err = u.f.WaitContext(ctx)
-	var reply redis.Error
-	return err == nil || errors.As(err, &reply)
+	return err == nil || isRedisError(err) // a script's error reply is an answer too
 }
 
 // boundCtx is a context that ends at its deadline.

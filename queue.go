@@ -580,33 +580,45 @@ func (g *waitGroup) step(roll []string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if err != nil {
-		if g.c.ctx.Err() != nil {
-			return
-		}
-		slow := isSlow(err)
-		for _, w := range g.waiters {
-			if !slow || w.o.hasNodeTimeout { // a timeout ends only bounded waits
-				w.deliver(nil, false, err)
-			}
-		}
+		g.stepFailed(err)
 		return
 	}
-	if r.grantTo != "" {
-		if w := g.waiters[r.grantTo]; w != nil {
-			if r.held {
-				w.deliver(&r.grant, false, nil)
-			} else {
-				w.deliver(nil, true, nil) // its grant lapsed unseen: rejoin
-			}
+	g.reported(r)
+	for id, token := range g.departed {
+		g.c.spawn(func() { g.leave(id, token, 0) })
+	}
+}
+
+// stepFailed ends the waits that a keepalive's failure, err, ends: every
+// one, unless err is a timeout, which ends only the waits bounded by a
+// node timeout; none once the Client is closing. g.mu is held.
+func (g *waitGroup) stepFailed(err error) {
+	if g.c.ctx.Err() != nil {
+		return
+	}
+	slow := isSlow(err)
+	for _, w := range g.waiters {
+		if !slow || w.o.hasNodeTimeout {
+			w.deliver(nil, false, err)
+		}
+	}
+}
+
+// reported acts on a keepalive's report r: it delivers a grant to the
+// waiter it names, and sends back to the queue a waiter whose grant lapsed
+// unseen and those the queue is missing. g.mu is held.
+func (g *waitGroup) reported(r keepaliveReply) {
+	if w := g.waiters[r.grantTo]; r.grantTo != "" && w != nil {
+		if r.held {
+			w.deliver(&r.grant, false, nil)
+		} else {
+			w.deliver(nil, true, nil) // rejoin
 		}
 	}
 	for _, id := range r.missing {
 		if w := g.waiters[id]; w != nil {
 			w.deliver(nil, true, nil)
 		}
-	}
-	for id, token := range g.departed {
-		g.c.spawn(func() { g.leave(id, token, 0) })
 	}
 }
 
