@@ -55,6 +55,7 @@ func (c *Client) try(ctx context.Context, key string, o options, listens bool) (
 	out := judge(answers, ctx.Err(), time.Since(a.sent), o.ttl)
 	if out.err == nil {
 		a.held = newLock(c, a.nm, token, out.fence, o, a.sent, o.ttl)
+		a.held.pending = newPendingGrants(c.nodes, answers)
 		return a.held, 0, nil
 	}
 	a.giveBack(ctx, c.nodesAt(out.giveBack))
@@ -154,6 +155,9 @@ func shortestHolder(answers []answer[grant]) time.Duration {
 func (a *attempt) late(n *node, g grant, err error) {
 	<-a.decided // late runs in the request's goroutine; try is returning
 	l := a.held
+	if l != nil && l.pending.arrived(n) && err == nil {
+		return // Unlock releases n now that its answer has come (pending.go)
+	}
 	if !lateGiveBack(g, err, l != nil && !l.asked() && !l.lease.over()) {
 		return
 	}

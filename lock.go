@@ -29,6 +29,7 @@ type Lock struct {
 	acquired time.Time     // when the acquire request was sent
 	valid    time.Duration // how long the key lived from then: the TTL, or a hand-off's claim
 	lease    *lease
+	pending  *pendingGrants // nodes whose acquire had not answered when it was obtained (pending.go)
 
 	renewing chan struct{} // a one-slot semaphore: one renewal at a time
 	stop     chan struct{} // closed to stop the watchdog
@@ -168,8 +169,9 @@ func (l *Lock) Unlock(ctx context.Context) (err error) {
 			l.endHold(e)
 		}()
 	}
+	waits := l.pending.releaseAfter() // before the lock is marked asked: pending.go
 	l.stopOnce.Do(func() { close(l.stop) })
-	answers := l.releaseAll(ctx)
+	answers := l.releaseAll(ctx, waits)
 	if l.stopped != nil {
 		select { // the watchdog returns at once unless a renewal is in flight
 		case <-l.stopped:
@@ -191,11 +193,15 @@ func (l *Lock) Unlock(ctx context.Context) (err error) {
 // (redlock.go; on one node it is there already). Released on a quorum is
 // released: the others' answers are not waited for. They finish in the
 // background and still count, so that a verdict they complete ends the
-// Context.
-func (l *Lock) releaseAll(ctx context.Context) []answer[bool] {
+// Context. A node in waits is released once its acquire's answer has come
+// (pending.go).
+func (l *Lock) releaseAll(ctx context.Context, waits map[*node]chan struct{}) []answer[bool] {
 	b := &ballot{n: len(l.c.nodes), decide: func(vd verdict) { l.gone(vd == agreed) }}
 	answers := round[bool]{op: "release", timeout: l.timeout,
 		call: func(ctx context.Context, n *node) (bool, error) {
+			if ch := waits[n]; ch != nil {
+				<-ch // bounded: the acquire's request ends with go-redis's timeouts
+			}
 			return n.release(ctx, l.names, l.token, l.raise, l.keep)
 		},
 		yes:  isYes,

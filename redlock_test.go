@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -521,6 +522,47 @@ func TestRedlockLateGrantsJoinTheLockOrAreGivenBack(t *testing.T) {
 			return true
 		})
 	})
+}
+
+// A Lock unlocked before a node's grant has answered releases that node
+// once, after the grant: Unlock waits for the answer instead of sending a
+// release that could overtake the grant and would have to be followed by a
+// give-back.
+func TestRedlockUnlockBeforeALateGrantReleasesItOnce(t *testing.T) {
+	nodes := startNodes(t, 5)
+	c, rdbs := newRedlock(t, nodes)
+	k := key(t)
+	warm := mustLock(t, c, k+":warm") // the scripts are loaded on every node
+	onEveryNode(t, rdbs, warm)
+	if err := warm.Unlock(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the warm-up is released", func() bool { return holders(t, rdbs, warm.Key(), warm.Token()) == 0 })
+	scripts := func() int {
+		n := 0
+		for _, cmd := range []string{"cmdstat_evalsha", "cmdstat_eval"} {
+			stat := redistest.Info(rdbs[4], "commandstats")[cmd]
+			calls, _, _ := strings.Cut(strings.TrimPrefix(stat, "calls="), ",")
+			m, _ := strconv.Atoi(calls)
+			n += m
+		}
+		return n
+	}
+	before := scripts()
+	nodes[4].Pause()
+	l, err := c.TryLock(ctxT(t), k, dlock.WithTTL(time.Hour), dlock.WithNodeTimeout(time.Minute))
+	if err == nil {
+		err = l.Unlock(ctxT(t)) // a majority is enough; node 4 has not answered
+	}
+	nodes[4].Resume()
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "no node keeps the key", func() bool { return holders(t, rdbs, k, l.Token()) == 0 })
+	c.Close() // waits for the background work: a give-back would have run by now
+	if got := scripts() - before; got != 2 {
+		t.Fatalf("node 4 ran %d scripts for the lock; want 2, its acquire and one release", got)
+	}
 }
 
 // The most common way to build a Redlock Client, New with a
