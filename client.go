@@ -32,6 +32,7 @@ type Client struct {
 	names  namesCache                  // see keys.go
 	groups groups                      // waiters by key, single node (queue.go)
 	gates  gates                       // notified waiters by key (gate.go)
+	work   *workers                    // the goroutines spawn runs on (workers.go)
 
 	// Background work Close waits for: bgN goroutines running, counted
 	// under bgMu; bgIdle is signalled when bgN reaches 0. drained is set
@@ -104,6 +105,7 @@ func New[C RedisClient](nodes ...C) *Client {
 	}
 	c.ctx, c.close = context.WithCancel(context.Background())
 	c.done = c.ctx.Done()
+	c.work = newWorkers()
 	return c
 }
 
@@ -149,6 +151,7 @@ func (c *Client) Close() error {
 		// comes back after its caller left, during Close, is given back
 		// before Close returns.
 		c.waitIdle(true)
+		c.work.stop()
 		for _, n := range c.nodes {
 			n.co.close()
 		}
@@ -178,12 +181,12 @@ func (c *Client) usable() error {
 // the goroutine is not waited for; it ends with its Redis call.
 func (c *Client) spawn(fn func()) {
 	done, tracked := c.track(false)
-	go func() {
+	c.work.run(func() {
 		if tracked {
 			defer done()
 		}
 		fn()
-	}()
+	})
 }
 
 // hold registers a call that Close must wait for; done ends it. ok is
