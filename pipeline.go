@@ -19,7 +19,7 @@ import (
 // the uncontended case, and the few at a time of a lock's hand-offs go
 // straight to the user's client as before.
 //
-// The pipeliner is half duplex, two unordered batches at a time (see
+// The pipeliner is half duplex, three unordered batches at a time (see
 // pipelineOptions).
 //
 // The AutoPipeliner belongs to a client dlock makes for itself from the
@@ -289,25 +289,31 @@ type direct struct{ *redis.Client }
 
 // pipelineOptions configures the pipeliner: half duplex, where a batch is
 // written and its answers read before its connection takes the next, with
-// two batches in flight at once on two connections, unordered: while one
-// waits for the server, the scripts that come meanwhile go out as the
-// other. Order between batches does not matter (see coalescer: each
+// three batches in flight at once on three connections, unordered: while
+// some wait for the server, the scripts that come meanwhile go out as
+// another. Order between batches does not matter (see coalescer: each
 // goroutine waits for its script's answer before sending the next; a
 // give-back of an unanswered script waits until the pipeliner is done
-// with it, attempt.releaseUncertain). Measured on 64 goroutines over 64
-// keys (bench/, paired 3-s runs): 0.82-0.92x rueidislock's rate at
-// 0.86-0.94x its server CPU per lock+unlock (four runs), where one ordered
-// batch at a time made 0.59-0.75x at 0.95-1.29x (seven runs). (On this
-// machine's slower days, before the waits shared their bound, two batches
-// did not raise the rate.) The herd of 1000 kept its rate (665-682 against
-// 692-693/s, two runs each) at 172-207 µs of server CPU per critical
-// section against 158-160. Full duplex (one connection, commands streamed
-// as they come) made 0.86-0.88x the rate at 1.02-1.07x the server CPU.
+// with it, attempt.releaseUncertain). A batch waits up to MaxFlushDelay
+// after the one before it was sent, for more scripts to join it: larger
+// batches cost the server less per script, and the pause is short beside
+// the round trip the scripts wait for anyway.
+//
+// Measured on 64 goroutines over 64 keys (bench/, -rounds 3, five pairs
+// of runs alternating the two builds): three batches with a 30-µs flush
+// delay made 0.92-1.09x rueidislock's rate (mean 1.00) at 0.86-1.02x its
+// server CPU per lock+unlock, where two batches without a delay made
+// 0.75-0.83x (mean 0.80) at 0.78-0.99x. In one-round runs, three batches
+// with a 60-µs delay made 0.88-0.97x and four batches with 30 µs
+// 0.79-0.97x. Earlier (on this machine's slower days): two batches made
+// 0.82-0.92x at 0.86-0.94x where one ordered batch at a time made
+// 0.59-0.75x at 0.95-1.29x, and full duplex (one connection, commands
+// streamed as they come) 0.86-0.88x at 1.02-1.07x.
 // A script in a batch waits for the batch ahead of it, which would slow a
 // hand-off's chain of scripts (16 goroutines on one key without a
 // critical section fell from 2100-2500 to 830-920 lock+unlock/s when
 // every script after the first in flight was batched); coalesceAbove
 // keeps those out of the batches.
 func pipelineOptions() *redis.AutoPipelineOptions {
-	return &redis.AutoPipelineOptions{MaxConcurrentBatches: 2, Unordered: true}
+	return &redis.AutoPipelineOptions{MaxConcurrentBatches: 3, Unordered: true, MaxFlushDelay: 30 * time.Microsecond}
 }
