@@ -56,6 +56,9 @@ type coalescer struct {
 	ap     *redis.AutoPipeliner
 	conns  conns // own's connections
 	failed bool  // making the pipeliner failed: do not try again
+
+	loadMu  sync.Mutex
+	loading map[string]*loadCall // by script hash: the SCRIPT LOAD under way (see load)
 }
 
 // newCoalescer returns the coalescer of a node over rdb.
@@ -104,7 +107,7 @@ func (c *coalescer) run(ctx context.Context, rdb RedisClient, s *redis.Script, k
 			defer c.mu.RUnlock()
 			cmd := c.send(ctx, ap, s.Hash(), keys, args)
 			if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-				if err := s.Load(ctx, rdb).Err(); err != nil {
+				if err := c.load(ctx, rdb, s); err != nil {
 					cmd.SetErr(err)
 					return cmd
 				}
@@ -115,6 +118,46 @@ func (c *coalescer) run(ctx context.Context, rdb RedisClient, s *redis.Script, k
 		c.mu.RUnlock()
 	}
 	return s.Run(ctx, rdb, keys, args...)
+}
+
+// load loads s on the node for the pipelined scripts that found it
+// missing (a fresh server, a restart, a failover, SCRIPT FLUSH): once for
+// all those that find it missing at the same time. A batch of a herd's
+// scripts all answer NOSCRIPT together, and a SCRIPT LOAD each would take
+// every connection of the user's pool at once.
+func (c *coalescer) load(ctx context.Context, rdb RedisClient, s *redis.Script) error {
+	c.loadMu.Lock()
+	l, ok := c.loading[s.Hash()]
+	if !ok {
+		l = &loadCall{done: make(chan struct{})}
+		if c.loading == nil {
+			c.loading = map[string]*loadCall{}
+		}
+		c.loading[s.Hash()] = l
+	}
+	c.loadMu.Unlock()
+	if ok {
+		select {
+		case <-l.done:
+			return l.err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	// Not ended by this caller's context: the others wait for it too. The
+	// client's timeouts bound it.
+	l.err = s.Load(context.WithoutCancel(ctx), rdb).Err()
+	c.loadMu.Lock()
+	delete(c.loading, s.Hash())
+	c.loadMu.Unlock()
+	close(l.done)
+	return l.err
+}
+
+// loadCall is a SCRIPT LOAD under way; err is set before done is closed.
+type loadCall struct {
+	done chan struct{}
+	err  error
 }
 
 // send runs one EVALSHA through the pipeliner and waits for its

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -238,4 +240,38 @@ func TestGrantsAStalledServerRunsLateAreGivenBack(t *testing.T) {
 	time.Sleep(time.Until(paused.Add(4500 * time.Millisecond)))
 	s.Resume()
 	allFree(t, c, keys)
+}
+
+// Scripts missing on the server (a fresh server, a restart, a failover,
+// SCRIPT FLUSH) are loaded once for all the pipelined calls that find them
+// missing at the same time, not once each: a herd's batch answers NOSCRIPT
+// together, and a SCRIPT LOAD each would take the whole pool at once.
+func TestAHerdLoadsAMissingScriptOnce(t *testing.T) {
+	s := redistest.Start(t)
+	c, rdb := newClient(t, s)
+	keys := make([]string, 64)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("%s:%d", key(t), i)
+	}
+	background := func() (context.Context, context.CancelFunc) { return context.Background(), func() {} }
+	hammer(t, c, keys, 64, 2, background) // the pipeliner is up
+	if err := rdb.ScriptFlush(ctxT(t)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	before := scriptLoads(t, rdb)
+	hammer(t, c, keys, 256, 2, background)
+	// Two scripts (acquire, release), each loaded again by whichever
+	// calls find it missing before one load is through: a few at most.
+	if loads := scriptLoads(t, rdb) - before; loads > 8 {
+		t.Fatalf("%d SCRIPT LOADs after the flush, want a few (once per script)", loads)
+	}
+}
+
+// scriptLoads is how many SCRIPT LOADs the server has run.
+func scriptLoads(t *testing.T, rdb *redis.Client) int {
+	t.Helper()
+	stat := redistest.Info(rdb, "commandstats")["cmdstat_script|load"]
+	calls, _, _ := strings.Cut(strings.TrimPrefix(stat, "calls="), ",")
+	n, _ := strconv.Atoi(calls)
+	return n
 }
