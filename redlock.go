@@ -19,8 +19,9 @@ import (
 //     elapsed is below the TTL. Its validity is TTL - elapsed - drift,
 //     counted from step 1 (renew.go). Once a majority has granted it, the
 //     other nodes are not waited for: a grant that comes later joins the
-//     lock, or is released at once if an Extend, renewal or Unlock has
-//     begun meanwhile (which may have reached that node first).
+//     lock, or is released at once if an Extend or renewal has begun
+//     meanwhile (which may have reached that node first). Unlock releases
+//     such a node once its answer has come instead (pending.go).
 //  3. Otherwise release it on every node that may have granted it,
 //     including those whose answer was an error, before trying again after a
 //     random delay. A node that answers only after its timeout is released
