@@ -112,6 +112,12 @@ func (c *coalescer) run(ctx context.Context, rdb RedisClient, s *redis.Script, k
 					return cmd
 				}
 				cmd = c.send(ctx, ap, s.Hash(), keys, args)
+				if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+					// Flushed again since the load (or the load this
+					// call joined ran before the flush it met): send the
+					// script itself, as go-redis's Script.Run does.
+					return s.Eval(ctx, rdb, keys, args...)
+				}
 			}
 			return cmd
 		}

@@ -275,3 +275,60 @@ func scriptLoads(t *testing.T, rdb *redis.Client) int {
 	n, _ := strconv.Atoi(calls)
 	return n
 }
+
+// A server whose scripts are flushed again and again (SCRIPT FLUSH every
+// few milliseconds) still runs every pipelined call: one flushed again
+// between the load and the call's second try sends the script itself.
+// No call fails with NOSCRIPT, and no key is left held.
+func TestPipelinedCallsSurviveRepeatedScriptFlushes(t *testing.T) {
+	s := redistest.Start(t)
+	c, rdb := newClient(t, s)
+	stop := make(chan struct{})
+	flushed := make(chan struct{})
+	go func() {
+		defer close(flushed)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(2 * time.Millisecond):
+				rdb.ScriptFlush(context.Background())
+			}
+		}
+	}()
+	base := key(t)
+	var wg sync.WaitGroup
+	var noscript atomic.Int64
+	failed := func(err error) {
+		if err != nil && strings.Contains(err.Error(), "NOSCRIPT") {
+			noscript.Add(1)
+		}
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for g := range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			k := fmt.Sprintf("%s:%d", base, g)
+			for time.Now().Before(deadline) {
+				l, err := c.TryLock(context.Background(), k)
+				failed(err)
+				if err == nil {
+					failed(l.Unlock(context.Background()))
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	<-flushed
+	c.Close()
+	if n := noscript.Load(); n > 0 {
+		t.Errorf("%d calls failed with NOSCRIPT", n)
+	}
+	for g := range 64 {
+		if k := fmt.Sprintf("%s:%d", base, g); rdb.Exists(ctxT(t), k).Val() != 0 {
+			t.Errorf("%s is still held after every lock was unlocked", k)
+		}
+	}
+}
