@@ -131,8 +131,8 @@ func isNil(rdb any) bool {
 }
 
 // Close releases dlock's own resources: its pub/sub subscriptions and
-// background goroutines. It waits for in-flight calls and background
-// cleanups, which are bounded by the go-redis clients' timeouts; the
+// background goroutines (the idle workers that run its calls end, see
+// workers.go). It waits for in-flight calls and background cleanups, which are bounded by the go-redis clients' timeouts; the
 // give-back of a call that went unanswered waits at most 5 s for go-redis
 // to be done with the call, and 5 s more for the server to answer. It does
 // not close the go-redis clients, and it does not release held locks (they
