@@ -169,9 +169,9 @@ func (l *Lock) Unlock(ctx context.Context) (err error) {
 			l.endHold(e)
 		}()
 	}
-	waits := l.pending.releaseAfter() // before the lock is marked asked: pending.go
+	l.pending.releaseAfter() // before the lock is marked asked: pending.go
 	l.stopOnce.Do(func() { close(l.stop) })
-	answers := l.releaseAll(ctx, waits)
+	answers := l.releaseAll(ctx)
 	if l.stopped != nil {
 		select { // the watchdog returns at once unless a renewal is in flight
 		case <-l.stopped:
@@ -193,13 +193,13 @@ func (l *Lock) Unlock(ctx context.Context) (err error) {
 // (redlock.go; on one node it is there already). Released on a quorum is
 // released: the others' answers are not waited for. They finish in the
 // background and still count, so that a verdict they complete ends the
-// Context. A node in waits is released once its acquire's answer has come
-// (pending.go).
-func (l *Lock) releaseAll(ctx context.Context, waits map[*node]chan struct{}) []answer[bool] {
+// Context. A node whose acquire had not answered is released once that
+// answer has come (pending.go).
+func (l *Lock) releaseAll(ctx context.Context) []answer[bool] {
 	b := &ballot{n: len(l.c.nodes), decide: func(vd verdict) { l.gone(vd == agreed) }}
 	answers := round[bool]{op: "release", timeout: l.timeout,
 		call: func(ctx context.Context, n *node) (bool, error) {
-			if ch := waits[n]; ch != nil {
+			if ch := l.pending.arrival(n); ch != nil {
 				<-ch // bounded: the acquire's request ends with go-redis's timeouts
 			}
 			return n.release(ctx, l.names, l.token, l.raise, l.keep)

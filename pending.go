@@ -60,22 +60,24 @@ func (p *pendingGrants) arrived(n *node) (releasedAfter bool) {
 	return p.after
 }
 
-// releaseAfter is Unlock's: from now on a late answer is left to Unlock. It
-// returns, for each node still waiting, the channel closed when its answer
-// has come: the release to that node must wait for it.
-func (p *pendingGrants) releaseAfter() map[*node]chan struct{} {
+// releaseAfter is Unlock's, before it marks the lock asked: from now on a
+// late answer is left to Unlock.
+func (p *pendingGrants) releaseAfter() {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	p.after = true
+	p.mu.Unlock()
+}
+
+// arrival returns the channel closed when n's answer has come, or nil if
+// it has (or n was never pending): Unlock's release to n waits for it.
+func (p *pendingGrants) arrival(n *node) <-chan struct{} {
 	if p == nil {
 		return nil
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.after = true
-	if len(p.waiting) == 0 {
-		return nil
-	}
-	waits := make(map[*node]chan struct{}, len(p.waiting))
-	for n, ch := range p.waiting {
-		waits[n] = ch
-	}
-	return waits
+	return p.waiting[n]
 }

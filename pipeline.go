@@ -105,25 +105,30 @@ func (c *coalescer) run(ctx context.Context, rdb RedisClient, s *redis.Script, k
 		ap := c.pipeliner()
 		if ap != nil {
 			defer c.mu.RUnlock()
-			cmd := c.send(ctx, ap, s.Hash(), keys, args)
-			if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-				if err := c.load(ctx, rdb, s); err != nil {
-					cmd.SetErr(err)
-					return cmd
-				}
-				cmd = c.send(ctx, ap, s.Hash(), keys, args)
-				if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-					// Flushed again since the load (or the load this
-					// call joined ran before the flush it met): send the
-					// script itself, as go-redis's Script.Run does.
-					return s.Eval(ctx, rdb, keys, args...)
-				}
-			}
-			return cmd
+			return c.pipelined(ctx, ap, rdb, s, keys, args)
 		}
 		c.mu.RUnlock()
 	}
 	return s.Run(ctx, rdb, keys, args...)
+}
+
+// pipelined runs s through ap. A script missing on the server is loaded
+// (load) and sent again; one missing again by then (flushed again since
+// the load, or the load this call joined ran before the flush it met) is
+// sent itself, as go-redis's Script.Run does.
+func (c *coalescer) pipelined(ctx context.Context, ap *redis.AutoPipeliner, rdb RedisClient, s *redis.Script, keys []string, args []any) *redis.Cmd {
+	cmd := c.send(ctx, ap, s.Hash(), keys, args)
+	if !redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+		return cmd
+	}
+	if err := c.load(ctx, rdb, s); err != nil {
+		cmd.SetErr(err)
+		return cmd
+	}
+	if cmd = c.send(ctx, ap, s.Hash(), keys, args); !redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+		return cmd
+	}
+	return s.Eval(ctx, rdb, keys, args...)
 }
 
 // load loads s on the node for the pipelined scripts that found it

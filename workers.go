@@ -29,11 +29,9 @@ type workers struct {
 	jobs chan func()   // unbuffered: a send succeeds only if an idle worker takes it
 	quit chan struct{} // closed by stop
 	idle atomic.Int32  // workers waiting for a call
-	done atomic.Bool   // stop has begun: calls go to goroutines of their own
+	done atomic.Bool   // stop has begun: calls go to goroutines of their own (set under mu)
 	wg   sync.WaitGroup
-
-	mu      sync.Mutex // orders go (wg.Add) before stop (wg.Wait)
-	stopped bool
+	mu   sync.Mutex // orders a worker's wg.Add before stop's wg.Wait
 }
 
 // maxIdle is how many workers may wait for calls at once: about the
@@ -63,7 +61,7 @@ func (w *workers) run(fn func()) {
 		}
 	}
 	w.mu.Lock()
-	if w.stopped {
+	if w.done.Load() {
 		w.mu.Unlock()
 		go fn()
 		return
@@ -121,10 +119,8 @@ func (w *workers) stop() {
 	if w == nil {
 		return
 	}
-	w.done.Store(true)
 	w.mu.Lock()
-	if !w.stopped {
-		w.stopped = true
+	if !w.done.Swap(true) {
 		close(w.quit)
 	}
 	w.mu.Unlock()
