@@ -44,6 +44,9 @@ func (c *Client) try(ctx context.Context, key string, o options, listens bool) (
 		call: func(ctx context.Context, n *node) (grant, error) { return n.acquire(ctx, a.nm, token, o, listens) },
 		yes:  grant.granted,
 		late: a.late,
+		// An error that may hide a grant is given back once its request
+		// is settled (releaseUncertain), as a late grant is.
+		lateTakesError: true,
 	}
 	if o.candidate {
 		// A campaign hears every node out, so that its fence, the term,

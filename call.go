@@ -2,6 +2,7 @@ package dlock
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 )
@@ -10,10 +11,11 @@ import (
 //
 // go-redis ignores context deadlines unless the client was built with
 // ContextTimeoutEnabled, and even then cannot take back a command the server
-// has already run. So every request dlock makes runs in its own goroutine,
-// owned by the Client (Close waits for it), on a context that keeps the
-// caller's values but not its cancellation, and always runs to completion
-// (bounded by the go-redis client's own timeouts). The caller waits for the
+// has already run. So every request whose caller's context can end runs in
+// its own goroutine, owned by the Client (Close waits for it), on a
+// context that keeps the caller's values but not its cancellation, and
+// always runs to completion (bounded by the go-redis client's own
+// timeouts). The caller waits for the
 // answers until its context ends, a timeout passes, or it has heard enough.
 //
 // Each answer then goes to exactly one place: to the caller, if it was
@@ -21,6 +23,11 @@ import (
 // effect (a lock the server granted after the caller gave up is released
 // instead of blocking everyone for a TTL). calls is that protocol, written
 // once: a request claims the caller under mu, or finds it gone.
+//
+// One exception spares the goroutine: a node's pipeliner does end a
+// script's wait with its context, so while a node's scripts go through it,
+// an acquire or a wait step runs in its caller's goroutine and leaves an
+// unanswered script to late as an error (awaitOn).
 
 // calls is a set of requests in flight, numbered from 0.
 type calls[T any] struct {
@@ -127,4 +134,37 @@ func await[T any](ctx context.Context, c *Client, timeout time.Duration, op func
 		return got[0].v, got[0].err, false
 	}
 	return v, why, true
+}
+
+// awaitOn is await for a call to node n whose late handles an error in
+// place of the answer it left (an error that may hide that answer) as
+// safely as the answer itself: an acquire's give-back, a step's leave.
+//
+// While n's scripts go through its pipeliner (coalescer.busy), whose wait
+// ends with the caller's context, op runs in the caller's goroutine with
+// its script sent through the pipeliner, not in a goroutine of its own: a
+// goroutine and two hand-offs less per call when many goroutines share the
+// Client. If ctx ends first, the script may still run: once the pipeliner
+// is done with it (settled, bounded by cleanupTimeout), late receives the
+// unanswered error. Otherwise it is await.
+func awaitOn[T any](ctx context.Context, c *Client, n *node, timeout time.Duration, op func(context.Context) (T, error), late func(T, error)) (T, error, bool) {
+	if ctx.Done() == nil || timeout > 0 || !n.co.busy() {
+		return await(ctx, c, timeout, op, late)
+	}
+	v, err := op(viaPipeline{ctx})
+	var u *unanswered
+	if ctx.Err() == nil || !errors.As(err, &u) {
+		return v, err, false
+	}
+	if late != nil {
+		c.spawn(func() {
+			sctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+			settled(sctx, u)
+			cancel()
+			var zero T
+			late(zero, err)
+		})
+	}
+	var zero T
+	return zero, ctx.Err(), true
 }

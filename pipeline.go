@@ -54,8 +54,8 @@ type coalescer struct {
 	closed bool
 	own    *redis.Client
 	ap     *redis.AutoPipeliner
-	conns  conns // own's connections
-	failed bool  // making the pipeliner failed: do not try again
+	conns  conns       // own's connections
+	failed atomic.Bool // making the pipeliner failed: do not try again
 
 	loadMu  sync.Mutex
 	loading map[string]*loadCall // by script hash: the SCRIPT LOAD under way (see load)
@@ -95,12 +95,12 @@ func newCoalescer(rdb RedisClient) *coalescer {
 const coalesceAbove = 4
 
 // run runs script s on the node: through the pipeliner when more than
-// coalesceAbove scripts are in flight (s included), else on the user's
-// client.
+// coalesceAbove scripts are in flight (s included) or ctx asks for it
+// (viaPipeline), else on the user's client.
 func (c *coalescer) run(ctx context.Context, rdb RedisClient, s *redis.Script, keys []string, args ...any) *redis.Cmd {
 	n := c.inflight.Add(1)
 	defer c.inflight.Add(-1)
-	if n > coalesceAbove && c.opt != nil {
+	if _, forced := ctx.(viaPipeline); (forced || n > coalesceAbove) && c.opt != nil {
 		c.mu.RLock()
 		ap := c.pipeliner()
 		if ap != nil {
@@ -111,6 +111,17 @@ func (c *coalescer) run(ctx context.Context, rdb RedisClient, s *redis.Script, k
 	}
 	return s.Run(ctx, rdb, keys, args...)
 }
+
+// busy reports whether the node's scripts go through the pipeliner now:
+// more than coalesceAbove are in flight, and the pipeliner can serve them.
+func (c *coalescer) busy() bool {
+	return c.opt != nil && c.inflight.Load() >= coalesceAbove && !c.failed.Load()
+}
+
+// viaPipeline is a caller's context marked so that its script goes
+// through the pipeliner, whose wait ends with the context (see send and
+// awaitPipelined), whatever the number in flight.
+type viaPipeline struct{ context.Context }
 
 // pipelined runs s through ap. A script missing on the server is loaded
 // (load) and sent again; one missing again by then (flushed again since
@@ -191,6 +202,7 @@ func (c *coalescer) send(ctx context.Context, ap *redis.AutoPipeliner, sha strin
 	switch {
 	case c.bound > 0 && ctx.Done() == nil:
 		wctx = c.wait()
+	case c.bound > 0 && endsWithin(ctx, c.bound):
 	case c.bound > 0:
 		var cancel context.CancelFunc
 		wctx, cancel = context.WithTimeout(ctx, c.bound)
@@ -209,6 +221,12 @@ func (c *coalescer) send(ctx context.Context, ap *redis.AutoPipeliner, sha strin
 		return failed
 	}
 	return cmd
+}
+
+// endsWithin reports whether ctx has a deadline at most d from now.
+func endsWithin(ctx context.Context, d time.Duration) bool {
+	end, ok := ctx.Deadline()
+	return ok && time.Until(end) <= d
 }
 
 // unanswered is the error of a pipelined script whose answer did not come
@@ -266,12 +284,12 @@ func (c *coalescer) wait() context.Context {
 // when the Client is closed or it cannot be made. The caller holds mu for
 // reading.
 func (c *coalescer) pipeliner() *redis.AutoPipeliner {
-	if c.ap != nil || c.closed || c.failed {
+	if c.ap != nil || c.closed || c.failed.Load() {
 		return c.ap
 	}
 	c.mu.RUnlock()
 	c.mu.Lock()
-	if c.ap == nil && !c.closed && !c.failed {
+	if c.ap == nil && !c.closed && !c.failed.Load() {
 		opt := ownOptions(c.opt) // a copy: NewClient writes to it
 		if opt.Dialer == nil {   // set by NewClient: this is for safety
 			opt.Dialer = redis.NewDialer(opt)
@@ -281,7 +299,7 @@ func (c *coalescer) pipeliner() *redis.AutoPipeliner {
 		ap, err := own.AsyncAutoPipelineWithOptions(pipelineOptions())
 		if err != nil {
 			own.Close()
-			c.failed = true
+			c.failed.Store(true)
 		} else {
 			c.own, c.ap = own, ap
 		}

@@ -137,6 +137,34 @@ func TestAStalledServerEndsEveryPipelinedCall(t *testing.T) {
 	}
 }
 
+// Without a node timeout, a context's end is what ends a pipelined call to
+// a stalled server: the calls wait in their callers' goroutines (awaitOn)
+// and return with their contexts, and the grants the server runs once it
+// resumes are given back.
+func TestContextsEndPipelinedCallsToAStalledServer(t *testing.T) {
+	s := redistest.Start(t)
+	c, _ := newClient(t, s)
+	keys := keysOf(t, 64)
+	pausedUnderPipelining(t, s, c, keys, 64, 5)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if got := hammer(t, c, keys, 64, 2, within(300*time.Millisecond), dlock.WithTTL(time.Minute)); got != 0 {
+			t.Errorf("%d locks obtained from a paused server", got)
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("pipelined calls to a paused server did not return with their contexts within 30s")
+	}
+	s.Resume()
+	allFree(t, c, keys)
+	if got := hammer(t, c, keys, 64, 5, within(time.Minute)); got != 64*5 {
+		t.Fatalf("after the stall, %d of %d locks obtained", got, 64*5)
+	}
+}
+
 // Close waits for the grants that came back after their callers left,
 // and gives them back: a program that exits after Close leaves nothing
 // held.

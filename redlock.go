@@ -93,6 +93,10 @@ type round[T any] struct {
 	// late, if set, receives the answers that come after the wait ended,
 	// so that their effect can be undone.
 	late func(*node, T, error)
+	// lateTakesError says that late handles an error (one that may hide
+	// an answer) as safely as the answer itself, so that on one node the
+	// call may wait in the caller's goroutine (awaitOn).
+	lateTakesError bool
 }
 
 // ask puts the question to every node in nodes in parallel (see calls) and
@@ -107,7 +111,15 @@ func (r round[T]) ask(ctx context.Context, c *Client, nodes []*node) []answer[T]
 		if r.late != nil {
 			late = func(v T, err error) { r.late(n, v, err) }
 		}
-		v, err, left := await(ctx, c, r.timeout, func(ctx context.Context) (T, error) { return r.call(ctx, n) }, late)
+		call := func(ctx context.Context) (T, error) { return r.call(ctx, n) }
+		var v T
+		var err error
+		var left bool
+		if r.lateTakesError {
+			v, err, left = awaitOn(ctx, c, n, r.timeout, call, late)
+		} else {
+			v, err, left = await(ctx, c, r.timeout, call, late)
+		}
 		if left {
 			err = n.unanswered(r.op, err)
 		}
