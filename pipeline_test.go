@@ -298,7 +298,13 @@ func TestAHerdLoadsAMissingScriptOnce(t *testing.T) {
 // scriptLoads is how many SCRIPT LOADs the server has run.
 func scriptLoads(t *testing.T, rdb *redis.Client) int {
 	t.Helper()
-	stat := redistest.Info(rdb, "commandstats")["cmdstat_script|load"]
+	return commandCalls(rdb, "script|load")
+}
+
+// commandCalls is how many times the server has run the command cmd (as
+// INFO commandstats names it: lower case, "script|load").
+func commandCalls(rdb *redis.Client, cmd string) int {
+	stat := redistest.Info(rdb, "commandstats")["cmdstat_"+cmd]
 	calls, _, _ := strings.Cut(strings.TrimPrefix(stat, "calls="), ",")
 	n, _ := strconv.Atoi(calls)
 	return n

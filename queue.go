@@ -34,7 +34,9 @@ import (
 // group's keepalive step: one script every keepalive period, however many
 // waiters the group has. So waiting costs a Client, per node (per cluster
 // master), one pub/sub connection and, briefly, one pooled connection per
-// step.
+// step. A group outlives its last waiter by groupLinger, subscribed and
+// without steps, so that goroutines taking turns on a key do not
+// subscribe again on every turn.
 //
 // Liveness. A waiter is alive while its group is: the join and every
 // keepalive record the group's sign of life (server time and step
@@ -247,9 +249,16 @@ type waitGroup struct {
 	departed map[string]string // id -> token: gone, leave not yet confirmed
 	seq      int64
 	sent     []stepSent // recent steps, in seq order
-	stop     chan struct{}
+	emptied  chan struct{} // the last waiter has gone (see groupLinger)
+	idle     time.Time     // since when the group has had no waiter; zero while it has
 	stopped  bool
 }
+
+// groupLinger is how long a group stays, subscribed and without a step,
+// after its last waiter has gone, for the Client's next waiter on the key:
+// two goroutines taking turns on a key would otherwise unsubscribe and
+// subscribe again, and wait for the subscription, on every turn.
+const groupLinger = 100 * time.Millisecond
 
 type stepSent struct {
 	seq int64
@@ -262,11 +271,17 @@ type groups struct {
 	m  map[string]*waitGroup
 }
 
-// waiting reports whether the Client has a group waiting for key.
+// waiting reports whether the Client has waiters on key.
 func (gs *groups) waiting(key string) bool {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
-	return gs.m[key] != nil
+	g := gs.m[key]
+	if g == nil {
+		return false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.waiters) > 0
 }
 
 // groupOf returns the name of the Client's group waiting for key, or "".
@@ -294,6 +309,7 @@ func (gs *groups) enter(c *Client, nm *lockNames, w *queuedWaiter) *waitGroup {
 	}
 	g.mu.Lock()
 	g.waiters[w.id] = w
+	g.idle = time.Time{}
 	g.mu.Unlock()
 	return g
 }
@@ -304,7 +320,7 @@ func newWaitGroup(c *Client, nm *lockNames) *waitGroup {
 	g := &waitGroup{
 		c: c, n: c.nodes[0], nm: nm, id: hex.EncodeToString(id[:]),
 		waiters: map[string]*queuedWaiter{}, departed: map[string]string{},
-		stop: make(chan struct{}),
+		emptied: make(chan struct{}, 1),
 	}
 	g.watch, g.ready = g.n.sub.watch(nm.wake, g.message)
 	c.spawn(g.keepalive)
@@ -448,21 +464,41 @@ func (g *waitGroup) left(id, token string, err error) {
 		slog.String("key", g.nm.key), slog.Any("err", err))
 }
 
-// release stops the group once its last waiter has gone. A group that is
-// stopped is out of the map, so the next waiter starts a new one.
+// release tells the group's keepalive that its last waiter has gone: the
+// group stops groupLinger later unless a waiter comes meanwhile (retire).
 func (gs *groups) release(g *waitGroup) {
-	gs.mu.Lock()
-	defer gs.mu.Unlock()
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if len(g.waiters) > 0 || g.stopped {
 		return
 	}
+	g.idle = time.Now()
+	select {
+	case g.emptied <- struct{}{}:
+	default:
+	}
+}
+
+// retire stops the group if it has had no waiter for groupLinger, and
+// reports whether it did; otherwise, if it has none, it returns how much
+// longer it lingers (0 while it has waiters). A group that is stopped is
+// out of the map, so the next waiter starts a new one.
+func (gs *groups) retire(g *waitGroup) (stopped bool, lingers time.Duration) {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.waiters) > 0 || g.idle.IsZero() {
+		return false, 0
+	}
+	if left := groupLinger - time.Since(g.idle); left > 0 {
+		return false, left
+	}
 	g.stopped = true
-	close(g.stop)
 	if gs.m[g.nm.key] == g {
 		delete(gs.m, g.nm.key)
 	}
+	return true, 0
 }
 
 // handOver delivers the grant of a release this Client made, as its reply
@@ -514,20 +550,30 @@ func parseGrant(payload string) (id string, h *handedOff, ok bool) {
 	return id, &handedOff{fence: fence, seq: seq, lease: time.Duration(lease) * time.Millisecond}, true
 }
 
-// keepalive runs the group's keepalive step until the group stops or the
-// Client closes.
+// keepalive runs the group's keepalive step until the group retires (no
+// waiter for groupLinger) or the Client closes.
 func (g *waitGroup) keepalive() {
 	defer g.watch.cancel()
 	t := time.NewTimer(g.period())
 	defer t.Stop()
 	lastRoll := time.Now()
 	for {
+		timed := false
 		select {
 		case <-t.C:
-		case <-g.stop:
-			return
+			timed = true
+		case <-g.emptied:
 		case <-g.c.done:
 			return
+		}
+		switch stopped, lingers := g.c.groups.retire(g); {
+		case stopped:
+			return
+		case lingers > 0: // no waiter: no step
+			t.Reset(lingers)
+			continue
+		case !timed: // a waiter came back before the timer
+			continue
 		}
 		var roll []string
 		if time.Since(lastRoll) >= aliveWindow {

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/redistest"
 )
 
 // queueLen returns how many waiters are queued for key (keys.go names the
@@ -244,5 +246,39 @@ func TestQueuedWaitersGetAKeySetByHandWhenItIsDeleted(t *testing.T) {
 		_ = l.Unlock(ctxT(t))
 	case <-time.After(20 * time.Second):
 		t.Fatal("the waiter never got the freed key")
+	}
+}
+
+// Two goroutines of one Client taking turns on a key: each waits while
+// the other holds it, and its Client's wait group outlives each turn
+// (groupLinger), so the wake channel is subscribed once, not once a turn.
+func TestTwoGoroutinesTakingTurnsSubscribeOnce(t *testing.T) {
+	s := redistest.Start(t)
+	c, rdb := newClient(t, s)
+	k := key(t)
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 20 {
+				l, err := c.Lock(ctxT(t), k)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				time.Sleep(2 * time.Millisecond)
+				if err := l.Unlock(ctxT(t)); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	switch n := commandCalls(rdb, "subscribe"); {
+	case n == 0:
+		t.Fatal("no waiter subscribed: the turns were not contended")
+	case n > 3:
+		t.Fatalf("%d SUBSCRIBEs for 40 turns, want one (a few at most)", n)
 	}
 }
