@@ -248,7 +248,7 @@ type waitGroup struct {
 	waiters  map[string]*queuedWaiter
 	departed map[string]string // id -> token: gone, leave not yet confirmed
 	seq      int64
-	sent     []stepSent // recent steps, in seq order
+	sent     []stepSent    // recent steps, in seq order
 	emptied  chan struct{} // the last waiter has gone (see groupLinger)
 	idle     time.Time     // since when the group has had no waiter; zero while it has
 	stopped  bool
