@@ -45,8 +45,10 @@ func (c *Client) try(ctx context.Context, key string, o options, listens bool) (
 		yes:  grant.granted,
 		late: a.late,
 		// An error that may hide a grant is given back once its request
-		// is settled (releaseUncertain), as a late grant is.
-		lateTakesError: true,
+		// is settled (releaseUncertain), as a late grant is. (Not with
+		// WithReplicaAck, whose script and WAIT go straight to the user's
+		// client: only a call of its own can leave them.)
+		lateTakesError: o.replicas == 0,
 	}
 	if o.candidate {
 		// A campaign hears every node out, so that its fence, the term,
@@ -250,11 +252,20 @@ const uncertainPause = 100 * time.Millisecond
 // (releaseAnswered). Each of the two waits is bounded by cleanupTimeout,
 // and Close waits for them: a stall longer than that still leaves a late
 // grant to its TTL.
+//
+// An acquire whose answer has come by then and is a refusal (the holder's
+// TTL) holds nothing of ours: there is nothing to give back. (Under
+// overload, where contexts end before the pipeliner answers, most
+// abandoned acquires are refusals; a release for each would add to the
+// load that made them late.)
 func (a *attempt) releaseUncertain(n *node, fence int64, cause error) {
 	a.c.spawn(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 		answered := settled(ctx, cause)
 		cancel()
+		if answered && !shared(a.token) && refusal(cause) {
+			return
+		}
 		a.releaseAnswered(n, fence, answered)
 	})
 }

@@ -26,8 +26,8 @@ import (
 //
 // One exception spares the goroutine: a node's pipeliner does end a
 // script's wait with its context, so while a node's scripts go through it,
-// an acquire or a wait step runs in its caller's goroutine and leaves an
-// unanswered script to late as an error (awaitOn).
+// an acquire runs in its caller's goroutine and leaves an unanswered
+// script to late as an error (awaitOn).
 
 // calls is a set of requests in flight, numbered from 0.
 type calls[T any] struct {
@@ -136,9 +136,23 @@ func await[T any](ctx context.Context, c *Client, timeout time.Duration, op func
 	return v, why, true
 }
 
+// inlineLeast is the least time a caller's context must have left for
+// awaitOn to wait in the caller's goroutine. A context that ends sooner is
+// likely to end before the pipeliner answers: then a worker waiting for
+// the answer serves better: it needs no settling, and a refusal no
+// give-back. (Under overload, 256 goroutines on 8 keys with 3-ms contexts
+// so that no lock is obtained, a 20-s TryLock beside them took 2.8-6.2 s
+// with every call waiting in its caller's goroutine, 0.07-4.4 s with
+// workers: runs too noisy to tell apart, so the workers are kept there.)
+const inlineLeast = 50 * time.Millisecond
+
 // awaitOn is await for a call to node n whose late handles an error in
 // place of the answer it left (an error that may hide that answer) as
-// safely as the answer itself: an acquire's give-back, a step's leave.
+// safely as the answer itself: an acquire's give-back, which waits until
+// the pipeliner is done with the script and reads its answer if it came
+// (attempt.releaseUncertain). (Not a wait step's: its leave must reach the
+// server after the join, and a pipeliner that retries the join on a
+// stalled server may send it after any bound a leave could wait for.)
 //
 // While n's scripts go through its pipeliner (coalescer.busy), whose wait
 // ends with the caller's context, op runs in the caller's goroutine with
@@ -148,7 +162,7 @@ func await[T any](ctx context.Context, c *Client, timeout time.Duration, op func
 // is done with it (settled, bounded by cleanupTimeout), late receives the
 // unanswered error. Otherwise it is await.
 func awaitOn[T any](ctx context.Context, c *Client, n *node, timeout time.Duration, op func(context.Context) (T, error), late func(T, error)) (T, error, bool) {
-	if ctx.Done() == nil || timeout > 0 || !n.co.busy() {
+	if ctx.Done() == nil || timeout > 0 || !n.co.busy() || endsWithin(ctx, inlineLeast) {
 		return await(ctx, c, timeout, op, late)
 	}
 	v, err := op(viaPipeline{ctx})

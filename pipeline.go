@@ -255,6 +255,22 @@ func settled(ctx context.Context, err error) (answered bool) {
 	return err == nil || isRedisError(err) // a script's error reply is an answer too
 }
 
+// refusal reports whether err is an unanswered acquire (of a mutex) whose
+// answer has since come and is an integer: the acquire script's answer
+// when the key is taken (acquire.lua), which grants nothing.
+func refusal(err error) bool {
+	var u *unanswered
+	if !errors.As(err, &u) {
+		return false
+	}
+	cmd, ok := u.f.Cmd().(*redis.Cmd)
+	if !ok || cmd.Err() != nil {
+		return false
+	}
+	_, taken := cmd.Val().(int64)
+	return taken
+}
+
 // boundCtx is a context that ends at its deadline.
 type boundCtx struct {
 	context.Context

@@ -365,7 +365,7 @@ func (g *waitGroup) join(ctx context.Context, w *queuedWaiter) (l *Lock, err err
 	score := w.score
 	w.mu.Unlock()
 	seq, sent := g.stamp()
-	r, err, left := awaitOn(ctx, g.c, g.n, w.o.nodeTimeoutFor(1),
+	r, err, left := await(ctx, g.c, w.o.nodeTimeoutFor(1),
 		func(ctx context.Context) (joinReply, error) { return g.n.join(ctx, g.nm, w, g.id, seq, score) },
 		func(joinReply, error) { g.leave(w.id, w.token, 0) })
 	noteStep(w.o.note, err, left)
