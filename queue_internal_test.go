@@ -175,3 +175,17 @@ func TestTheQueueAFirstJoinMakesExpires(t *testing.T) {
 		}
 	}
 }
+
+// parseGrant reads exactly the hand-off message the scripts publish and
+// refuses anything else ("released", a malformed or fenceless grant).
+func TestParseGrant(t *testing.T) {
+	id, h, ok := parseGrant("g w1 1700000000000001 7 950")
+	if !ok || id != "w1" || h.fence != 1700000000000001 || h.seq != 7 || h.lease != 950*time.Millisecond {
+		t.Fatalf("parseGrant: %q %+v %v", id, h, ok)
+	}
+	for _, bad := range []string{"", "g", "released", "g w1 0 7 950", "g w1 x 7 950", "g w1 5 7", "x w1 5 7 950", "g w1 5 7 950 extra"} {
+		if _, _, ok := parseGrant(bad); ok {
+			t.Errorf("parseGrant(%q) accepted", bad)
+		}
+	}
+}
