@@ -148,7 +148,7 @@ const inlineLeast = 50 * time.Millisecond
 
 // awaitOn is await for a call to node n whose late handles an error in
 // place of the answer it left (an error that may hide that answer) as
-// safely as the answer itself: an acquire's give-back, which waits until
+// safely as the answer itself (with n nil, it is just await): an acquire's give-back, which waits until
 // the pipeliner is done with the script and reads its answer if it came
 // (attempt.releaseUncertain). (Not a wait step's: its leave must reach the
 // server after the join, and a pipeliner that retries the join on a
@@ -169,7 +169,7 @@ const inlineLeast = 50 * time.Millisecond
 // Closes) against 1.3-2.1 s (six) with a worker per call; nothing was left
 // held either way.
 func awaitOn[T any](ctx context.Context, c *Client, n *node, timeout time.Duration, op func(context.Context) (T, error), late func(T, error)) (T, error, bool) {
-	if ctx.Done() == nil || timeout > 0 || !n.co.busy() || endsWithin(ctx, inlineLeast) {
+	if n == nil || ctx.Done() == nil || timeout > 0 || !n.co.busy() || endsWithin(ctx, inlineLeast) {
 		return await(ctx, c, timeout, op, late)
 	}
 	// Close waits for this call as for a worker's, so that the give-back
@@ -184,14 +184,11 @@ func awaitOn[T any](ctx context.Context, c *Client, n *node, timeout time.Durati
 	if ctx.Err() == nil || !errors.As(err, &u) {
 		return v, err, false
 	}
+	var zero T
 	if late != nil {
 		// In work of its own: late may wait for the caller to return
 		// (attempt.late), and for the script to settle (releaseUncertain).
-		c.spawn(func() {
-			var zero T
-			late(zero, err)
-		})
+		c.spawn(func() { late(zero, err) })
 	}
-	var zero T
 	return zero, ctx.Err(), true
 }

@@ -120,7 +120,7 @@ func (c *coalescer) busy() bool {
 
 // viaPipeline is a caller's context marked so that its script goes
 // through the pipeliner, whose wait ends with the context (see send and
-// awaitPipelined), whatever the number in flight.
+// awaitOn), whatever the number in flight.
 type viaPipeline struct{ context.Context }
 
 // pipelined runs s through ap. A script missing on the server is loaded

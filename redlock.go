@@ -104,28 +104,10 @@ type round[T any] struct {
 // wait ends gets an error, ctx's or a *NodeError for the timeout, and is
 // marked abandoned.
 func (r round[T]) ask(ctx context.Context, c *Client, nodes []*node) []answer[T] {
-	answers := make([]answer[T], len(nodes))
 	if len(nodes) == 1 { // the usual case; await may spare the goroutine
-		n := nodes[0]
-		var late func(T, error)
-		if r.late != nil {
-			late = func(v T, err error) { r.late(n, v, err) }
-		}
-		call := func(ctx context.Context) (T, error) { return r.call(ctx, n) }
-		var v T
-		var err error
-		var left bool
-		if r.lateTakesError {
-			v, err, left = awaitOn(ctx, c, n, r.timeout, call, late)
-		} else {
-			v, err, left = await(ctx, c, r.timeout, call, late)
-		}
-		if left {
-			err = n.unanswered(r.op, err)
-		}
-		answers[0] = answer[T]{v: v, err: err, abandoned: left}
-		return answers
+		return []answer[T]{r.askOne(ctx, c, nodes[0])}
 	}
+	answers := make([]answer[T], len(nodes))
 	ops := make([]func(context.Context) (T, error), len(nodes))
 	for i, n := range nodes {
 		ops[i] = func(ctx context.Context) (T, error) { return r.call(ctx, n) }
@@ -143,6 +125,24 @@ func (r round[T]) ask(ctx context.Context, c *Client, nodes []*node) []answer[T]
 		answers[g.i] = answer[T]{v: g.v, err: g.err}
 	}
 	return answers
+}
+
+// askOne puts the question to the one node n (see awaitOn).
+func (r round[T]) askOne(ctx context.Context, c *Client, n *node) answer[T] {
+	var late func(T, error)
+	if r.late != nil {
+		late = func(v T, err error) { r.late(n, v, err) }
+	}
+	call := func(ctx context.Context) (T, error) { return r.call(ctx, n) }
+	var via *node // awaitOn's node, if the round's late takes an error
+	if r.lateTakesError {
+		via = n
+	}
+	v, err, left := awaitOn(ctx, c, via, r.timeout, call, late)
+	if left {
+		err = n.unanswered(r.op, err)
+	}
+	return answer[T]{v: v, err: err, abandoned: left}
 }
 
 // enough returns the test that ends a round's wait early: a majority of
