@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -103,16 +104,19 @@ func BenchmarkVsRawFloor(b *testing.B) {
 	const block = 100
 	total := make([]time.Duration, len(contenders))
 	server := make([]time.Duration, len(contenders)) // redis-server CPU (INFO cpu)
+	client := make([]time.Duration, len(contenders)) // this process's CPU (getrusage)
 	ratios := make([][]float64, len(contenders))
 	for done := 0; done < b.N; done += block {
 		var base time.Duration
 		for i, ct := range contenders {
 			cpu0 := serverCPU(rdb)
+			own0 := processCPU()
 			start := time.Now()
 			for j := 0; j < block; j++ {
 				ct.cycle()
 			}
 			d := time.Since(start)
+			client[i] += processCPU() - own0
 			server[i] += serverCPU(rdb) - cpu0
 			if i == 0 {
 				base = d
@@ -126,6 +130,7 @@ func BenchmarkVsRawFloor(b *testing.B) {
 	for i, ct := range contenders {
 		b.ReportMetric(float64(total[i].Microseconds())/cycles, ct.name+"-µs/cycle")
 		b.ReportMetric(float64(server[i].Microseconds())/cycles, ct.name+"-server-µs/cycle")
+		b.ReportMetric(float64(client[i].Microseconds())/cycles, ct.name+"-client-µs/cycle")
 		if i > 0 {
 			sort.Float64s(ratios[i])
 			b.ReportMetric(ratios[i][len(ratios[i])/2], ct.name+"/raw")
@@ -278,6 +283,13 @@ func BenchmarkRedlockTryLockUnlock(b *testing.B) {
 	defer c.Close()
 	b.ResetTimer()
 	benchCycles(b, c, context.Background())
+}
+
+// processCPU is this process's CPU time so far (user + system).
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // serverCPU reads the redis-server's CPU time so far (user + system).

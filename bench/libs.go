@@ -47,6 +47,25 @@ func dlockLock(c *dlock.Client) func(ctx context.Context, key string) (func() er
 	}
 }
 
+// dlockTryLocker is dlock's TryLock on one node: measured uncontended
+// only (it does not wait), beside Lock, whose first attempt is the same
+// script.
+func dlockTryLocker(addr string) locker {
+	r := newRedis(addr)
+	c := dlock.New(r)
+	return locker{
+		name: "dlock TryLock",
+		lock: func(ctx context.Context, key string) (func() error, error) {
+			l, err := c.TryLock(ctx, key, dlock.WithTTL(ttl))
+			if err != nil {
+				return nil, err
+			}
+			return func() error { return l.Unlock(context.Background()) }, nil
+		},
+		close: func() { c.Close(); r.Close() },
+	}
+}
+
 func dlockLocker(addrs []string) locker {
 	var ucs []redis.UniversalClient
 	var rdbs []*redis.Client

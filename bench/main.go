@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/pprof"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -161,7 +162,9 @@ func main() {
 	fine := 10 * *rounds
 	n := max(*cycles/fine, 1)
 
-	runRounds("uncontended, 1 node", append([]locker{rawFloor(addr), fencedFloor(addr)}, single()...), fine, func(l locker, _ int) result {
+	uncontendedLibs := append([]locker{rawFloor(addr), fencedFloor(addr)}, single()...)
+	uncontendedLibs = slices.Insert(uncontendedLibs, 3, dlockTryLocker(addr)) // after dlock's Lock
+	runRounds("uncontended, 1 node", uncontendedLibs, fine, func(l locker, _ int) result {
 		return uncontended(l, n)
 	})
 	for _, g := range []int{16, 64} {

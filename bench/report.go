@@ -23,7 +23,8 @@ func writeReport(path, chartName string, results []result, mem []memoryRow) erro
 	fmt.Fprintf(&b, "and waits in its own way: dlock in its FIFO queue (Redlock: notifications), bsm/redislock retrying every 1 ms,\n")
 	fmt.Fprintf(&b, "redsync retrying every 1 ms (its default is 50-250 ms) without giving up, rueidislock through client-side-caching\n")
 	fmt.Fprintf(&b, "invalidations with one key per lock. CS is the critical section (a sleep while holding the lock); wait is the\n")
-	fmt.Fprintf(&b, "time a lock call took. Each contended scenario runs every library in %d interleaved rounds, and each\n", *rounds)
+	fmt.Fprintf(&b, "time a lock call took. *dlock* rows are its Lock; the uncontended one-node scenario also has its TryLock.\n")
+	fmt.Fprintf(&b, "Each contended scenario runs every library in %d interleaved rounds, and each\n", *rounds)
 	fmt.Fprintf(&b, "uncontended one in %d rounds of %d cycles, so that the machine's changing load falls on all alike; still,\n", 10**rounds, max(*cycles/(10**rounds), 1))
 	fmt.Fprintf(&b, "numbers move by 10-30%% between runs on a shared 2-core machine. For the uncontended single-node cycle,\n")
 	fmt.Fprintf(&b, "`go test -run '^$' -bench VsRawFloor .` in the repository root is steadier: it interleaves the raw floor,\n")
@@ -159,7 +160,7 @@ const (
 	panelH                          = chartH + 70
 )
 
-var colors = []string{"#2b7bb9", "#e08a1e", "#5a9e4b", "#b94a48", "#7d5ba6", "#888888", "#c9a227"}
+var colors = []string{"#2b7bb9", "#e08a1e", "#5a9e4b", "#b94a48", "#7d5ba6", "#888888", "#c9a227", "#2a9d8f"}
 
 // group draws panels for results, with their scenarios as bar groups and a
 // legend of their libraries below.
