@@ -98,9 +98,10 @@ func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (l *Lock,
 	ctx, end = h.startSpan(ctx, SpanAcquire, key, o.primitive())
 	notified := len(c.nodes) > 1 || o.replicas > 0
 	if !notified && c.groups.waiting(key) {
-		// Others of this Client wait for the key: the lock is likely
-		// taken, and the join takes it if it is free and nobody is
-		// ahead, so a first attempt would be one round trip too many.
+		// Others of this Client wait for the key, or one holds it
+		// through the line: the lock is likely taken, and the join takes
+		// it if it is free and nobody is ahead, so a first attempt would
+		// be one round trip too many.
 		contended = true
 		return c.waitQueued(ctx, c.names.get(key), o)
 	}

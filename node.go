@@ -69,10 +69,12 @@ type node struct {
 	co      *coalescer // how its scripts travel (pipeline.go)
 	// handOver, if set, receives the grant message of a release that
 	// handed the lock to a waiter (one node: the Client's groups), and
-	// groupOf names the Client's group waiting for a key, if any: its
-	// grants come back in the release's reply, unpublished.
-	handOver func(key, msg string)
-	groupOf  func(key string) string
+	// releasing, told of a release about to be sent, names the Client's
+	// group waiting for the key, if any (its grants come back in the
+	// release's reply, unpublished), and reports whether it sent waiters
+	// that deferred their joins to join now (queue.go, deferJoin).
+	handOver  func(key, msg string)
+	releasing func(key string) (group string, woke bool)
 
 	refreshed atomic.Int64 // when refresh last asked for a cluster map reload (unix ns)
 
@@ -298,8 +300,13 @@ func (n *node) release(ctx context.Context, nm *lockNames, token string, fence i
 	} else {
 		var r any
 		group := ""
-		if n.groupOf != nil {
-			group = n.groupOf(nm.key)
+		if n.releasing != nil {
+			var woke bool
+			if group, woke = n.releasing(nm.key); woke {
+				// Let the waiters just sent to join run first: their joins
+				// then reach the server no later than this release.
+				runtime.Gosched()
+			}
 		}
 		r, err = n.script(ctx, releaseScript, nm.releaseKeys(), n.releaseArgs(token, fence, keep, group)...).Result()
 		switch r := r.(type) {

@@ -189,3 +189,92 @@ func TestParseGrant(t *testing.T) {
 		}
 	}
 }
+
+// A waiter whose Client holds the key through its line defers its join
+// until that holder's release begins: it is not in line before, giving up
+// then leaves nothing behind, and its place is that of its join, behind
+// another Client's waiter that joined meanwhile.
+func TestAJoinBehindItsClientsHolderWaitsForTheRelease(t *testing.T) {
+	rdb := redistest.Start(t).Client(t)
+	ctx := context.Background()
+	c, other := New(rdb), New(rdb)
+	defer other.Close()
+	defer c.Close()
+	c.groups.deferFor = time.Hour // only the release sends it
+	const k = "lock:deferred-join"
+	queued := func() int64 { return rdb.ZCard(ctx, namesOf(k).all[2]).Val() }
+	eventually := func(what string, cond func() bool) {
+		t.Helper()
+		for end := time.Now().Add(20 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+			if time.Now().After(end) {
+				t.Fatal("never: " + what)
+			}
+		}
+	}
+	deferred := func() int {
+		c.groups.mu.Lock()
+		g := c.groups.m[k]
+		c.groups.mu.Unlock()
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return len(g.deferred)
+	}
+	first, err := other.TryLock(ctx, k, WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *Lock, 3)
+	lock := func(c *Client, ctx context.Context) {
+		l, err := c.Lock(ctx, k, WithTTL(time.Minute))
+		if err != nil && ctx.Err() == nil {
+			t.Error(err)
+		}
+		got <- l
+	}
+	go lock(c, ctx)
+	eventually("c's first waiter is in line", func() bool { return queued() == 1 })
+	if err := first.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	held := <-got // granted through c's line: c now holds the key through it
+	if held == nil {
+		t.Fatal("c's first waiter got no lock")
+	}
+
+	// One that gives up while it defers.
+	quitCtx, quit := context.WithCancel(ctx)
+	go lock(c, quitCtx)
+	eventually("a waiter defers", func() bool { return deferred() == 1 })
+	quit()
+	if l := <-got; l != nil {
+		t.Fatal("a waiter whose context ended got the lock")
+	}
+
+	// One that stays, and another Client's waiter that comes after it.
+	go lock(c, ctx)
+	eventually("a waiter defers", func() bool { return deferred() == 1 })
+	if n := queued(); n != 0 {
+		t.Fatalf("%d in line while c's waiter defers, want 0", n)
+	}
+	go lock(other, ctx)
+	eventually("the other Client's waiter is in line", func() bool { return queued() == 1 })
+	if err := held.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	next := <-got
+	if next == nil {
+		t.Fatal("no lock after the release")
+	}
+	if next.c != other {
+		t.Fatal("c's deferred waiter went ahead of the other Client's waiter, which joined first")
+	}
+	eventually("c's waiter is in line", func() bool { return queued() == 1 })
+	if err := next.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if last := <-got; last == nil || last.c != c {
+		t.Fatal("c's waiter did not get the lock")
+	} else if err := last.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

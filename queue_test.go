@@ -252,7 +252,7 @@ func TestQueuedWaitersGetAKeySetByHandWhenItIsDeleted(t *testing.T) {
 // Two goroutines of one Client taking turns on a key: each waits while
 // the other holds it, and its Client's wait group outlives each turn
 // (groupLinger), so the wake channel is subscribed once, not once a turn.
-func TestTwoGoroutinesTakingTurnsSubscribeOnce(t *testing.T) {
+func TestTwoGoroutinesTakingTurnsSubscribeOnceAndOnlyJoin(t *testing.T) {
 	s := redistest.Start(t)
 	c, rdb := newClient(t, s)
 	k := key(t)
@@ -280,5 +280,11 @@ func TestTwoGoroutinesTakingTurnsSubscribeOnce(t *testing.T) {
 		t.Fatal("no waiter subscribed: the turns were not contended")
 	case n > 3:
 		t.Fatalf("%d SUBSCRIBEs for 40 turns, want one (a few at most)", n)
+	}
+	// A goroutine that locks while the other holds the key through the
+	// Client's line makes no first attempt, which would fail: each turn
+	// is a join and a release (and a keepalive step may come between).
+	if n := commandCalls(rdb, "evalsha") + commandCalls(rdb, "eval"); n > 2*40+8 {
+		t.Fatalf("%d scripts for 40 turns, want a join and a release each", n)
 	}
 }
