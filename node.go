@@ -74,7 +74,7 @@ type node struct {
 	// release's reply, unpublished), and reports whether it sent waiters
 	// that deferred their joins to join now (queue.go, deferJoin).
 	handOver  func(key, msg string)
-	releasing func(key string) (group string, woke bool)
+	releasing func(key, token string) (group string, woke bool)
 
 	refreshed atomic.Int64 // when refresh last asked for a cluster map reload (unix ns)
 
@@ -302,9 +302,11 @@ func (n *node) release(ctx context.Context, nm *lockNames, token string, fence i
 		group := ""
 		if n.releasing != nil {
 			var woke bool
-			if group, woke = n.releasing(nm.key); woke {
+			if group, woke = n.releasing(nm.key, token); woke {
 				// Let the waiters just sent to join run first: their joins
-				// then reach the server no later than this release.
+				// then usually reach the server before this release (if
+				// not, a join finds the key free or granted onward, as any
+				// join may).
 				runtime.Gosched()
 			}
 		}

@@ -34,7 +34,9 @@ import (
 // joinDefer has passed (deferJoin): its join then reaches the server
 // beside the release instead of in the middle of the next critical
 // section. Its place in line is its join's, as anyone's: a waiter of
-// another Client that joins while it defers goes ahead of it.
+// another Client that joins while it defers goes ahead of it. (The group
+// remembers its holder only while the group lasts: once it has retired,
+// groupLinger after its last waiter left, nobody defers.)
 //
 // What a waiter costs. A Client's waiters on one key form a group
 // (waitGroup). The group subscribes to the key's wake channel through the
@@ -305,11 +307,12 @@ func (gs *groups) waiting(key string) bool {
 	return n > 0 || g.holding()
 }
 
-// releasing is told that the Client is about to release its lock on key:
-// it returns the name of the Client's group waiting for key, or "", and
+// releasing is told that the Client is about to release its lock on key
+// with token: it returns the name of the Client's group waiting for key,
+// or "", and, if that lock is the one the group holds the key through,
 // sends the group's deferred waiters to join (deferJoin), reporting
 // whether there were any.
-func (gs *groups) releasing(key string) (group string, woke bool) {
+func (gs *groups) releasing(key, token string) (group string, woke bool) {
 	gs.mu.Lock()
 	g := gs.m[key]
 	gs.mu.Unlock()
@@ -317,6 +320,10 @@ func (gs *groups) releasing(key string) (group string, woke bool) {
 		return "", false
 	}
 	g.mu.Lock()
+	if g.holder == nil || g.holder.token != token {
+		g.mu.Unlock()
+		return g.id, false
+	}
 	deferred := g.deferred
 	g.holder, g.deferred = nil, nil
 	g.mu.Unlock()
@@ -331,9 +338,11 @@ const joinDefer = 2 * time.Millisecond
 
 // deferJoin holds back w's first join while a mutex lock granted through
 // w's group holds the key, until that lock's release is about to be sent
-// (releasing) or joinDefer has passed. The waiter then joins just before
-// the release (releasing lets it run first), so that both answers come
-// back together, between two critical sections. On a hot key, a
+// (releasing) or joinDefer has passed; a waiter whose context ends sooner
+// joins at once, and one whose context ends while it defers, or whose
+// group's keepalive fails, returns the error. The waiter then joins,
+// usually just before the release (releasing lets it run first), so that
+// both answers come back together, between two critical sections. On a hot key, a
 // goroutine that locks again right after unlocking would otherwise have
 // its join answered while the next holder runs, and Go's network poller
 // sleeps in whole milliseconds (a shorter wait is rounded up to 1 ms,
@@ -343,12 +352,12 @@ const joinDefer = 2 * time.Millisecond
 // The waiter's place in line is its join's, as anyone's; it has not
 // joined while it defers, so giving up then leaves nothing to remove.
 func (w *queuedWaiter) deferJoin(ctx context.Context, g *waitGroup) error {
-	if !g.deferring(w) {
-		return nil
-	}
 	d := joinDefer
 	if g.c.groups.deferFor > 0 {
 		d = g.c.groups.deferFor
+	}
+	if endsWithin(ctx, d) || !g.deferring(w) {
+		return nil // a context that ends first gets a join, not a wait
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()

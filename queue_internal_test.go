@@ -192,8 +192,9 @@ func TestParseGrant(t *testing.T) {
 
 // A waiter whose Client holds the key through its line defers its join
 // until that holder's release begins: it is not in line before, giving up
-// then leaves nothing behind, and its place is that of its join, behind
-// another Client's waiter that joined meanwhile.
+// then leaves nothing behind, its place is that of its join, behind
+// another Client's waiter that joined meanwhile, and one whose context
+// ends before the deferral would joins at once.
 func TestAJoinBehindItsClientsHolderWaitsForTheRelease(t *testing.T) {
 	rdb := redistest.Start(t).Client(t)
 	ctx := context.Background()
@@ -272,9 +273,22 @@ func TestAJoinBehindItsClientsHolderWaitsForTheRelease(t *testing.T) {
 	if err := next.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if last := <-got; last == nil || last.c != c {
+	last := <-got
+	if last == nil || last.c != c {
 		t.Fatal("c's waiter did not get the lock")
-	} else if err := last.Unlock(ctx); err != nil {
+	}
+
+	// c holds the key through its line again. A waiter whose context ends
+	// before its deferral would joins at once: here, with the key lost
+	// behind the holder's back, the join gets it (it would have waited).
+	rdb.Del(ctx, k)
+	soon, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	l, err := c.Lock(soon, k)
+	if err != nil {
+		t.Fatalf("a Lock whose context ends before its deferral would, on a lost key: %v", err)
+	}
+	if err := l.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
 }
