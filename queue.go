@@ -264,11 +264,11 @@ type waitGroup struct {
 	waiters  map[string]*queuedWaiter
 	departed map[string]string // id -> token: gone, leave not yet confirmed
 	seq      int64
-	sent     []stepSent    // recent steps, in seq order
-	emptied  chan struct{} // the last waiter has gone (see groupLinger)
-	holder   *Lock         // the mutex lock last granted to one of its waiters, until released
-	deferred []*queuedWaiter
-	idle     time.Time // since when the group has had no waiter; zero while it has
+	sent     []stepSent      // recent steps, in seq order
+	emptied  chan struct{}   // the last waiter has gone (see groupLinger)
+	holder   *Lock           // the mutex lock last granted to one of its waiters, until released
+	deferred []*queuedWaiter // waiters deferring their first join (deferJoin)
+	idle     time.Time       // since when the group has had no waiter; zero while it has
 	stopped  bool
 }
 
@@ -342,13 +342,13 @@ const joinDefer = 2 * time.Millisecond
 // joins at once, and one whose context ends while it defers, or whose
 // group's keepalive fails, returns the error. The waiter then joins,
 // usually just before the release (releasing lets it run first), so that
-// both answers come back together, between two critical sections. On a hot key, a
-// goroutine that locks again right after unlocking would otherwise have
-// its join answered while the next holder runs, and Go's network poller
-// sleeps in whole milliseconds (a shorter wait is rounded up to 1 ms,
-// runtime/netpoll_epoll.go): that answer made a holder's 1-ms sleep end
-// about as much later as the answer came after the sleep began (16
-// goroutines on one Client: 1.24 ms per 1-ms sleep, 1.12 ms deferred).
+// both answers come back together, between two critical sections. On a
+// hot key, a goroutine that locks again right after unlocking would
+// otherwise have its join answered while the next holder runs, and Go's
+// network poller sleeps in whole milliseconds (a shorter wait is rounded
+// up to 1 ms, runtime/netpoll_epoll.go): that answer made a holder's 1-ms
+// sleep end about as much later as the answer came after the sleep began
+// (16 goroutines on one Client: 1.24 ms per 1-ms sleep, 1.12 ms deferred).
 // The waiter's place in line is its join's, as anyone's; it has not
 // joined while it defers, so giving up then leaves nothing to remove.
 func (w *queuedWaiter) deferJoin(ctx context.Context, g *waitGroup) error {
