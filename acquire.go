@@ -87,6 +87,9 @@ func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (l *Lock,
 		h     = c.hooks.Load()
 	)
 	defer func() {
+		if l != nil && contended {
+			l.waited.Store(true)
+		}
 		c.observeAcquire(h, key, o.primitive(), start, l, contended, err, o.note, end)
 		c.startHold(h, outer, l)
 	}()

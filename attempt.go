@@ -225,7 +225,7 @@ func (a *attempt) giveBack(ctx context.Context, nodes []*node) {
 // release gives the attempt's token back on n, raising n's fencing counter
 // to fence (if positive).
 func (a *attempt) release(ctx context.Context, n *node, fence int64) {
-	if _, err := n.release(ctx, a.nm, a.token, fence, a.o.fenceKeep()); err != nil {
+	if _, err := n.release(ctx, a.nm, a.token, fence, a.o.fenceKeep(), true); err != nil {
 		a.warnLeft(n, err)
 	}
 }
@@ -281,7 +281,7 @@ func (a *attempt) releaseAnswered(n *node, fence int64, answered bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
 	for {
-		released, err := n.release(ctx, a.nm, a.token, fence, a.o.fenceKeep())
+		released, err := n.release(ctx, a.nm, a.token, fence, a.o.fenceKeep(), true)
 		switch {
 		case released || (err == nil && answered):
 			return

@@ -80,6 +80,7 @@ type lockNames struct {
 	// holders' fences and notify key, in that order.
 	all     [6]string
 	acquire [4]string // the acquire script's KEYS: lock, fence, queue, notify
+	lean    [3]string // release_lean's KEYS: lock, queue, notify
 	wake    string    // the wake channel
 }
 
@@ -111,6 +112,7 @@ func namesOf(key string) *lockNames {
 	queue, waiters := queueKeys(key)
 	nm := &lockNames{key: key, all: [6]string{key, fenceKey(key), queue, waiters, derive(holdersPrefix, key), notifyKey(key)}, wake: wakeChannel(key)}
 	nm.acquire = [4]string{nm.all[0], nm.all[1], nm.all[2], nm.all[5]}
+	nm.lean = [3]string{nm.all[0], nm.all[2], nm.all[5]}
 	return nm
 }
 

@@ -168,7 +168,7 @@ func TestLeavingAfterAGrantPassesTheLockOn(t *testing.T) {
 			t.Fatalf("waiter %d: %+v %v", i, st, err)
 		}
 	}
-	if ok, err := n.release(ctx, nm, "holder", 0, 0); err != nil || !ok {
+	if ok, err := n.release(ctx, nm, "holder", 0, 0, false); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
 	if got := rdb.Get(ctx, k).Val(); got != "tok-first" {

@@ -30,6 +30,7 @@ type Lock struct {
 	valid    time.Duration // how long the key lived from then: the TTL, or a hand-off's claim
 	lease    *lease
 	pending  *pendingGrants // nodes whose acquire had not answered when it was obtained (pending.go)
+	waited   atomic.Bool    // obtained after waiting: others likely wait too (node.release's lean)
 
 	renewing chan struct{} // a one-slot semaphore: one renewal at a time
 	stop     chan struct{} // closed to stop the watchdog
@@ -202,7 +203,7 @@ func (l *Lock) releaseAll(ctx context.Context) []answer[bool] {
 			if ch := l.pending.arrival(n); ch != nil {
 				<-ch // bounded: the acquire's request ends with go-redis's timeouts
 			}
-			return n.release(ctx, l.names, l.token, l.raise, l.keep)
+			return n.release(ctx, l.names, l.token, l.raise, l.keep, !l.waited.Load())
 		},
 		yes:  isYes,
 		late: func(_ *node, ok bool, err error) { b.add(ok, err) },
@@ -366,7 +367,7 @@ func (l *Lock) overErr() error {
 func (l *Lock) giveBack() {
 	l.stopOnce.Do(func() { close(l.stop) })
 	for _, n := range l.c.nodes {
-		l.c.cleanup(func(ctx context.Context) { _, _ = n.release(ctx, l.names, l.token, l.raise, l.keep) })
+		l.c.cleanup(func(ctx context.Context) { _, _ = n.release(ctx, l.names, l.token, l.raise, l.keep, !l.waited.Load()) })
 	}
 }
 

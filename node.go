@@ -285,52 +285,69 @@ func holderTTL(v any) time.Duration {
 }
 
 // release deletes the key if it holds token, raises its fencing counter to at
-// least fence (when fence > 0; the counter is then kept for keep), and hands the lock to the first live waiter,
-// or else announces it free to those who listen. It reports whether the key
-// held the token.
+// least fence (when fence > 0; the counter is then kept for keep), and hands
+// the lock to the first live waiter, or else announces it free to those who
+// listen. It reports whether the key held the token. lean says that nobody
+// is likely to wait or listen (the lock was not waited for): a mutex on one
+// node is then released by release_lean, which declares three keys instead
+// of six and, should someone wait or listen after all, changes nothing, so
+// that the full release follows (one round trip more, on a key that has just
+// become contended).
 //
 // It is always a script, even where DELEX exists: the delete and the
 // hand-off to the next waiter must be one atomic step, or a newcomer could
 // take the lock in between and the queue would lose its order.
-func (n *node) release(ctx context.Context, nm *lockNames, token string, fence int64, keep time.Duration) (bool, error) {
-	var v int64
-	var err error
+func (n *node) release(ctx context.Context, nm *lockNames, token string, fence int64, keep time.Duration, lean bool) (bool, error) {
 	if shared(token) {
-		v, err = n.script(ctx, sharedReleaseScript, nm.queueKeys(), token, n.publish(), nm.wake).Int64()
-	} else {
-		var r any
-		group := ""
-		if n.releasing != nil {
-			var woke bool
-			if group, woke = n.releasing(nm.key, token); woke {
-				// Let the waiters just sent to join run first: their joins
-				// then usually reach the server before this release (if
-				// not, a join finds the key free or granted onward, as any
-				// join may).
-				runtime.Gosched()
-			}
+		v, err := n.script(ctx, sharedReleaseScript, nm.queueKeys(), token, n.publish(), nm.wake).Int64()
+		if err != nil {
+			return false, n.fail("release", err)
 		}
-		r, err = n.script(ctx, releaseScript, nm.releaseKeys(), n.releaseArgs(token, fence, keep, group)...).Result()
-		switch r := r.(type) {
-		case int64:
-			v = r
-		case string: // released, and handed to a waiter: its grant
-			v = 1
-			if n.handOver != nil {
-				n.handOver(nm.key, r)
-				// The waiter just readied would otherwise run only once this
-				// goroutine blocks (its caller's next request, say): let it
-				// run now, since the lock's next holder is the one that
-				// keeps a hot key busy.
-				runtime.Gosched()
-			}
+		return v == 1, nil
+	}
+	group := ""
+	if n.releasing != nil {
+		var woke bool
+		if group, woke = n.releasing(nm.key, token); woke {
+			// Let the waiters just sent to join run first: their joins
+			// then usually reach the server before this release (if not,
+			// a join finds the key free or granted onward, as any join
+			// may).
+			runtime.Gosched()
 		}
 	}
+	if lean && fence == 0 && group == "" {
+		v, err := n.script(ctx, releaseLeanScript, nm.lean[:], token).Int64()
+		if err != nil {
+			return false, n.fail("release", err)
+		}
+		if v != leanWaited {
+			return v == 1, nil
+		}
+	}
+	r, err := n.script(ctx, releaseScript, nm.releaseKeys(), n.releaseArgs(token, fence, keep, group)...).Result()
 	if err != nil {
 		return false, n.fail("release", err)
 	}
-	return v == 1, nil
+	switch r := r.(type) {
+	case int64:
+		return r == 1, nil
+	case string: // released, and handed to a waiter: its grant
+		if n.handOver != nil {
+			n.handOver(nm.key, r)
+			// The waiter just readied would otherwise run only once this
+			// goroutine blocks (its caller's next request, say): let it run
+			// now, since the lock's next holder is the one that keeps a hot
+			// key busy.
+			runtime.Gosched()
+		}
+		return true, nil
+	}
+	return false, nil
 }
+
+// leanWaited is release_lean's answer when someone waits or listens.
+const leanWaited = 2
 
 // releaseArgs returns the release script's arguments: the token, and only
 // what this release needs besides (a fence to raise the counter to, with

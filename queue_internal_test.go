@@ -44,7 +44,7 @@ func TestARefusedGrantKeepsItsPlace(t *testing.T) {
 	if rb, err := n.join(ctx, nm, b, "gb", 1, "0"); err != nil || rb.granted {
 		t.Fatalf("b's join: %+v %v", rb, err)
 	}
-	if ok, err := n.release(ctx, nm, "holder", 0, 0); err != nil || !ok {
+	if ok, err := n.release(ctx, nm, "holder", 0, 0, false); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
 	if got := rdb.Get(ctx, k).Val(); got != "tok-a" {
@@ -84,7 +84,7 @@ func TestAHandOffsLeaseCountsFromTheGroupsStep(t *testing.T) {
 		t.Fatal(r, err)
 	}
 	time.Sleep(200 * time.Millisecond)
-	if ok, err := n.release(ctx, nm, "holder", 0, 0); err != nil || !ok {
+	if ok, err := n.release(ctx, nm, "holder", 0, 0, false); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
 	rec := rdb.HGet(ctx, "dlock:waiters:{"+k+"}", "!").Val()
@@ -290,5 +290,68 @@ func TestAJoinBehindItsClientsHolderWaitsForTheRelease(t *testing.T) {
 	}
 	if err := l.Unlock(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// release_lean deletes a key only when nobody waits or listens; when
+// someone does, it changes nothing and answers 2, and release, asked to
+// be lean, then runs the full release, which hands the lock on.
+func TestALeanReleaseLeavesAContendedKeyToTheFullOne(t *testing.T) {
+	const k = "lock:lean"
+	rdb, n, nm := heldOnANode(t, k)
+	ctx := context.Background()
+	lean := func(token string) int64 {
+		t.Helper()
+		v, err := releaseLeanScript.Run(ctx, rdb, nm.lean[:], token).Int64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	if v := lean("not-the-holder"); v != 0 {
+		t.Fatalf("another token's lean release: %d, want 0", v)
+	}
+	w := &queuedWaiter{id: "w", token: "tok-w", o: options{ttl: time.Minute}}
+	if r, err := n.join(ctx, nm, w, "gw", 1, "0"); err != nil || r.granted {
+		t.Fatalf("join: %+v %v", r, err)
+	}
+	if v := lean("holder"); v != leanWaited {
+		t.Fatalf("lean release with a waiter in line: %d, want %d", v, leanWaited)
+	}
+	if got := rdb.Get(ctx, k).Val(); got != "holder" {
+		t.Fatalf("the key holds %q after a lean release that found a waiter, want it unchanged", got)
+	}
+	if ok, err := n.release(ctx, nm, "holder", 0, 0, true); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	if got := rdb.Get(ctx, k).Val(); got != "tok-w" {
+		t.Fatalf("the release went to %q, want the waiter", got)
+	}
+
+	// A listener without a queue (the notify key) is left to the full
+	// release too, which tells it.
+	rdb.Del(ctx, k, nm.all[2], nm.all[3])
+	rdb.Set(ctx, k, "holder2", time.Minute)
+	rdb.Set(ctx, nm.all[5], "1", time.Minute)
+	if v := lean("holder2"); v != leanWaited {
+		t.Fatalf("lean release with a listener: %d, want %d", v, leanWaited)
+	}
+	sub := rdb.Subscribe(ctx, nm.wake)
+	defer sub.Close()
+	if _, err := sub.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := n.release(ctx, nm, "holder2", 0, 0, true); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	if m, err := sub.ReceiveMessage(ctx); err != nil || m.Payload != "released" {
+		t.Fatalf("the listener heard %v %v, want released", m, err)
+	}
+
+	// Nobody waits or listens: the lean release deletes the key.
+	rdb.Del(ctx, nm.all[5])
+	rdb.Set(ctx, k, "holder3", time.Minute)
+	if v := lean("holder3"); v != 1 || rdb.Exists(ctx, k).Val() != 0 {
+		t.Fatalf("lean release of an uncontended key: %d, key left: %d", v, rdb.Exists(ctx, k).Val())
 	}
 }

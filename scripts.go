@@ -23,6 +23,10 @@ var (
 	releaseSrc    string
 	releaseScript = redis.NewScript(preludeSrc + releaseSrc)
 
+	//go:embed scripts/release_lean.lua
+	releaseLeanSrc    string
+	releaseLeanScript = redis.NewScript(releaseLeanSrc)
+
 	//go:embed scripts/join.lua
 	joinSrc    string
 	joinScript = redis.NewScript(preludeSrc + joinSrc)
