@@ -289,10 +289,11 @@ func holderTTL(v any) time.Duration {
 // the lock to the first live waiter, or else announces it free to those who
 // listen. It reports whether the key held the token. lean says that nobody
 // is likely to wait or listen (the lock was not waited for): a mutex on one
-// node is then released by release_lean, which declares three keys instead
+// node, with no fence to raise and none of this Client's waiters on the
+// key, is then released by release_lean, which declares three keys instead
 // of six and, should someone wait or listen after all, changes nothing, so
-// that the full release follows (one round trip more, on a key that has just
-// become contended).
+// that the full release follows (one round trip more, on a key that has
+// just become contended).
 //
 // It is always a script, even where DELEX exists: the delete and the
 // hand-off to the next waiter must be one atomic step, or a newcomer could
