@@ -306,17 +306,7 @@ func (n *node) release(ctx context.Context, nm *lockNames, token string, fence i
 		}
 		return v == 1, nil
 	}
-	group := ""
-	if n.releasing != nil {
-		var woke bool
-		if group, woke = n.releasing(nm.key, token); woke {
-			// Let the waiters just sent to join run first: their joins
-			// then usually reach the server before this release (if not,
-			// a join finds the key free or granted onward, as any join
-			// may).
-			runtime.Gosched()
-		}
-	}
+	group := n.releasingGroup(nm.key, token)
 	if lean && fence == 0 && group == "" {
 		v, err := n.script(ctx, releaseLeanScript, nm.lean[:], token).Int64()
 		if err != nil {
@@ -326,6 +316,28 @@ func (n *node) release(ctx context.Context, nm *lockNames, token string, fence i
 			return v == 1, nil
 		}
 	}
+	return n.releaseFull(ctx, nm, token, fence, keep, group)
+}
+
+// releasingGroup tells the Client's groups of the release about to be sent
+// (releasing) and returns the name of its group waiting for key, or "".
+func (n *node) releasingGroup(key, token string) string {
+	if n.releasing == nil {
+		return ""
+	}
+	group, woke := n.releasing(key, token)
+	if woke {
+		// Let the waiters just sent to join run first: their joins then
+		// usually reach the server before this release (if not, a join
+		// finds the key free or granted onward, as any join may).
+		runtime.Gosched()
+	}
+	return group
+}
+
+// releaseFull runs release.lua, and hands a grant it made to a waiter of
+// this Client's group over at once (handOver).
+func (n *node) releaseFull(ctx context.Context, nm *lockNames, token string, fence int64, keep time.Duration, group string) (bool, error) {
 	r, err := n.script(ctx, releaseScript, nm.releaseKeys(), n.releaseArgs(token, fence, keep, group)...).Result()
 	if err != nil {
 		return false, n.fail("release", err)
