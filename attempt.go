@@ -3,6 +3,7 @@ package dlock
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 )
 
@@ -20,8 +21,10 @@ type attempt struct {
 	o     options
 	sent  time.Time // when the request was sent: the lease counts from here (renew.go)
 
-	held    *Lock         // the lock, if obtained: written before decided is closed
-	decided chan struct{} // closed when try returns
+	listens bool // the caller will wait for release messages (try)
+
+	held    *Lock          // the lock, if obtained: written before decided is done
+	decided sync.WaitGroup // done when try returns (a WaitGroup, not a channel: no allocation of its own)
 }
 
 // try makes one attempt. When the lock is taken it returns ErrNotObtained
@@ -36,12 +39,15 @@ func (c *Client) try(ctx context.Context, key string, o options, listens bool) (
 	if err != nil {
 		return nil, 0, err
 	}
-	a := &attempt{c: c, nm: c.names.get(key), token: token, o: o, decided: make(chan struct{})}
-	defer close(a.decided)
+	a := &attempt{c: c, nm: c.names.get(key), token: token, o: o, listens: listens}
+	a.decided.Add(1)
+	defer a.decided.Done()
 	a.sent = time.Now()
 	r := round[grant]{
 		op: "acquire", timeout: o.nodeTimeoutFor(len(c.nodes)),
-		call: func(ctx context.Context, n *node) (grant, error) { return n.acquire(ctx, a.nm, token, o, listens) },
+		call: func(ctx context.Context, n *node) (grant, error) {
+			return n.acquire(ctx, a.nm, a.token, a.o, a.listens)
+		},
 		yes:  grant.granted,
 		late: a.late,
 		// An error that may hide a grant is given back once its request
@@ -158,7 +164,7 @@ func shortestHolder(answers []answer[grant]) time.Duration {
 // a lock that was obtained, it raises that node's counter to the lock's
 // fence, as the lock's own release would have (redlock.go).
 func (a *attempt) late(n *node, g grant, err error) {
-	<-a.decided // late runs in the request's goroutine; try is returning
+	a.decided.Wait() // late runs in the request's goroutine; try is returning
 	l := a.held
 	if l != nil && l.pending.arrived(n) && err == nil {
 		return // Unlock releases n now that its answer has come (pending.go)

@@ -146,49 +146,70 @@ func await[T any](ctx context.Context, c *Client, timeout time.Duration, op func
 // workers: runs too noisy to tell apart, so the workers are kept there.)
 const inlineLeast = 50 * time.Millisecond
 
-// awaitOn is await for a call to node n whose late handles an error in
-// place of the answer it left (an error that may hide that answer) as
-// safely as the answer itself (with n nil, it is just await): an acquire's give-back, which waits until
-// the pipeliner is done with the script and reads its answer if it came
-// (attempt.releaseUncertain). (Not a wait step's: its leave must reach the
-// server after the join, and a pipeliner that retries the join on a
-// stalled server may send it after any bound a leave could wait for.)
+// awaitOn is await for call(ctx, n), a call to node n, with late
+// receiving n too. The call and late are passed as they are, not wrapped
+// in closures of their own: on the uncontended path, where the call runs
+// in the caller's goroutine, nothing is allocated for them.
 //
-// While n's scripts go through its pipeliner (coalescer.busy), whose wait
-// ends with the caller's context, op runs in the caller's goroutine with
-// its script sent through the pipeliner, not in a goroutine of its own: a
-// goroutine and two hand-offs less per call when many goroutines share the
-// Client. If ctx ends first, the script may still run: late receives the
-// unanswered error at once, in work of its own, and waits until the
-// pipeliner is done with the script (settled, bounded by cleanupTimeout).
-// Otherwise it is await.
+// pipe says that late handles an error in place of the answer it left (an
+// error that may hide that answer) as safely as the answer itself: an
+// acquire's give-back, which waits until the pipeliner is done with the
+// script and reads its answer if it came (attempt.releaseUncertain). (Not
+// a wait step's: its leave must reach the server after the join, and a
+// pipeliner that retries the join on a stalled server may send it after
+// any bound a leave could wait for.)
+//
+// With pipe, while n's scripts go through its pipeliner (coalescer.busy),
+// whose wait ends with the caller's context, the call runs in the caller's
+// goroutine with its script sent through the pipeliner, not in a
+// goroutine of its own: a goroutine and two hand-offs less per call when
+// many goroutines share the Client. If ctx ends first, the script may
+// still run: late receives the unanswered error at once, in work of its
+// own, and waits until the pipeliner is done with the script (settled,
+// bounded by cleanupTimeout). Otherwise it is await.
 //
 // A cost: a Close that runs while many callers keep abandoning acquires
 // waits for more give-backs. With 64 goroutines whose TryLocks are
 // cancelled within 2 ms throughout Close, Close took 0.9-6.6 s (twelve
 // Closes) against 1.3-2.1 s (six) with a worker per call; nothing was left
 // held either way.
-func awaitOn[T any](ctx context.Context, c *Client, n *node, timeout time.Duration, op func(context.Context) (T, error), late func(T, error)) (T, error, bool) {
-	if n == nil || ctx.Done() == nil || timeout > 0 || !n.co.busy() || endsWithin(ctx, inlineLeast) {
-		return await(ctx, c, timeout, op, late)
+func awaitOn[T any](ctx context.Context, c *Client, n *node, pipe bool, timeout time.Duration, call func(context.Context, *node) (T, error), late func(*node, T, error)) (T, error, bool) {
+	if ctx.Done() == nil && timeout <= 0 { // as in await, without its closures
+		v, err := call(ctx, n)
+		return v, err, false
 	}
-	// Close waits for this call as for a worker's, so that the give-back
-	// it may leave is work Close waits for too.
-	done, tracked := c.track(false)
-	if !tracked { // Close has returned
-		return await(ctx, c, timeout, op, late)
+	inline := pipe && timeout <= 0 && n.co.busy() && !endsWithin(ctx, inlineLeast)
+	var done func()
+	if inline {
+		// Close waits for this call as for a worker's, so that the
+		// give-back it may leave is work Close waits for too.
+		done, inline = c.track(false) // not once Close has returned
+	}
+	if !inline {
+		return await(ctx, c, timeout, func(ctx context.Context) (T, error) { return call(ctx, n) }, lateOf(n, late))
 	}
 	defer done()
-	v, err := op(viaPipeline{ctx})
+	v, err := call(viaPipeline{ctx}, n)
+	if ctx.Err() == nil {
+		return v, err, false
+	}
 	var u *unanswered
-	if ctx.Err() == nil || !errors.As(err, &u) {
+	if !errors.As(err, &u) {
 		return v, err, false
 	}
 	var zero T
 	if late != nil {
 		// In work of its own: late may wait for the caller to return
 		// (attempt.late), and for the script to settle (releaseUncertain).
-		c.spawn(func() { late(zero, err) })
+		c.spawn(func() { late(n, zero, err) })
 	}
 	return zero, ctx.Err(), true
+}
+
+// lateOf is late for node n, as await takes it (nil if late is).
+func lateOf[T any](n *node, late func(*node, T, error)) func(T, error) {
+	if late == nil {
+		return nil
+	}
+	return func(v T, err error) { late(n, v, err) }
 }

@@ -41,6 +41,7 @@ type Client struct {
 	bgIdle  sync.Cond
 	bgN     int
 	drained bool
+	untrack func() // ends a tracked call: made once, as a method value costs an allocation
 }
 
 // cleanupTimeout bounds the context of best-effort releases that run after
@@ -106,6 +107,7 @@ func New[C RedisClient](nodes ...C) *Client {
 	c.ctx, c.close = context.WithCancel(context.Background())
 	c.done = c.ctx.Done()
 	c.work = newWorkers()
+	c.untrack = c.endTracked
 	return c
 }
 
@@ -202,6 +204,9 @@ func (c *Client) track(fresh bool) (done func(), ok bool) {
 		return nil, false
 	}
 	c.bgN++
+	if c.untrack == nil { // a Client not made by New (tests)
+		return c.endTracked, true
+	}
 	return c.untrack, true
 }
 
@@ -219,7 +224,8 @@ func (c *Client) waitIdle(drain bool) {
 	c.drained = c.drained || drain
 }
 
-func (c *Client) untrack() {
+// endTracked ends a call that track registered (c.untrack).
+func (c *Client) endTracked() {
 	c.bgMu.Lock()
 	defer c.bgMu.Unlock()
 	if c.bgN--; c.bgN == 0 {

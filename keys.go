@@ -81,7 +81,10 @@ type lockNames struct {
 	all     [6]string
 	acquire [4]string // the acquire script's KEYS: lock, fence, queue, notify
 	lean    [3]string // release_lean's KEYS: lock, queue, notify
-	wake    string    // the wake channel
+	// acquire and lean boxed as command arguments (node.scriptBoxed)
+	acquireBoxed [4]any
+	leanBoxed    [3]any
+	wake         string // the wake channel
 }
 
 // fence is the lock key's fencing counter.
@@ -113,6 +116,12 @@ func namesOf(key string) *lockNames {
 	nm := &lockNames{key: key, all: [6]string{key, fenceKey(key), queue, waiters, derive(holdersPrefix, key), notifyKey(key)}, wake: wakeChannel(key)}
 	nm.acquire = [4]string{nm.all[0], nm.all[1], nm.all[2], nm.all[5]}
 	nm.lean = [3]string{nm.all[0], nm.all[2], nm.all[5]}
+	for i, k := range nm.acquire {
+		nm.acquireBoxed[i] = k // one allocation per key name, here, not per script
+	}
+	for i, k := range nm.lean {
+		nm.leanBoxed[i] = k
+	}
 	return nm
 }
 

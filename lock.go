@@ -197,23 +197,41 @@ func (l *Lock) Unlock(ctx context.Context) (err error) {
 // Context. A node whose acquire had not answered is released once that
 // answer has come (pending.go).
 func (l *Lock) releaseAll(ctx context.Context) []answer[bool] {
+	r := round[bool]{op: "release", timeout: l.timeout, call: l.releaseOn, yes: isYes}
+	if len(l.c.nodes) == 1 {
+		r.late = l.lateRelease
+		a := r.askOne(ctx, l.c, l.c.nodes[0])
+		if !a.abandoned {
+			l.lateRelease(nil, a.v, a.err)
+		}
+		return []answer[bool]{a}
+	}
 	b := &ballot{n: len(l.c.nodes), decide: func(vd verdict) { l.gone(vd == agreed) }}
-	answers := round[bool]{op: "release", timeout: l.timeout,
-		call: func(ctx context.Context, n *node) (bool, error) {
-			if ch := l.pending.arrival(n); ch != nil {
-				<-ch // bounded: the acquire's request ends with go-redis's timeouts
-			}
-			return n.release(ctx, l.names, l.token, l.raise, l.keep, !l.waited.Load())
-		},
-		yes:  isYes,
-		late: func(_ *node, ok bool, err error) { b.add(ok, err) },
-	}.ask(ctx, l.c, l.c.nodes)
+	r.late = func(_ *node, ok bool, err error) { b.add(ok, err) }
+	answers := r.ask(ctx, l.c, l.c.nodes)
 	for _, a := range answers {
 		if !a.abandoned {
 			b.add(a.err == nil && a.v, a.err)
 		}
 	}
 	return answers
+}
+
+// lateRelease settles a one-node release from its answer, in time or
+// late: released or found gone ends the lease; an error decides nothing.
+// (Several nodes count their answers in a ballot instead.)
+func (l *Lock) lateRelease(_ *node, ok bool, err error) {
+	if err == nil {
+		l.gone(ok)
+	}
+}
+
+// releaseOn releases the lock on node n, once n's acquire has answered.
+func (l *Lock) releaseOn(ctx context.Context, n *node) (bool, error) {
+	if ch := l.pending.arrival(n); ch != nil {
+		<-ch // bounded: the acquire's request ends with go-redis's timeouts
+	}
+	return n.release(ctx, l.names, l.token, l.raise, l.keep, !l.waited.Load())
 }
 
 // event is an Event about l: its key, primitive, fence and node count.
@@ -356,7 +374,7 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 // ended: the lock is not held, and the lease's cause says why (unless it
 // was released).
 func (l *Lock) overErr() error {
-	if cause := context.Cause(l.lease.ctx); !errors.Is(cause, ErrReleased) {
+	if cause := l.lease.ended(); !errors.Is(cause, ErrReleased) {
 		return fmt.Errorf("%w: %q (%w)", ErrNotHeld, l.Key(), cause)
 	}
 	return l.notHeld()

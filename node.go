@@ -115,7 +115,14 @@ func newNode(rdb RedisClient, i int) *node {
 
 // script runs s on the node (see coalescer).
 func (n *node) script(ctx context.Context, s *redis.Script, keys []string, args ...any) *redis.Cmd {
-	return n.co.run(ctx, n.rdb, s, keys, args...)
+	return n.co.run(ctx, n.rdb, s, keys, nil, args...)
+}
+
+// scriptBoxed is script for the hot paths, with keys also given boxed as
+// command arguments (built once per lock key, lockNames), which a
+// pipelined script then does not box again on every run.
+func (n *node) scriptBoxed(ctx context.Context, s *redis.Script, keys []string, boxed []any, args ...any) *redis.Cmd {
+	return n.co.run(ctx, n.rdb, s, keys, boxed, args...)
 }
 
 func (n *node) fail(op string, err error) error {
@@ -192,7 +199,7 @@ func (n *node) acquire(ctx context.Context, nm *lockNames, token string, o optio
 	if o.replicas > 0 {
 		res, acked, err = n.acquireAcked(ctx, keys, args, o)
 	} else {
-		res, err = n.script(ctx, acquireScript, keys, args...).Result()
+		res, err = n.scriptBoxed(ctx, acquireScript, keys, nm.acquireBoxed[:len(keys)], args...).Result()
 	}
 	if err != nil {
 		return grant{}, n.fail("acquire", err)
@@ -308,7 +315,7 @@ func (n *node) release(ctx context.Context, nm *lockNames, token string, fence i
 	}
 	group := n.releasingGroup(nm.key, token)
 	if lean && fence == 0 && group == "" {
-		v, err := n.script(ctx, releaseLeanScript, nm.lean[:], token).Int64()
+		v, err := n.scriptBoxed(ctx, releaseLeanScript, nm.lean[:], nm.leanBoxed[:], token).Int64()
 		if err != nil {
 			return false, n.fail("release", err)
 		}

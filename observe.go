@@ -210,7 +210,7 @@ func (c *Client) watchLoss(l *Lock) {
 		return
 	}
 	context.AfterFunc(l.lease.watch().ctx, func() {
-		if cause := context.Cause(l.lease.ctx); errors.Is(cause, ErrLost) {
+		if cause := l.lease.ended(); errors.Is(cause, ErrLost) {
 			c.hooks.Load().observe(l.event(EventLost, cause))
 			c.warn("dlock: lock lost", slog.String("key", l.Key()), slog.Int64("fence", l.fence), slog.String("cause", cause.Error()))
 		}

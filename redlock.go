@@ -129,16 +129,7 @@ func (r round[T]) ask(ctx context.Context, c *Client, nodes []*node) []answer[T]
 
 // askOne puts the question to the one node n (see awaitOn).
 func (r round[T]) askOne(ctx context.Context, c *Client, n *node) answer[T] {
-	var late func(T, error)
-	if r.late != nil {
-		late = func(v T, err error) { r.late(n, v, err) }
-	}
-	call := func(ctx context.Context) (T, error) { return r.call(ctx, n) }
-	var via *node // awaitOn's node, if the round's late takes an error
-	if r.lateTakesError {
-		via = n
-	}
-	v, err, left := awaitOn(ctx, c, via, r.timeout, call, late)
+	v, err, left := awaitOn(ctx, c, n, r.lateTakesError, r.timeout, r.call, r.late)
 	if left {
 		err = n.unanswered(r.op, err)
 	}

@@ -45,19 +45,23 @@ func drift(ttl time.Duration) time.Duration {
 // lease is a Lock's local estimate of its validity, and the context that
 // ends with it.
 type lease struct {
-	ctx     context.Context // ended, with a cause, when the lease is over
-	cancel  context.CancelCauseFunc
 	holdEnd time.Time // the WithMaxHold ceiling; zero for none
 
 	mu       sync.Mutex
 	deadline time.Time   // current estimate of validity
 	capped   bool        // deadline is limited by holdEnd
-	timer    *time.Timer // ends ctx at the deadline; nil until watched
+	why      error       // why the lease ended (the first cause sticks); nil while it lasts
+	timer    *time.Timer // ends the lease at the deadline; nil until watched
+	// ctx ends, with cause why, when the lease does. Made by watch, with
+	// the timer: a lock that is only taken and released never needs it,
+	// and making and cancelling it cost 2 of the 36 allocations of an
+	// uncontended lock+unlock.
+	ctx    context.Context
+	cancel context.CancelCauseFunc
 }
 
 func newLease(sent time.Time, ttl time.Duration, o options) *lease {
-	ctx, cancel := context.WithCancelCause(context.Background())
-	ls := &lease{ctx: ctx, cancel: cancel}
+	ls := &lease{}
 	if o.hasMaxHold {
 		ls.holdEnd = sent.Add(o.maxHold)
 	}
@@ -65,8 +69,8 @@ func newLease(sent time.Time, ttl time.Duration, o options) *lease {
 	return ls
 }
 
-// watch starts the timer that ends the lease's context at its deadline, if
-// it has not started yet, and returns ls. Only what waits on the context
+// watch makes the lease's context and starts the timer that ends it at its
+// deadline, if not done yet, and returns ls. Only what waits on the context
 // needs the timer (Lock.Context, Do, the watchdog, an observer), so it
 // starts with the first of them: a lock that is only taken and released
 // never starts one. That matters for speed, not just tidiness: starting a
@@ -76,7 +80,8 @@ func newLease(sent time.Time, ttl time.Duration, o options) *lease {
 func (ls *lease) watch() *lease {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	if ls.timer == nil && ls.ctx.Err() == nil {
+	ls.contextLocked()
+	if ls.timer == nil && ls.why == nil {
 		if left := time.Until(ls.deadline); left > 0 {
 			ls.timer = time.AfterFunc(left, ls.expire)
 		} else {
@@ -86,15 +91,36 @@ func (ls *lease) watch() *lease {
 	return ls
 }
 
+// done returns a channel closed when the lease ends (by end, or at its
+// deadline once watched): its context's, made now if not yet, without the
+// timer.
+func (ls *lease) done() <-chan struct{} {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return ls.contextLocked().Done()
+}
+
+// contextLocked returns the lease's context, made now if not yet (ended
+// at once if the lease has). Called with ls.mu held.
+func (ls *lease) contextLocked() context.Context {
+	if ls.ctx == nil {
+		ls.ctx, ls.cancel = context.WithCancelCause(context.Background())
+		if ls.why != nil {
+			ls.cancel(ls.why)
+		}
+	}
+	return ls.ctx
+}
+
 // over reports whether the lease has ended, ending it first if its
 // deadline has passed (its timer may not have run yet, or never started).
 func (ls *lease) over() bool {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	if ls.ctx.Err() == nil && !time.Now().Before(ls.deadline) {
+	if ls.why == nil && !time.Now().Before(ls.deadline) {
 		ls.endLocked()
 	}
-	return ls.ctx.Err() != nil
+	return ls.why != nil
 }
 
 // until returns the validity that a grant or renewal of ttl, sent at sent,
@@ -127,7 +153,7 @@ func (ls *lease) renewalTTL(sent time.Time, ttl time.Duration) (_ time.Duration,
 func (ls *lease) renewed(sent time.Time, ttl time.Duration, cut bool) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	if ls.ctx.Err() != nil {
+	if ls.why != nil {
 		return
 	}
 	ls.deadline, ls.capped = ls.until(sent, ttl, cut)
@@ -151,20 +177,40 @@ func (ls *lease) expire() {
 // which limit it reached. Called with ls.mu held.
 func (ls *lease) endLocked() {
 	if ls.capped {
-		ls.cancel(ErrMaxHold)
+		ls.endWith(ErrMaxHold)
 	} else {
-		ls.cancel(ErrLeaseExpired)
+		ls.endWith(ErrLeaseExpired)
+	}
+}
+
+// endWith ends the lease with cause, unless it has ended already, and its
+// context if made. Called with ls.mu held. (Cancelling runs no callback
+// here: context.AfterFunc's run in goroutines of their own.)
+func (ls *lease) endWith(cause error) {
+	if ls.why != nil {
+		return
+	}
+	ls.why = cause
+	if ls.cancel != nil {
+		ls.cancel(cause)
 	}
 }
 
 // end ends the lease with cause (the first cause sticks).
 func (ls *lease) end(cause error) {
-	ls.cancel(cause)
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
+	ls.endWith(cause)
 	if ls.timer != nil {
 		ls.timer.Stop()
 	}
+}
+
+// ended reports why the lease ended, or nil while it lasts.
+func (ls *lease) ended() error {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return ls.why
 }
 
 func (ls *lease) validUntil() time.Time {
@@ -203,6 +249,7 @@ func (l *Lock) watchdog(stop <-chan struct{}, once bool) {
 	first := min(l.ttl, l.valid) / 3
 	timer := time.NewTimer(time.Until(l.acquired.Add(first)))
 	defer timer.Stop()
+	leaseDone := l.lease.done()
 	for {
 		select {
 		case <-timer.C:
@@ -210,7 +257,7 @@ func (l *Lock) watchdog(stop <-chan struct{}, once bool) {
 			return
 		case <-l.c.done:
 			return
-		case <-l.lease.ctx.Done():
+		case <-leaseDone:
 			return
 		}
 		ttl := l.ttl
@@ -224,7 +271,7 @@ func (l *Lock) watchdog(stop <-chan struct{}, once bool) {
 		sent, err := l.renew(ctx, ttl, once)
 		cancel()
 		switch {
-		case err == errNoRoom, err == errExtended, errors.Is(err, ErrNotHeld), l.lease.ctx.Err() != nil:
+		case err == errNoRoom, err == errExtended, errors.Is(err, ErrNotHeld), l.lease.ended() != nil:
 			return // the lease ends at the ceiling, was extended, or has ended
 		case err != nil:
 			// Try again soon, while the lease lasts.
