@@ -32,15 +32,15 @@ type Lock struct {
 	pending  *pendingGrants // nodes whose acquire had not answered when it was obtained (pending.go)
 	waited   atomic.Bool    // obtained after waiting: others likely wait too (node.release's lean)
 
-	renewing chan struct{} // a one-slot semaphore: one renewal at a time
-	stop     chan struct{} // closed to stop the watchdog
-	stopOnce sync.Once
-	stopped  chan struct{} // closed when the watchdog has returned; nil without one
+	stopped chan struct{} // closed when the watchdog has returned; nil without one
 
 	renewed  atomic.Bool  // a renewal or Extend has begun
 	extended atomic.Int64 // the TTL the last Extend asked for (ns); 0 before any
 
 	mu           sync.Mutex
+	halted       bool                 // Unlock or giveBack has begun: the watchdog stops (halt)
+	stop         chan struct{}        // closed once halted; made when first asked for (stopChan)
+	renewing     chan struct{}        // a one-slot semaphore: one renewal at a time; made by the first
 	released     bool                 // Unlock succeeded, or found the lock gone
 	afterRelease func()               // run once Unlock has released the lock (elections announce it)
 	hold         atomic.Pointer[hold] // the hold span, when traced (trace.go)
@@ -55,10 +55,8 @@ var errNoRoom = fmt.Errorf("%w: no room left to extend", ErrMaxHold)
 func newLock(c *Client, nm *lockNames, token string, fence int64, o options, sent time.Time, valid time.Duration) *Lock {
 	l := &Lock{
 		c: c, names: nm, token: token, fence: fence, ttl: o.ttl, keep: o.fenceKeep(), acquired: sent, valid: valid,
-		timeout:  o.nodeTimeoutFor(len(c.nodes)),
-		lease:    newLease(sent, valid, o),
-		renewing: make(chan struct{}, 1),
-		stop:     make(chan struct{}),
+		timeout: o.nodeTimeoutFor(len(c.nodes)),
+		lease:   newLease(sent, valid, o),
 	}
 	if len(c.nodes) > 1 {
 		// A Redlock fence is the maximum over several nodes, and each
@@ -71,9 +69,10 @@ func newLock(c *Client, nm *lockNames, token string, fence int64, o options, sen
 	if o.autoRenew {
 		l.lease.watch() // the watchdog stops when the lease ends
 		l.stopped = make(chan struct{})
+		stop := l.stopChan()
 		c.spawn(func() {
 			defer close(l.stopped)
-			l.watchdog(l.stop, false)
+			l.watchdog(stop, false)
 		})
 	}
 	return l
@@ -96,7 +95,52 @@ func (l *Lock) claimed() {
 	if l.stopped != nil {
 		return
 	}
-	l.c.spawn(func() { l.watchdog(l.stop, true) })
+	stop := l.stopChan()
+	l.c.spawn(func() { l.watchdog(stop, true) })
+}
+
+// halt marks the lock as being released or given back, which stops its
+// watchdog.
+func (l *Lock) halt() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.halted && l.stop != nil {
+		close(l.stop)
+	}
+	l.halted = true
+}
+
+// isHalted reports whether Unlock or giveBack has begun.
+func (l *Lock) isHalted() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.halted
+}
+
+// stopChan returns the channel closed once the lock is halted (the
+// watchdog's). It is made on first need: most locks never have a watchdog,
+// and a channel is an allocation of 96 bytes.
+func (l *Lock) stopChan() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.stop == nil {
+		l.stop = make(chan struct{})
+		if l.halted {
+			close(l.stop)
+		}
+	}
+	return l.stop
+}
+
+// renewSlot returns the one-slot semaphore that lets one renewal run at a
+// time, made by the first renewal.
+func (l *Lock) renewSlot() chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.renewing == nil {
+		l.renewing = make(chan struct{}, 1)
+	}
+	return l.renewing
 }
 
 // Key returns the locked key.
@@ -171,7 +215,7 @@ func (l *Lock) Unlock(ctx context.Context) (err error) {
 		}()
 	}
 	l.pending.releaseAfter() // before the lock is marked asked: pending.go
-	l.stopOnce.Do(func() { close(l.stop) })
+	l.halt()
 	answers := l.releaseAll(ctx)
 	if l.stopped != nil {
 		select { // the watchdog returns at once unless a renewal is in flight
@@ -295,9 +339,10 @@ func (l *Lock) renew(ctx context.Context, ttl time.Duration, unlessExtended bool
 	if h != nil {
 		defer func() { h.report(l.event(EventRenew, err), end) }()
 	}
+	slot := l.renewSlot()
 	select {
-	case l.renewing <- struct{}{}:
-		defer func() { <-l.renewing }()
+	case slot <- struct{}{}:
+		defer func() { <-slot }()
 	case <-ctx.Done():
 		return time.Time{}, ctx.Err()
 	}
@@ -338,12 +383,9 @@ func (l *Lock) settleRenewal(ctx context.Context, v votes, sent time.Time, ttl t
 		l.lease.renewed(sent, ttl, cut)
 		return nil
 	case refused:
-		select {
-		case <-l.stop:
-			// Unlock has begun and may have deleted the key before this
-			// renewal arrived: it, not the renewal, says how the lease
-			// ended.
-		default:
+		// If Unlock has begun, it may have deleted the key before this
+		// renewal arrived: it, not the renewal, says how the lease ended.
+		if !l.isHalted() {
 			l.lease.end(ErrLost)
 		}
 		return l.notHeld()
@@ -383,7 +425,7 @@ func (l *Lock) overErr() error {
 // giveBack releases, in the background, a key this Lock may still hold
 // after its lease ended.
 func (l *Lock) giveBack() {
-	l.stopOnce.Do(func() { close(l.stop) })
+	l.halt()
 	for _, n := range l.c.nodes {
 		l.c.cleanup(func(ctx context.Context) { _, _ = n.release(ctx, l.names, l.token, l.raise, l.keep, !l.waited.Load()) })
 	}
@@ -397,15 +439,7 @@ func (l *Lock) notHeld() error {
 // since it was obtained: a renewal or Extend, or Unlock. Each marks the
 // lock before it sends (see lateGiveBack).
 func (l *Lock) asked() bool {
-	if l.renewed.Load() {
-		return true
-	}
-	select {
-	case <-l.stop:
-		return true
-	default:
-		return false
-	}
+	return l.renewed.Load() || l.isHalted()
 }
 
 func (l *Lock) isReleased() bool {

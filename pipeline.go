@@ -131,7 +131,7 @@ type viaPipeline struct{ context.Context }
 // sent itself, as go-redis's Script.Run does.
 func (c *coalescer) pipelined(ctx context.Context, ap *redis.AutoPipeliner, rdb RedisClient, s *redis.Script, keys []string, boxed []any, args []any) *redis.Cmd {
 	since := c.loads.Load()
-	cmd := c.send(ctx, ap, s.Hash(), keys, boxed, args)
+	cmd := c.send(ctx, ap, hashArg(s), keys, boxed, args)
 	if !noScript(cmd.Err()) {
 		return cmd
 	}
@@ -139,7 +139,7 @@ func (c *coalescer) pipelined(ctx context.Context, ap *redis.AutoPipeliner, rdb 
 		cmd.SetErr(err)
 		return cmd
 	}
-	if cmd = c.send(ctx, ap, s.Hash(), keys, boxed, args); !noScript(cmd.Err()) {
+	if cmd = c.send(ctx, ap, hashArg(s), keys, boxed, args); !noScript(cmd.Err()) {
 		return cmd
 	}
 	return s.Eval(ctx, rdb, keys, args...)
@@ -210,14 +210,15 @@ type loadCall struct {
 	err  error
 }
 
-// send runs one EVALSHA through the pipeliner and waits for its
+// send runs one EVALSHA (of the script whose hash is sha, and keys, boxed
+// already if boxed is not nil) through the pipeliner and waits for its
 // answer until ctx ends or at most c.bound (a second more when the bound
 // is shared, see wait): the pipeliner does not end a
 // command's wait when its context ends, nor, with many in flight on a
 // stalled server, when the read timeout passes. A command not answered by
 // then may still run (as one whose read timed out may): its caller treats
 // it as unanswered, with ctx's error or a deadline error.
-func (c *coalescer) send(ctx context.Context, ap *redis.AutoPipeliner, sha string, keys []string, boxed []any, args []any) *redis.Cmd {
+func (c *coalescer) send(ctx context.Context, ap *redis.AutoPipeliner, sha any, keys []string, boxed []any, args []any) *redis.Cmd {
 	cmdArgs := make([]any, 0, 3+len(keys)+len(args))
 	cmdArgs = append(cmdArgs, "evalsha", sha, len(keys))
 	if boxed != nil {

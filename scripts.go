@@ -59,3 +59,23 @@ var (
 	inspectSrc    string
 	inspectScript = redis.NewScript(inspectSrc)
 )
+
+// The hashes of the scripts every uncontended lock+unlock runs, boxed once
+// as command arguments (hashArg).
+var (
+	acquireHash any = acquireScript.Hash()
+	leanHash    any = releaseLeanScript.Hash()
+)
+
+// hashArg returns s's hash as an EVALSHA argument: boxed once for the
+// scripts of the uncontended path, which a pipelined script then does not
+// box again on every run.
+func hashArg(s *redis.Script) any {
+	switch s {
+	case acquireScript:
+		return acquireHash
+	case releaseLeanScript:
+		return leanHash
+	}
+	return s.Hash()
+}
