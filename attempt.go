@@ -193,7 +193,7 @@ func (a *attempt) late(n *node, g grant, err error) {
 // safe: late reads asked after the
 // node's answer arrived, so the node had run the grant by then; every
 // renewal, Extend or Unlock marks the lock asked before it sends (renew
-// sets renewed, Unlock closes stop). So one not yet marked is sent after
+// sets renewed, Unlock halts it). So one not yet marked is sent after
 // the grant ran, and reaches that node after it: the grant is renewed or
 // released with the rest of the lock. One already marked may have reached
 // the node before the grant, found nothing, and been answered no; the

@@ -126,23 +126,28 @@ func (c *coalescer) busy() bool {
 type viaPipeline struct{ context.Context }
 
 // pipelined runs s through ap. A script missing on the server is loaded
-// (load) and sent again; one missing again by then (flushed again since
-// the load, or the load this call joined ran before the flush it met) is
-// sent itself, as go-redis's Script.Run does.
+// (load, which skips the load when one finished since the script was
+// sent) and sent again, twice at most; one missing even then (flushed
+// again and again) is sent itself, as go-redis's Script.Run does. The
+// second load is for a script that met a flush after the skipped load:
+// without it, each of a herd's scripts left waiting behind a pause would
+// send the whole script on a connection of the user's pool (64 EVALs for
+// 64 callers in a review's test, where the loads are shared).
 func (c *coalescer) pipelined(ctx context.Context, ap *redis.AutoPipeliner, rdb RedisClient, s *redis.Script, keys []string, boxed []any, args []any) *redis.Cmd {
-	since := c.loads.Load()
-	cmd := c.send(ctx, ap, hashArg(s), keys, boxed, args)
-	if !noScript(cmd.Err()) {
-		return cmd
+	for loads := 0; ; loads++ {
+		since := c.loads.Load()
+		cmd := c.send(ctx, ap, hashArg(s), keys, boxed, args)
+		if !noScript(cmd.Err()) {
+			return cmd
+		}
+		if loads == 2 {
+			return s.Eval(ctx, rdb, keys, args...)
+		}
+		if err := c.load(ctx, rdb, s, since); err != nil {
+			cmd.SetErr(err)
+			return cmd
+		}
 	}
-	if err := c.load(ctx, rdb, s, since); err != nil {
-		cmd.SetErr(err)
-		return cmd
-	}
-	if cmd = c.send(ctx, ap, hashArg(s), keys, boxed, args); !noScript(cmd.Err()) {
-		return cmd
-	}
-	return s.Eval(ctx, rdb, keys, args...)
 }
 
 // noScript reports whether err is the server's NOSCRIPT reply. A nil err,

@@ -10,6 +10,8 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/dlock-go/dlock/internal/redistest"
 )
 
@@ -147,4 +149,42 @@ func TestPipelinedWaitsShareTheirBound(t *testing.T) {
 		t.Fatalf("the new bound ends in %v", time.Until(d))
 	}
 	<-a.Done() // the shared context ends by its deadline
+}
+
+// Scripts left waiting in the pipeline while another caller loads their
+// script, then a second flush: they load it once more, together, rather
+// than each sending the whole script (EVAL) on the user's connections.
+func TestScriptsSentBeforeALoadShareTheNextLoad(t *testing.T) {
+	s := redistest.Start(t)
+	rdb, admin := s.Client(t), s.Client(t)
+	co := newCoalescer(rdb)
+	t.Cleanup(co.close)
+	bg := context.Background()
+	script := redis.NewScript("return redis.call('SET', KEYS[1], ARGV[1])")
+	if err := co.run(viaPipeline{bg}, rdb, script, []string{"lock:reload"}, nil, "0").Err(); err != nil {
+		t.Fatal(err) // the pipeliner is up
+	}
+	admin.ScriptFlush(bg)
+	admin.ConfigResetStat(bg)
+	if err := admin.Do(bg, "CLIENT", "PAUSE", "400", "WRITE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	const callers = 64
+	done := make(chan error, callers)
+	for range callers {
+		go func() { done <- co.run(viaPipeline{bg}, rdb, script, []string{"lock:reload"}, nil, "1").Err() }()
+	}
+	time.Sleep(50 * time.Millisecond) // they wait behind the pause
+	if err := co.load(bg, rdb, script, co.loads.Load()); err != nil {
+		t.Fatal(err) // another caller's load, through before they are answered
+	}
+	admin.ScriptFlush(bg) // and they meet this flush
+	for range callers {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if evals := redistest.CommandCalls(admin, "eval"); evals > 0 {
+		t.Errorf("%d EVALs: the scripts did not share a load", evals)
+	}
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -286,16 +285,7 @@ func TestAHerdLoadsAMissingScriptOnce(t *testing.T) {
 // scriptLoads is how many SCRIPT LOADs the server has run.
 func scriptLoads(t *testing.T, rdb *redis.Client) int {
 	t.Helper()
-	return commandCalls(rdb, "script|load")
-}
-
-// commandCalls is how many times the server has run the command cmd (as
-// INFO commandstats names it: lower case, "script|load").
-func commandCalls(rdb *redis.Client, cmd string) int {
-	stat := redistest.Info(rdb, "commandstats")["cmdstat_"+cmd]
-	calls, _, _ := strings.Cut(strings.TrimPrefix(stat, "calls="), ",")
-	n, _ := strconv.Atoi(calls)
-	return n
+	return redistest.CommandCalls(rdb, "script|load")
 }
 
 // A server whose scripts are flushed again and again (SCRIPT FLUSH every

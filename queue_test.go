@@ -275,7 +275,7 @@ func TestTwoGoroutinesTakingTurnsSubscribeOnceAndOnlyJoin(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	switch n := commandCalls(rdb, "subscribe"); {
+	switch n := redistest.CommandCalls(rdb, "subscribe"); {
 	case n == 0:
 		t.Fatal("no waiter subscribed: the turns were not contended")
 	case n > 3:
@@ -284,7 +284,7 @@ func TestTwoGoroutinesTakingTurnsSubscribeOnceAndOnlyJoin(t *testing.T) {
 	// A goroutine that locks while the other holds the key through the
 	// Client's line makes no first attempt, which would fail: each turn
 	// is a join and a release (and a keepalive step may come between).
-	if n := commandCalls(rdb, "evalsha") + commandCalls(rdb, "eval"); n > 2*40+8 {
+	if n := redistest.CommandCalls(rdb, "evalsha") + redistest.CommandCalls(rdb, "eval"); n > 2*40+8 {
 		t.Fatalf("%d scripts for 40 turns, want a join and a release each", n)
 	}
 }

@@ -27,6 +27,15 @@ func Info(rdb *redis.Client, section string) map[string]string {
 	return out
 }
 
+// CommandCalls is how many times the server has run the command cmd (as
+// INFO commandstats names it: lower case, "script|load"); 0 if unknown.
+func CommandCalls(rdb *redis.Client, cmd string) int {
+	stat := Info(rdb, "commandstats")["cmdstat_"+cmd]
+	calls, _, _ := strings.Cut(strings.TrimPrefix(stat, "calls="), ",")
+	n, _ := strconv.Atoi(calls)
+	return n
+}
+
 // ConnectedClients returns the server's connected_clients (its own
 // connection included), 0 if it does not answer.
 func ConnectedClients(rdb *redis.Client) int {
