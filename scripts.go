@@ -7,21 +7,25 @@ import (
 )
 
 // One script per server-side operation, each a file in scripts/ whose header
-// names its KEYS and ARGV. The scripts that grant locks share the functions
-// of prelude.lua, prepended here. Script.Run sends EVALSHA and falls back to
+// names its KEYS and ARGV. The scripts that grant locks share issue_fence
+// (fence.lua), and those that work the queue or several holders the
+// functions of prelude.lua, prepended here. Script.Run sends EVALSHA and falls back to
 // EVAL when the server answers NOSCRIPT, so a script is loaded once per
 // server, not per call.
 var (
+	//go:embed scripts/fence.lua
+	fenceSrc string
+
 	//go:embed scripts/prelude.lua
 	preludeSrc string
 
 	//go:embed scripts/acquire.lua
 	acquireSrc    string
-	acquireScript = redis.NewScript(preludeSrc + acquireSrc)
+	acquireScript = redis.NewScript(fenceSrc + acquireSrc)
 
 	//go:embed scripts/release.lua
 	releaseSrc    string
-	releaseScript = redis.NewScript(preludeSrc + releaseSrc)
+	releaseScript = redis.NewScript(fenceSrc + preludeSrc + releaseSrc)
 
 	//go:embed scripts/release_lean.lua
 	releaseLeanSrc    string
@@ -29,15 +33,15 @@ var (
 
 	//go:embed scripts/join.lua
 	joinSrc    string
-	joinScript = redis.NewScript(preludeSrc + joinSrc)
+	joinScript = redis.NewScript(fenceSrc + preludeSrc + joinSrc)
 
 	//go:embed scripts/keepalive.lua
 	keepaliveSrc    string
-	keepaliveScript = redis.NewScript(preludeSrc + keepaliveSrc)
+	keepaliveScript = redis.NewScript(fenceSrc + preludeSrc + keepaliveSrc)
 
 	//go:embed scripts/leave.lua
 	leaveSrc    string
-	leaveScript = redis.NewScript(preludeSrc + leaveSrc)
+	leaveScript = redis.NewScript(fenceSrc + preludeSrc + leaveSrc)
 
 	//go:embed scripts/extend.lua
 	extendSrc    string
@@ -45,15 +49,15 @@ var (
 
 	//go:embed scripts/shared_acquire.lua
 	sharedAcquireSrc    string
-	sharedAcquireScript = redis.NewScript(preludeSrc + sharedAcquireSrc)
+	sharedAcquireScript = redis.NewScript(fenceSrc + preludeSrc + sharedAcquireSrc)
 
 	//go:embed scripts/shared_release.lua
 	sharedReleaseSrc    string
-	sharedReleaseScript = redis.NewScript(preludeSrc + sharedReleaseSrc)
+	sharedReleaseScript = redis.NewScript(fenceSrc + preludeSrc + sharedReleaseSrc)
 
 	//go:embed scripts/shared_extend.lua
 	sharedExtendSrc    string
-	sharedExtendScript = redis.NewScript(preludeSrc + sharedExtendSrc)
+	sharedExtendScript = redis.NewScript(fenceSrc + preludeSrc + sharedExtendSrc)
 
 	//go:embed scripts/inspect.lua
 	inspectSrc    string

@@ -1,5 +1,5 @@
 -- acquire: take the lock if it is free and nobody is queued for it, and
--- issue its fencing token. (prelude.lua is prepended.)
+-- issue its fencing token. (fence.lua is prepended.)
 --
 -- KEYS[1]  lock key: set to the token with an expiry, only if absent
 -- KEYS[2]  fencing counter of the lock key

@@ -1,12 +1,13 @@
--- prelude: functions shared by the scripts that grant locks. It is
--- prepended to acquire, release, join, keepalive and leave (scripts.go); it
--- declares functions only and runs nothing.
+-- prelude: functions shared by the scripts that grant locks from a queue
+-- or to several holders. It is prepended, after fence.lua, to release,
+-- join, keepalive, leave and the shared_ scripts (scripts.go); it declares
+-- functions only and runs nothing.
 --
 -- Declaring a function costs on every run of a script (Lua builds the
--- closure each time), and most runs, an uncontended acquire or release,
--- never touch the wait queue. So only issue_fence is declared at the top;
--- the queue's functions are built by queue(), which only the paths that
--- need them call.
+-- closure each time), and most runs of these scripts never touch the wait
+-- queue. So only holders and queue are declared at the top; the queue's
+-- functions are built by queue(), which only the paths that need them
+-- call.
 --
 -- The wait queue of a lock key lives in two keys of its hash slot (queue.go
 -- has the design):
@@ -22,30 +23,6 @@
 --                       hand-off (the grant record)
 -- A waiter is alive while its group's last sign of life is less than
 -- alive_us old; a dead waiter is dropped when reached.
-
--- issue_fence issues the next fencing token of a lock: max(counter + 1,
--- server time in microseconds), and keeps the counter for keep_ms (the
--- lock's TTL plus the fence margin; fence.go has the argument). Returns it
--- as a decimal string. t, if given, is the TIME reply the caller has
--- already read in this script: the fence's order comes from the counter,
--- so an earlier reading of the clock serves as well, and saves a call.
---
--- This runs on every grant, so it is written for speed: the clock is read
--- once and its two parts joined as text; the usual case, the clock ahead of
--- the counter, is one SET ... GET that writes the new fence and reads the
--- old one. Arguments to redis.call are strings, never Lua numbers, which
--- Redis would have to format. Only if the counter was at or ahead of the
--- clock is it written again, one above the old value.
-local function issue_fence(fence_key, keep_ms, t)
-  t = t or redis.call('TIME')
-  local fence = t[1] .. string.rep('0', 6 - #t[2]) .. t[2]
-  local last = tonumber(redis.call('SET', fence_key, fence, 'PX', keep_ms, 'GET'))
-  if last and last >= tonumber(fence) then
-    fence = string.format('%.0f', last + 1)
-    redis.call('SET', fence_key, fence, 'PX', keep_ms)
-  end
-  return fence
-end
 
 -- holders returns the functions that keep the holders of a lock key,
 -- whatever kind of lock it is. The kind is in the token (keys.go, kinds):
