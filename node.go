@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -77,6 +78,8 @@ type node struct {
 	releasing func(key, token string) (group string, woke bool)
 
 	refreshed atomic.Int64 // when refresh last asked for a cluster map reload (unix ns)
+
+	lastDurations atomic.Pointer[durationArgs] // the acquire's last TTL and keep (durations)
 
 	// blockLimit is the longest a blocking command (WAIT) may wait on the
 	// server: half the client's read timeout, so that go-redis does not
@@ -187,7 +190,8 @@ func (n *node) acquire(ctx context.Context, nm *lockNames, token string, o optio
 		return n.acquireShared(ctx, nm, token, o)
 	}
 	keys := nm.acquireKeys(listens)
-	args := append(make([]any, 0, 4), token, o.ttl.Milliseconds(), o.fenceKeep().Milliseconds())
+	d := n.durations(o.ttl, o.fenceKeep())
+	args := append(make([]any, 0, 4), token, d.ttl, d.keep)
 	if listens {
 		args = append(args, notifyMillis)
 	}
@@ -197,7 +201,7 @@ func (n *node) acquire(ctx context.Context, nm *lockNames, token string, o optio
 		acked = -1
 	)
 	if o.replicas > 0 {
-		res, acked, err = n.acquireAcked(ctx, keys, args, o)
+		res, acked, err = n.acquireAcked(ctx, keys, slices.Clone(args), o)
 	} else {
 		res, err = n.scriptBoxed(ctx, acquireScript, keys, nm.acquireBoxed[:len(keys)], args...).Result()
 	}
@@ -222,6 +226,25 @@ func (n *node) acquire(ctx context.Context, nm *lockNames, token string, o optio
 		return grant{pttl: holderTTL(r)}, nil
 	}
 	return grant{}, n.fail("acquire", errors.New("unexpected reply from the acquire script"))
+}
+
+// durationArgs are an acquire's TTL and fence keep, in milliseconds, boxed
+// as script arguments.
+type durationArgs struct {
+	ttlD, keepD time.Duration
+	ttl, keep   any
+}
+
+// durations returns ttl and keep as acquire arguments. The node keeps the
+// last pair, which the next acquire reuses if it has the same (most
+// programs use one TTL): boxing the two numbers anew costs two allocations.
+func (n *node) durations(ttl, keep time.Duration) *durationArgs {
+	if d := n.lastDurations.Load(); d != nil && d.ttlD == ttl && d.keepD == keep {
+		return d
+	}
+	d := &durationArgs{ttlD: ttl, keepD: keep, ttl: ttl.Milliseconds(), keep: keep.Milliseconds()}
+	n.lastDurations.Store(d)
+	return d
 }
 
 // acquireShared runs the shared_acquire script: a semaphore permit or a

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -111,7 +112,9 @@ func (c *coalescer) run(ctx context.Context, rdb RedisClient, s *redis.Script, k
 		}
 		c.mu.RUnlock()
 	}
-	return s.Run(ctx, rdb, keys, args...)
+	// A copy: go-redis keeps what it is given, and args, which the
+	// pipelined path only copies, can then stay on the caller's stack.
+	return s.Run(ctx, rdb, keys, slices.Clone(args)...)
 }
 
 // busy reports whether the node's scripts go through the pipeliner now:
@@ -141,7 +144,7 @@ func (c *coalescer) pipelined(ctx context.Context, ap *redis.AutoPipeliner, rdb 
 			return cmd
 		}
 		if loads == 2 {
-			return s.Eval(ctx, rdb, keys, args...)
+			return s.Eval(ctx, rdb, keys, slices.Clone(args)...)
 		}
 		if err := c.load(ctx, rdb, s, since); err != nil {
 			cmd.SetErr(err)
