@@ -43,25 +43,7 @@ func (c *Client) try(ctx context.Context, key string, o options, listens bool) (
 	a.decided.Add(1)
 	defer a.decided.Done()
 	a.sent = time.Now()
-	r := round[grant]{
-		op: "acquire", timeout: o.nodeTimeoutFor(len(c.nodes)),
-		call: func(ctx context.Context, n *node) (grant, error) {
-			return n.acquire(ctx, a.nm, a.token, a.o, a.listens)
-		},
-		yes:  grant.granted,
-		late: a.late,
-		// An error that may hide a grant is given back once its request
-		// is settled (releaseUncertain), as a late grant is. (Not with
-		// WithReplicaAck, whose script and WAIT go straight to the user's
-		// client: only a call of its own can leave them.)
-		lateTakesError: o.replicas == 0,
-	}
-	if o.candidate {
-		// A campaign hears every node out, so that its fence, the term,
-		// is the highest any node holding it remembers (Leader's term).
-		r.yes = nil
-	}
-	answers := r.ask(ctx, c, c.nodes)
+	answers := a.round().ask(ctx, c, c.nodes)
 	noteAnswers(o.note, answers)
 	out := judge(answers, ctx.Err(), time.Since(a.sent), o.ttl)
 	if out.err == nil {
@@ -74,6 +56,30 @@ func (c *Client) try(ctx context.Context, key string, o options, listens bool) (
 		a.releaseUncertain(c.nodes[i], 0, answers[i].err)
 	}
 	return nil, out.holderTTL, out.err
+}
+
+// round is the attempt's question to the nodes: the acquire script, its
+// late answers given back or joined to the lock (late).
+func (a *attempt) round() round[grant] {
+	r := round[grant]{
+		op: "acquire", timeout: a.o.nodeTimeoutFor(len(a.c.nodes)),
+		call: func(ctx context.Context, n *node) (grant, error) {
+			return n.acquire(ctx, a.nm, a.token, a.o, a.listens)
+		},
+		yes:  grant.granted,
+		late: a.late,
+		// An error that may hide a grant is given back once its request
+		// is settled (releaseUncertain), as a late grant is. (Not with
+		// WithReplicaAck, whose script and WAIT go straight to the user's
+		// client: only a call of its own can leave them.)
+		lateTakesError: a.o.replicas == 0,
+	}
+	if a.o.candidate {
+		// A campaign hears every node out, so that its fence, the term,
+		// is the highest any node holding it remembers (Leader's term).
+		r.yes = nil
+	}
+	return r
 }
 
 // outcome is what an attempt's answers decide.
