@@ -108,7 +108,13 @@ func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (l *Lock,
 		contended = true
 		return c.waitQueued(ctx, c.names.get(key), o)
 	}
-	l, pttl, err := c.try(ctx, key, o, notified)
+	// A notified waiter's first attempt listens only if others of this
+	// Client wait for the key already (and the key is likely marked, which
+	// would cost the lean acquire a second round trip): a listener's
+	// attempts follow the subscription, and mark the key for the release
+	// message then (waitNotified), so a first attempt on a quiet key is
+	// served by the lean acquire.
+	l, pttl, err := c.try(ctx, key, o, notified && c.gates.waiting(key))
 	if err == nil || !c.mayWait(ctx, err) {
 		return l, err
 	}

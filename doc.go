@@ -125,7 +125,10 @@
 // the key contains; lock keys may not start with "dlock:". The fencing
 // counter expires the grant's TTL plus the fence margin (WithFenceMargin,
 // default 10 minutes) after the last grant, so a released lock leaves
-// nothing behind after that.
+// nothing behind after that. A counter's value may start with '+' ("+123",
+// read as 123 by Lua's tonumber and Go's strconv.ParseInt alike): the key
+// has, or just had, waiters or listeners, and the uncontended path's
+// scripts leave it to the full ones.
 //
 // # Contexts
 //

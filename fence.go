@@ -16,12 +16,16 @@ import "time"
 // whose fence is below the highest it has accepted. The stale holder's writes
 // are then refused, whatever it believes.
 //
-// How dlock issues fences. The acquire script (scripts/acquire.lua) keeps a
-// counter per lock key, in a key of the same hash slot (keys.go), and issues
+// How dlock issues fences. The acquire scripts (scripts/acquire_lean.lua,
+// acquire.lua) keep a counter per lock key, in a key of the same hash slot
+// (keys.go), and issue
 //
 //	fence = max(counter + 1, server time in microseconds)
 //
-// in the same atomic step that sets the lock key. While the counter survives,
+// in the same atomic step that sets the lock key. (The counter may carry a
+// mark, a '+' before the number, saying that someone may wait for the key:
+// scripts/mark.lua. Every reader takes "+123" for 123, and every write of
+// a fence keeps the mark, so the mark changes nothing here.) While the counter survives,
 // fences grow by at least one per grant. The counter can be lost: a restart
 // without persistence, FLUSHALL, a failover to a replica that never received
 // it, or its own expiry (below). Then the next fence is the server's

@@ -80,10 +80,8 @@ type lockNames struct {
 	// holders' fences and notify key, in that order.
 	all     [6]string
 	acquire [4]string // the acquire script's KEYS: lock, fence, queue, notify
-	lean    [3]string // release_lean's KEYS: lock, queue, notify
-	// acquire and lean boxed as command arguments (node.scriptBoxed)
+	// acquire boxed as command arguments (node.scriptBoxed)
 	acquireBoxed [4]any
-	leanBoxed    [3]any
 	wake         string // the wake channel
 }
 
@@ -93,14 +91,12 @@ func (nm *lockNames) fence() string { return nm.all[1] }
 // holders is the hash of a semaphore's or read-write lock's holders' fences.
 func (nm *lockNames) holders() string { return nm.all[4] }
 
-// acquireKeys are the acquire script's KEYS: lock, fence, queue, and the
-// notify key only for a caller that listens (a key not needed costs the
-// server a little on every run, as an argument does).
-func (nm *lockNames) acquireKeys(listens bool) []string {
-	if listens {
-		return nm.acquire[:]
-	}
-	return nm.acquire[:3]
+// leanKeys are the KEYS of acquire_lean and release_lean, the scripts of
+// the uncontended path: the lock key and its fencing counter, and their
+// boxed forms. Every declared key costs the server on every run (mark.lua
+// has the measurement).
+func (nm *lockNames) leanKeys() ([]string, []any) {
+	return nm.acquire[:2], nm.acquireBoxed[:2]
 }
 
 // releaseKeys are the release script's KEYS: all six.
@@ -115,12 +111,8 @@ func namesOf(key string) *lockNames {
 	queue, waiters := queueKeys(key)
 	nm := &lockNames{key: key, all: [6]string{key, fenceKey(key), queue, waiters, derive(holdersPrefix, key), notifyKey(key)}, wake: wakeChannel(key)}
 	nm.acquire = [4]string{nm.all[0], nm.all[1], nm.all[2], nm.all[5]}
-	nm.lean = [3]string{nm.all[0], nm.all[2], nm.all[5]}
 	for i, k := range nm.acquire {
 		nm.acquireBoxed[i] = k // one allocation per key name, here, not per script
-	}
-	for i, k := range nm.lean {
-		nm.leanBoxed[i] = k
 	}
 	return nm
 }

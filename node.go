@@ -182,14 +182,16 @@ type grant struct {
 // granted reports whether the node granted the lock.
 func (g grant) granted() bool { return g.ok }
 
-// acquire runs the acquire script: sets the key to token if it is free and
+// acquire runs the acquire scripts: sets the key to token if it is free and
 // nobody is queued, and issues the fence. listens marks the caller as a
-// listener for the key's release messages if the key is taken.
+// listener for the key's release messages if the key is taken. A caller
+// that does not listen is served by acquire_lean, and by acquire.lua only
+// if the key's counter is marked (mark.lua): one round trip more, while
+// the key is or was just contended.
 func (n *node) acquire(ctx context.Context, nm *lockNames, token string, o options, listens bool) (grant, error) {
 	if shared(token) {
 		return n.acquireShared(ctx, nm, token, o)
 	}
-	keys := nm.acquireKeys(listens)
 	d := n.durations(o.ttl, o.fenceKeep())
 	args := append(make([]any, 0, 4), token, d.ttl, d.keep)
 	if listens {
@@ -200,10 +202,19 @@ func (n *node) acquire(ctx context.Context, nm *lockNames, token string, o optio
 		err   error
 		acked = -1
 	)
-	if o.replicas > 0 {
-		res, acked, err = n.acquireAcked(ctx, keys, slices.Clone(args), o)
-	} else {
-		res, err = n.scriptBoxed(ctx, acquireScript, keys, nm.acquireBoxed[:len(keys)], args...).Result()
+	switch {
+	case o.replicas > 0:
+		res, acked, err = n.acquireAcked(ctx, nm.acquire[:], slices.Clone(args), o)
+	case !listens:
+		keys, boxed := nm.leanKeys()
+		res, err = n.scriptBoxed(ctx, acquireLeanScript, keys, boxed, args...).Result()
+		if r, _ := res.(int64); r == leanMarked {
+			// Someone may wait or listen (the counter's mark): acquire.lua
+			// looks at the queue, and the mark, itself.
+			res, err = n.scriptBoxed(ctx, acquireScript, nm.acquire[:], nm.acquireBoxed[:], args...).Result()
+		}
+	default:
+		res, err = n.scriptBoxed(ctx, acquireScript, nm.acquire[:], nm.acquireBoxed[:], args...).Result()
 	}
 	if err != nil {
 		return grant{}, n.fail("acquire", err)
@@ -330,9 +341,9 @@ func holderTTL(v any) time.Duration {
 // listen. It reports whether the key held the token. lean says that nobody
 // is likely to wait or listen (the lock was not waited for): a mutex on one
 // node, with no fence to raise and none of this Client's waiters on the
-// key, is then released by release_lean, which declares three keys instead
-// of six and, should someone wait or listen after all, changes nothing, so
-// that the full release follows (one round trip more, on a key that has
+// key, is then released by release_lean, which declares two keys instead
+// of six and, should the counter's mark say that someone may wait or
+// listen (mark.lua), changes nothing, so that the full release follows (one round trip more, on a key that has
 // just become contended).
 //
 // It is always a script, even where DELEX exists: the delete and the
@@ -348,7 +359,8 @@ func (n *node) release(ctx context.Context, nm *lockNames, token string, fence i
 	}
 	group := n.releasingGroup(nm.key, token)
 	if lean && fence == 0 && group == "" {
-		v, err := n.scriptBoxed(ctx, releaseLeanScript, nm.lean[:], nm.leanBoxed[:], token).Int64()
+		keys, boxed := nm.leanKeys()
+		v, err := n.scriptBoxed(ctx, releaseLeanScript, keys, boxed, token).Int64()
 		if err != nil {
 			return false, n.fail("release", err)
 		}
@@ -399,8 +411,12 @@ func (n *node) releaseFull(ctx context.Context, nm *lockNames, token string, fen
 	return false, nil
 }
 
-// leanWaited is release_lean's answer when someone waits or listens.
-const leanWaited = 2
+// leanWaited is release_lean's answer, and leanMarked acquire_lean's, when
+// the key's counter is marked: someone may wait or listen (mark.lua).
+const (
+	leanWaited = 2
+	leanMarked = -3
+)
 
 // releaseArgs returns the release script's arguments: the token, and only
 // what this release needs besides (a fence to raise the counter to, with

@@ -297,8 +297,9 @@ func settled(ctx context.Context, err error) (answered bool) {
 }
 
 // refusal reports whether err is an unanswered acquire (of a mutex) whose
-// answer has since come and is an integer: the acquire script's answer
-// when the key is taken (acquire.lua), which grants nothing.
+// answer has since come and is an integer: the acquire scripts' answer
+// when the key is taken or marked (acquire_lean.lua, acquire.lua), which
+// grants nothing.
 func refusal(err error) bool {
 	var u *unanswered
 	if !errors.As(err, &u) {

@@ -24,8 +24,12 @@ import (
 // the key's wake channel, naming the waiter (unless the waiter is in the
 // releasing Client's own group: that Client has the grant in its reply and
 // hands it over itself, handOver). Newcomers (TryLock, or Lock's
-// first attempt) cannot jump the line: the acquire script refuses a key
+// first attempt) cannot jump the line: the acquire scripts refuse a key
 // that has a queue, and the lock is never free while someone live waits.
+// (The lean acquire of the uncontended path declares no queue key: it
+// learns of a queue from the mark that every step of a waiter sets on
+// the key's fencing counter, scripts/mark.lua, and leaves a marked key to
+// the full acquire.)
 //
 // A Client's own turn-taking. A waiter whose Client holds the key through
 // a grant of its line (a goroutine that locks again right after

@@ -293,16 +293,18 @@ func TestAJoinBehindItsClientsHolderWaitsForTheRelease(t *testing.T) {
 	}
 }
 
-// release_lean deletes a key only when nobody waits or listens; when
-// someone does, it changes nothing and answers 2, and release, asked to
-// be lean, then runs the full release, which hands the lock on.
+// release_lean deletes a key only when the counter's mark says nobody
+// waits or listens; when someone may, it changes nothing and answers 2,
+// and release, asked to be lean, then runs the full release, which hands
+// the lock on, or announces it, or clears a mark nobody needs any more.
 func TestALeanReleaseLeavesAContendedKeyToTheFullOne(t *testing.T) {
 	const k = "lock:lean"
 	rdb, n, nm := heldOnANode(t, k)
 	ctx := context.Background()
 	lean := func(token string) int64 {
 		t.Helper()
-		v, err := releaseLeanScript.Run(ctx, rdb, nm.lean[:], token).Int64()
+		keys, _ := nm.leanKeys()
+		v, err := releaseLeanScript.Run(ctx, rdb, keys, token).Int64()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -328,11 +330,12 @@ func TestALeanReleaseLeavesAContendedKeyToTheFullOne(t *testing.T) {
 		t.Fatalf("the release went to %q, want the waiter", got)
 	}
 
-	// A listener without a queue (the notify key) is left to the full
-	// release too, which tells it.
-	rdb.Del(ctx, k, nm.all[2], nm.all[3])
+	// A listener without a queue (a Redlock waiter's attempt, which sets
+	// the notify key) is left to the full release too, which tells it.
 	rdb.Set(ctx, k, "holder2", time.Minute)
-	rdb.Set(ctx, nm.all[5], "1", time.Minute)
+	if g, err := n.acquire(ctx, nm, "listener", options{ttl: time.Minute}, true); err != nil || g.ok {
+		t.Fatalf("a listener's attempt on a held key: %+v %v", g, err)
+	}
 	if v := lean("holder2"); v != leanWaited {
 		t.Fatalf("lean release with a listener: %d, want %d", v, leanWaited)
 	}
@@ -348,10 +351,86 @@ func TestALeanReleaseLeavesAContendedKeyToTheFullOne(t *testing.T) {
 		t.Fatalf("the listener heard %v %v, want released", m, err)
 	}
 
-	// Nobody waits or listens: the lean release deletes the key.
+	// The listener is gone, its mark not yet: the full release clears it,
+	// and the next lean release deletes the key.
 	rdb.Del(ctx, nm.all[5])
-	rdb.Set(ctx, k, "holder3", time.Minute)
-	if v := lean("holder3"); v != 1 || rdb.Exists(ctx, k).Val() != 0 {
+	for _, holder := range []string{"holder3", "holder4"} {
+		rdb.Set(ctx, k, holder, time.Minute)
+		if ok, err := n.release(ctx, nm, holder, 0, 0, true); err != nil || !ok {
+			t.Fatal(ok, err)
+		}
+	}
+	if c := rdb.Get(ctx, nm.fence()).Val(); strings.HasPrefix(c, "+") {
+		t.Fatalf("the counter is %q after a release that found nobody, want its mark cleared", c)
+	}
+	rdb.Set(ctx, k, "holder5", time.Minute)
+	if v := lean("holder5"); v != 1 || rdb.Exists(ctx, k).Val() != 0 {
 		t.Fatalf("lean release of an uncontended key: %d, key left: %d", v, rdb.Exists(ctx, k).Val())
+	}
+}
+
+// A waiter marks the key's fencing counter (mark.lua). While it is
+// queued, a newcomer that finds the key free is sent by acquire_lean's
+// -3 to the full acquire, which refuses it (-2: the line goes first)
+// without touching the key; once the line is empty, the full acquire
+// grants the key and clears the mark, and the next lock is lean again.
+// The fences keep growing across marked and unmarked counters.
+func TestTheCounterMarkKeepsNewcomersBehindTheLine(t *testing.T) {
+	const k = "lock:mark"
+	rdb, n, nm := heldOnANode(t, k)
+	ctx := context.Background()
+	o := options{ttl: time.Minute}
+	keys, _ := nm.leanKeys()
+	leanAcquire := func(token string) any {
+		t.Helper()
+		v, err := acquireLeanScript.Run(ctx, rdb, keys, token, "60000", "120000").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	w := &queuedWaiter{id: "w", token: "tok-w", o: o}
+	if r, err := n.join(ctx, nm, w, "gw", 1, "0"); err != nil || r.granted {
+		t.Fatalf("join: %+v %v", r, err)
+	}
+	if c := rdb.Get(ctx, nm.fence()).Val(); !strings.HasPrefix(c, "+") {
+		t.Fatalf("the counter is %q with a waiter queued, want it marked", c)
+	}
+	marked, _ := rdb.Get(ctx, nm.fence()).Int64() // "+123" reads as 123
+
+	// The holder's key is gone (deleted by hand, or expired): the key is
+	// free, and the waiter is still in line.
+	rdb.Del(ctx, k)
+	if v := leanAcquire("newcomer"); v != int64(leanMarked) || rdb.Exists(ctx, k).Val() != 0 {
+		t.Fatalf("acquire_lean on a free key with a waiter in line: %v, key left: %d", v, rdb.Exists(ctx, k).Val())
+	}
+	if g, err := n.acquire(ctx, nm, "newcomer", o, false); err != nil || g.ok {
+		t.Fatalf("a newcomer's acquire with a waiter in line: %+v %v, want refused", g, err)
+	}
+	if rdb.Exists(ctx, k).Val() != 0 || rdb.ZCard(ctx, nm.all[2]).Val() != 1 {
+		t.Fatal("the refused newcomer changed the key or the line")
+	}
+
+	// The waiter leaves; its mark stays until an acquire finds the line
+	// empty, which grants the key and clears the mark.
+	if _, err := n.leave(ctx, nm, w.token, w.id); err != nil {
+		t.Fatal(err)
+	}
+	g, err := n.acquire(ctx, nm, "newcomer", o, false)
+	if err != nil || !g.ok || g.fence <= marked {
+		t.Fatalf("acquire after the line emptied: %+v %v, want a grant with a fence above %d", g, err, marked)
+	}
+	if c := rdb.Get(ctx, nm.fence()).Val(); strings.HasPrefix(c, "+") {
+		t.Fatalf("the counter is %q after a grant that found nobody waiting, want its mark cleared", c)
+	}
+	if ok, err := n.release(ctx, nm, "newcomer", 0, 0, true); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	fence, ok := leanAcquire("next").(string)
+	if !ok {
+		t.Fatal("acquire_lean on an unmarked, free key granted nothing")
+	}
+	if f, _ := strconv.ParseInt(fence, 10, 64); f <= g.fence {
+		t.Fatalf("fence %s after %d, want it higher", fence, g.fence)
 	}
 }

@@ -8,24 +8,36 @@ import (
 
 // One script per server-side operation, each a file in scripts/ whose header
 // names its KEYS and ARGV. The scripts that grant locks share issue_fence
-// (fence.lua), and those that work the queue or several holders the
-// functions of prelude.lua, prepended here. Script.Run sends EVALSHA and falls back to
+// (fence.lua); those that mark the fencing counter, set_mark (mark.lua);
+// and those that work the queue or several holders the functions of
+// prelude.lua, prepended here. Script.Run sends EVALSHA and falls back to
 // EVAL when the server answers NOSCRIPT, so a script is loaded once per
 // server, not per call.
 var (
 	//go:embed scripts/fence.lua
 	fenceSrc string
 
+	//go:embed scripts/mark.lua
+	markSrc string
+
 	//go:embed scripts/prelude.lua
 	preludeSrc string
 
+	// queuing is what the scripts that work the queue or several holders
+	// start with.
+	queuing = fenceSrc + markSrc + preludeSrc
+
+	//go:embed scripts/acquire_lean.lua
+	acquireLeanSrc    string
+	acquireLeanScript = redis.NewScript(fenceSrc + acquireLeanSrc)
+
 	//go:embed scripts/acquire.lua
 	acquireSrc    string
-	acquireScript = redis.NewScript(fenceSrc + acquireSrc)
+	acquireScript = redis.NewScript(fenceSrc + markSrc + acquireSrc)
 
 	//go:embed scripts/release.lua
 	releaseSrc    string
-	releaseScript = redis.NewScript(fenceSrc + preludeSrc + releaseSrc)
+	releaseScript = redis.NewScript(queuing + releaseSrc)
 
 	//go:embed scripts/release_lean.lua
 	releaseLeanSrc    string
@@ -33,15 +45,15 @@ var (
 
 	//go:embed scripts/join.lua
 	joinSrc    string
-	joinScript = redis.NewScript(fenceSrc + preludeSrc + joinSrc)
+	joinScript = redis.NewScript(queuing + joinSrc)
 
 	//go:embed scripts/keepalive.lua
 	keepaliveSrc    string
-	keepaliveScript = redis.NewScript(fenceSrc + preludeSrc + keepaliveSrc)
+	keepaliveScript = redis.NewScript(queuing + keepaliveSrc)
 
 	//go:embed scripts/leave.lua
 	leaveSrc    string
-	leaveScript = redis.NewScript(fenceSrc + preludeSrc + leaveSrc)
+	leaveScript = redis.NewScript(queuing + leaveSrc)
 
 	//go:embed scripts/extend.lua
 	extendSrc    string
@@ -49,15 +61,15 @@ var (
 
 	//go:embed scripts/shared_acquire.lua
 	sharedAcquireSrc    string
-	sharedAcquireScript = redis.NewScript(fenceSrc + preludeSrc + sharedAcquireSrc)
+	sharedAcquireScript = redis.NewScript(queuing + sharedAcquireSrc)
 
 	//go:embed scripts/shared_release.lua
 	sharedReleaseSrc    string
-	sharedReleaseScript = redis.NewScript(fenceSrc + preludeSrc + sharedReleaseSrc)
+	sharedReleaseScript = redis.NewScript(queuing + sharedReleaseSrc)
 
 	//go:embed scripts/shared_extend.lua
 	sharedExtendSrc    string
-	sharedExtendScript = redis.NewScript(fenceSrc + preludeSrc + sharedExtendSrc)
+	sharedExtendScript = redis.NewScript(queuing + sharedExtendSrc)
 
 	//go:embed scripts/inspect.lua
 	inspectSrc    string
@@ -67,8 +79,9 @@ var (
 // The hashes of the scripts every uncontended lock+unlock runs, boxed once
 // as command arguments (hashArg).
 var (
-	acquireHash any = acquireScript.Hash()
-	leanHash    any = releaseLeanScript.Hash()
+	acquireLeanHash any = acquireLeanScript.Hash()
+	acquireHash     any = acquireScript.Hash()
+	leanHash        any = releaseLeanScript.Hash()
 )
 
 // hashArg returns s's hash as an EVALSHA argument: boxed once for the
@@ -76,6 +89,8 @@ var (
 // box again on every run.
 func hashArg(s *redis.Script) any {
 	switch s {
+	case acquireLeanScript:
+		return acquireLeanHash
 	case acquireScript:
 		return acquireHash
 	case releaseLeanScript:

@@ -1,5 +1,5 @@
 -- fence: issue_fence, prepended (scripts.go) to every script that grants
--- locks. It is its own file so that acquire.lua, the script of every
+-- locks. It is its own file so that acquire_lean.lua, the script of every
 -- uncontended lock, is built with it alone: a function declared in a
 -- script is built again on every run, and prelude.lua's two cost the
 -- uncontended acquire about 0.2 us of server CPU per lock+unlock (scripts
@@ -8,23 +8,32 @@
 -- issue_fence issues the next fencing token of a lock: max(counter + 1,
 -- server time in microseconds), and keeps the counter for keep_ms (the
 -- lock's TTL plus the fence margin; fence.go has the argument). Returns it
--- as a decimal string. t, if given, is the TIME reply the caller has
--- already read in this script: the fence's order comes from the counter,
--- so an earlier reading of the clock serves as well, and saves a call.
+-- as a decimal string, and whether the counter was marked (mark.lua:
+-- someone may wait or listen), a mark it keeps. t, if given, is the TIME
+-- reply the caller has already read in this script: the fence's order
+-- comes from the counter, so an earlier reading of the clock serves as
+-- well, and saves a call.
 --
 -- This runs on every grant, so it is written for speed: the clock is read
 -- once and its two parts joined as text; the usual case, the clock ahead of
--- the counter, is one SET ... GET that writes the new fence and reads the
--- old one. Arguments to redis.call are strings, never Lua numbers, which
--- Redis would have to format. Only if the counter was at or ahead of the
--- clock is it written again, one above the old value.
+-- an unmarked counter, is one SET ... GET that writes the new fence and
+-- reads the old one. Arguments to redis.call are strings, never Lua
+-- numbers, which Redis would have to format. Only if the counter was at or
+-- ahead of the clock, or marked, is it written again: one above the old
+-- value, and with the mark.
 local function issue_fence(fence_key, keep_ms, t)
   t = t or redis.call('TIME')
   local fence = t[1] .. string.rep('0', 6 - #t[2]) .. t[2]
-  local last = tonumber(redis.call('SET', fence_key, fence, 'PX', keep_ms, 'GET'))
+  local old = redis.call('SET', fence_key, fence, 'PX', keep_ms, 'GET')
+  if not old then
+    return fence, false
+  end
+  local marked, last = string.byte(old) == 43, tonumber(old)
   if last and last >= tonumber(fence) then
     fence = string.format('%.0f', last + 1)
-    redis.call('SET', fence_key, fence, 'PX', keep_ms)
+  elseif not marked then
+    return fence, false
   end
-  return fence
+  redis.call('SET', fence_key, marked and '+' .. fence or fence, 'PX', keep_ms)
+  return fence, marked
 end

@@ -1,7 +1,7 @@
 -- prelude: functions shared by the scripts that grant locks from a queue
--- or to several holders. It is prepended, after fence.lua, to release,
--- join, keepalive, leave and the shared_ scripts (scripts.go); it declares
--- functions only and runs nothing.
+-- or to several holders. It is prepended, after fence.lua and mark.lua,
+-- to release, join, keepalive, leave and the shared_ scripts (scripts.go);
+-- it declares functions only and runs nothing.
 --
 -- Declaring a function costs on every run of a script (Lua builds the
 -- closure each time), and most runs of these scripts never touch the wait
@@ -139,11 +139,15 @@ local function holders()
   end
 
   -- fence_of returns the fence of token's hold: for a mutex the counter's
-  -- (nothing issues another while the key holds the token), else the
-  -- holder's own.
+  -- (nothing issues another while the key holds the token; nil if it
+  -- remembers none, and perhaps marked: mark.lua), else the holder's own.
   local function fence_of(fence_key, holders_key, token)
     if kind(token) == 'm' then
-      return redis.call('GET', fence_key)
+      local v = redis.call('GET', fence_key)
+      if (tonumber(v) or 0) > 0 then
+        return v
+      end
+      return nil
     end
     return redis.call('HGET', holders_key, token)
   end
@@ -196,11 +200,14 @@ local function queue(issue_fence)
   local claim_ms, alive_us, keep = 1000, 1000000, '2000'
 
   -- alive records a step of group at server time now_us with sequence
-  -- number seq, and keeps the queue's keys for twice the alive window.
-  local function alive(queue_key, waiters_key, group, now_us, seq)
+  -- number seq, keeps the queue's keys for twice the alive window, and
+  -- marks the fencing counter (mark.lua): someone waits, so the lean
+  -- scripts must leave the key to the full ones.
+  local function alive(queue_key, waiters_key, fence_key, group, now_us, seq)
     redis.call('HSET', waiters_key, '@' .. group, string.format('%.0f', now_us) .. ' ' .. seq)
     redis.call('PEXPIRE', queue_key, keep)
     redis.call('PEXPIRE', waiters_key, keep)
+    set_mark(fence_key, true, keep)
   end
 
   -- handoff gives the lock to the first live waiters of its queue while

@@ -1,7 +1,9 @@
 -- release: delete the lock only if it still holds this token, raise the
 -- fencing counter to the holder's fence, and hand the lock to the first
 -- live waiter, or else announce that it is free to those who listen.
--- (prelude.lua is prepended.)
+-- It also clears the counter's mark (mark.lua) when nobody waits or listens
+-- any more, so that the next release can be lean. (fence.lua, mark.lua and
+-- prelude.lua are prepended.)
 --
 -- KEYS[1]  lock key
 -- KEYS[2]  fencing counter of the lock key
@@ -48,10 +50,12 @@ if value ~= ARGV[1] then
   return 0
 end
 redis.call('DEL', KEYS[1])
+local counter -- the fencing counter's value, once read (false: absent)
 if ARGV[2] and ARGV[2] ~= '0' then
-  local fence = tonumber(ARGV[2])
-  if (tonumber(redis.call('GET', KEYS[2])) or 0) < fence then
-    redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3]) -- kept as issue_fence keeps it
+  counter = redis.call('GET', KEYS[2])
+  if (tonumber(counter) or 0) < tonumber(ARGV[2]) then
+    counter = (string.byte(counter or '') == 43 and '+' or '') .. ARGV[2] -- its mark kept
+    redis.call('SET', KEYS[2], counter, 'PX', ARGV[3]) -- kept as issue_fence keeps it
   end
 end
 -- Usually nobody waits, and one EXISTS says so for both kinds of waiter.
@@ -76,5 +80,7 @@ if redis.call('EXISTS', KEYS[3], KEYS[6]) > 0 then
   if msg then
     return msg
   end
+else
+  set_mark(KEYS[2], false, nil, counter)
 end
 return 1
