@@ -25,7 +25,9 @@ import "time"
 // in the same atomic step that sets the lock key. (The counter may carry a
 // mark, a '+' before the number, saying that someone may wait for the key:
 // scripts/mark.lua. Every reader takes "+123" for 123, and every write of
-// a fence keeps the mark, so the mark changes nothing here.) While the counter survives,
+// a fence keeps the mark, so the mark changes nothing here; while someone
+// waits, the counter is kept at least as long as the queue, which only
+// lengthens what is said below.) While the counter survives,
 // fences grow by at least one per grant. The counter can be lost: a restart
 // without persistence, FLUSHALL, a failover to a replica that never received
 // it, or its own expiry (below). Then the next fence is the server's

@@ -207,12 +207,17 @@ func TestNamesCache(t *testing.T) {
 }
 
 // The queue's scripts have claimTime, aliveWindow and queueKeep as
-// constants of their own: check that they say what queue.go says.
+// constants of their own (fence.lua queueKeep too): check that they say
+// what queue.go says.
 func TestScriptsQueueConstantsAreQueueGos(t *testing.T) {
 	want := fmt.Sprintf("local claim_ms, alive_us, keep = %d, %d, '%d'",
 		claimTime.Milliseconds(), aliveWindow.Microseconds(), queueKeep.Milliseconds())
 	if !strings.Contains(preludeSrc, want) {
 		t.Errorf("prelude.lua does not say %s", want)
+	}
+	keep := fmt.Sprintf("tonumber(keep_ms) < %d and '%d'", queueKeep.Milliseconds(), queueKeep.Milliseconds())
+	if !strings.Contains(fenceSrc, keep) {
+		t.Errorf("fence.lua does not keep a marked counter for queueKeep: no %s", keep)
 	}
 }
 

@@ -185,9 +185,10 @@ func (g grant) granted() bool { return g.ok }
 // acquire runs the acquire scripts: sets the key to token if it is free and
 // nobody is queued, and issues the fence. listens marks the caller as a
 // listener for the key's release messages if the key is taken. A caller
-// that does not listen is served by acquire_lean, and by acquire.lua only
-// if the key's counter is marked (mark.lua): one round trip more, while
-// the key is or was just contended.
+// that does not listen (and does not ask for WithReplicaAck, whose WAIT
+// rides with acquire.lua) is served by acquire_lean, and by acquire.lua
+// only if the key's counter is marked (mark.lua): one round trip more,
+// while the key is or was just contended.
 func (n *node) acquire(ctx context.Context, nm *lockNames, token string, o options, listens bool) (grant, error) {
 	if shared(token) {
 		return n.acquireShared(ctx, nm, token, o)

@@ -434,3 +434,46 @@ func TestTheCounterMarkKeepsNewcomersBehindTheLine(t *testing.T) {
 		t.Fatalf("fence %s after %d, want it higher", fence, g.fence)
 	}
 }
+
+// With a fence margin of 0 the counter would expire with the lock: while
+// someone waits, the counter (and so its mark) is kept at least as long as
+// the queue, by each step of a waiter and by a grant made while the
+// counter is marked, so that a newcomer finds the mark when the holder's
+// key expires (found by review: newcomers overtook a queued waiter in the
+// moments between the expiry and the waiter's next step).
+func TestAMarkOutlivesAShortLockWithoutMargin(t *testing.T) {
+	const k = "lock:short-mark"
+	rdb := redistest.Start(t).Client(t)
+	n := newNode(rdb, 0)
+	nm := namesOf(k)
+	ctx := context.Background()
+	short := options{ttl: 100 * time.Millisecond} // margin 0: the counter is kept 100 ms
+	if g, err := n.acquire(ctx, nm, "holder", short, false); err != nil || !g.ok {
+		t.Fatal(g, err)
+	}
+	for _, id := range []string{"a", "b"} {
+		w := &queuedWaiter{id: id, token: "tok-" + id, o: short}
+		if r, err := n.join(ctx, nm, w, "g"+id, 1, "0"); err != nil || r.granted {
+			t.Fatalf("join %s: %+v %v", id, r, err)
+		}
+	}
+	if p := rdb.PTTL(ctx, nm.fence()).Val(); p < time.Second {
+		t.Fatalf("the counter expires in %v with waiters queued, want at least the queue's keep", p)
+	}
+	// The holder releases: a grant to a, made while the counter is marked,
+	// keeps it for the queue too (b still waits).
+	if ok, err := n.release(ctx, nm, "holder", 0, 0, false); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	if got := rdb.Get(ctx, k).Val(); got != "tok-a" {
+		t.Fatalf("the release went to %q, want a", got)
+	}
+	if p := rdb.PTTL(ctx, nm.fence()).Val(); p < time.Second {
+		t.Fatalf("the counter expires in %v after a grant with b queued, want at least the queue's keep", p)
+	}
+	// a's grant lapses (a crashed holder): a newcomer still meets the line.
+	rdb.Del(ctx, k)
+	if g, err := n.acquire(ctx, nm, "newcomer", short, false); err != nil || g.ok {
+		t.Fatalf("a newcomer's acquire after the holder's key expired, b queued: %+v %v, want refused", g, err)
+	}
+}

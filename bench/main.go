@@ -42,8 +42,9 @@ type result struct {
 	scenario, lib  string
 	ops            int
 	elapsed        time.Duration
-	waits          []time.Duration // each lock call's wait (contended scenarios)
+	waits          []time.Duration // each lock call's wait (contended scenarios), cut-off ones included
 	p50, p99, maxW time.Duration   // of waits
+	cut            int             // lock calls still waiting when the round ended (see holders)
 	errors         int
 	note           string
 	cost           cost
@@ -138,6 +139,7 @@ func main() {
 				total[i].ops += r.ops
 				total[i].elapsed += r.elapsed
 				total[i].errors += r.errors
+				total[i].cut += r.cut
 				if r.note != "" {
 					total[i].note = r.note
 				}
@@ -147,8 +149,8 @@ func main() {
 		for i, r := range total {
 			r.setWaits(waits[i])
 			results = append(results, r)
-			fmt.Fprintf(os.Stderr, "%-40s %-14s %10.0f/s  p50 %-9v p99 %-9v max %-9v errors %d  server %v/op client %v/op cmds %.1f/op scripts %.2f/op conns %d served %d/%d %s\n",
-				r.scenario, r.lib, r.perSec(), r.p50, r.p99, r.maxW, r.errors,
+			fmt.Fprintf(os.Stderr, "%-40s %-14s %10.0f/s  p50 %-9v p99 %-9v max %-9v errors %d cut %d  server %v/op client %v/op cmds %.1f/op scripts %.2f/op conns %d served %d/%d %s\n",
+				r.scenario, r.lib, r.perSec(), r.p50, r.p99, r.maxW, r.errors, r.cut,
 				r.perOp(r.cost.serverCPU), r.perOp(r.cost.clientCPU), float64(r.cost.commands)/float64(max(r.ops, 1)), float64(r.cost.scripts)/float64(max(r.ops, 1)), r.cost.maxConns, r.served, r.herd, r.note)
 		}
 	}
@@ -279,10 +281,17 @@ func herdRun(l locker, g int, cs, bound time.Duration) result {
 // holders runs g goroutines that lock key(i), hold the lock for cs and
 // unlock, until ctx ends, or (once) until each has been served once. With
 // exclusive, it checks that no two hold the lock at once.
+//
+// A lock call still waiting when ctx ends is cut off: its wait, as long as
+// it lasted, counts among the waits (not among the operations), since
+// leaving it out would hide the longest waits of a lock that starves some
+// of its callers (a goroutine that waited the whole round would count for
+// nothing).
 func holders(ctx context.Context, l locker, g int, cs time.Duration, key func(i int) string, exclusive, once bool) result {
 	var (
 		mu     sync.Mutex
 		waits  []time.Duration
+		cut    []time.Duration // waits cut off by ctx's end
 		errs   atomic.Int64
 		wg     sync.WaitGroup
 		inside atomic.Int32
@@ -311,7 +320,11 @@ func holders(ctx context.Context, l locker, g int, cs time.Duration, key func(i 
 				if err != nil {
 					if ctx.Err() == nil {
 						fail(fmt.Errorf("lock: %w", err))
+						continue
 					}
+					mu.Lock()
+					cut = append(cut, time.Since(t0))
+					mu.Unlock()
 					continue
 				}
 				w := time.Since(t0)
@@ -337,7 +350,7 @@ func holders(ctx context.Context, l locker, g int, cs time.Duration, key func(i 
 		}()
 	}
 	wg.Wait()
-	r := result{ops: len(waits), elapsed: time.Since(start), errors: int(errs.Load()), waits: waits}
+	r := result{ops: len(waits), elapsed: time.Since(start), errors: int(errs.Load()), waits: append(waits, cut...), cut: len(cut)}
 	switch {
 	case broken.Load():
 		r.note = "MUTUAL EXCLUSION VIOLATED"

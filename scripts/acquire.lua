@@ -24,8 +24,8 @@
 -- error, and a key that already holds this token is its fence.
 --
 -- The counter's mark (mark.lua) is kept right here: on a grant the queue
--- is empty, so a mark stays only while someone listens; the first caller
--- to listen sets it with the notify key.
+-- is empty, so a mark stays only while someone listens; a caller that
+-- listens keeps it, as long as the notify key.
 if redis.call('EXISTS', KEYS[3]) == 0 and redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   local fence, marked = issue_fence(KEYS[2], ARGV[3])
   if marked and redis.call('EXISTS', KEYS[4]) == 0 then
@@ -40,7 +40,8 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
   end
   return (issue_fence(KEYS[2], ARGV[3]))
 end
-if ARGV[4] and not redis.call('SET', KEYS[4], '1', 'PX', ARGV[4], 'GET') then
-  set_mark(KEYS[2], true, ARGV[4]) -- a listener that found the key marked already needs no look at it
+if ARGV[4] then
+  redis.call('SET', KEYS[4], '1', 'PX', ARGV[4])
+  keep_mark(KEYS[2], ARGV[4])
 end
 return redis.call('PTTL', KEYS[1])

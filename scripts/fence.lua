@@ -34,6 +34,13 @@ local function issue_fence(fence_key, keep_ms, t)
   elseif not marked then
     return fence, false
   end
-  redis.call('SET', fence_key, marked and '+' .. fence or fence, 'PX', keep_ms)
+  if marked then
+    -- Someone waits: the counter, and its mark, stay at least as long as
+    -- the queue's keys do after a step (queueKeep), even if this grant's
+    -- TTL plus the fence margin is shorter (mark.lua, keep_mark).
+    redis.call('SET', fence_key, '+' .. fence, 'PX', tonumber(keep_ms) < 2000 and '2000' or keep_ms)
+  else
+    redis.call('SET', fence_key, fence, 'PX', keep_ms)
+  end
   return fence, marked
 end

@@ -15,12 +15,16 @@
 -- scripts (acquire, release), which look at the queue and the notify key
 -- themselves and clear a mark nobody needs any more.
 --
--- So a mark may be stale (set, with nobody waiting: one round trip more,
--- once), but must not be missing while someone waits: whoever queues or
--- listens sets it (join, keepalive, a listening acquire), and issue_fence
--- keeps it when it writes a fence. A counter lost with the data loses its
--- mark too; the waiters' keepalive then hands over a key that was freed
--- unannounced, and sets the mark again.
+-- So a mark may be stale (set, with nobody waiting: one round trip more per
+-- lock and per release until a full script clears it, which it does once
+-- the queue and the notify key are gone: up to the notify window, 3 s,
+-- after the last listener), but must not be missing while someone waits:
+-- whoever queues or listens keeps it (join, keepalive, a listening
+-- acquire: keep_mark), and issue_fence keeps it when it writes a fence. A
+-- counter lost with the data loses its mark too; the waiters' keepalive
+-- then hands over a key that was freed unannounced, and sets the mark
+-- again. (Older dlock versions neither set nor keep the mark: README,
+-- "Upgrading".)
 --
 -- Lua's tonumber and Go's strconv.ParseInt both read "+123" as 123, so a
 -- marked counter is still the number it was to every reader, older dlock
@@ -42,5 +46,17 @@ local function set_mark(fence_key, on, keep_ms, v)
   end
   if (string.byte(v) == 43) ~= on then
     redis.call('SET', fence_key, on and '+' .. v or string.sub(v, 2), 'KEEPTTL')
+  end
+end
+
+-- keep_mark marks the counter for someone who waits or listens for keep_ms
+-- from now, and keeps the counter at least that long: it may expire sooner
+-- (a grant keeps it for the TTL plus the fence margin, which may be 0), and
+-- its mark must not go with it while the waiter is still there.
+local function keep_mark(fence_key, keep_ms)
+  set_mark(fence_key, true, keep_ms)
+  local pttl = redis.call('PTTL', fence_key)
+  if pttl >= 0 and pttl < tonumber(keep_ms) then
+    redis.call('PEXPIRE', fence_key, keep_ms)
   end
 end

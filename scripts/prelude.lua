@@ -207,7 +207,7 @@ local function queue(issue_fence)
     redis.call('HSET', waiters_key, '@' .. group, string.format('%.0f', now_us) .. ' ' .. seq)
     redis.call('PEXPIRE', queue_key, keep)
     redis.call('PEXPIRE', waiters_key, keep)
-    set_mark(fence_key, true, keep)
+    keep_mark(fence_key, keep)
   end
 
   -- handoff gives the lock to the first live waiters of its queue while
