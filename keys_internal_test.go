@@ -215,9 +215,10 @@ func TestScriptsQueueConstantsAreQueueGos(t *testing.T) {
 	if !strings.Contains(preludeSrc, want) {
 		t.Errorf("prelude.lua does not say %s", want)
 	}
-	keep := fmt.Sprintf("tonumber(keep_ms) < %d and '%d'", queueKeep.Milliseconds(), queueKeep.Milliseconds())
-	if !strings.Contains(fenceSrc, keep) {
-		t.Errorf("fence.lua does not keep a marked counter for queueKeep: no %s", keep)
+	for _, keep := range []string{fmt.Sprintf("tonumber(keep_ms) < %d then", queueKeep.Milliseconds()), fmt.Sprintf("keep_ms = '%d'", queueKeep.Milliseconds())} {
+		if strings.Count(fenceSrc, keep) != 2 {
+			t.Errorf("fence.lua does not keep a marked counter for queueKeep twice: %s", keep)
+		}
 	}
 }
 

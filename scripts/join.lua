@@ -32,7 +32,7 @@ if held then
   -- fence will do).
   alive(KEYS[3], KEYS[4], KEYS[2], ARGV[4], now_us, ARGV[5])
   local px = math.min(tonumber(ARGV[2]), claim_ms)
-  local fence = h.fence_of(KEYS[2], KEYS[5], ARGV[1]) or issue_fence(KEYS[2], ARGV[9])
+  local fence = h.fence_of(KEYS[2], KEYS[5], ARGV[1]) or issue_fence(KEYS[2], ARGV[9], nil, true)
   h.give(KEYS[1], KEYS[5], ARGV[1], px, now_ms, fence)
   redis.call('ZREM', KEYS[3], ARGV[3])
   redis.call('HDEL', KEYS[4], ARGV[3])
@@ -60,7 +60,7 @@ if room then
   if redis.call('ZRANGE', KEYS[3], '0', '0')[1] == ARGV[3] then
     redis.call('ZREM', KEYS[3], ARGV[3])
     redis.call('HDEL', KEYS[4], ARGV[3])
-    local fence = issue_fence(KEYS[2], ARGV[9])
+    local fence = issue_fence(KEYS[2], ARGV[9], nil, true)
     h.give(KEYS[1], KEYS[5], ARGV[1], tonumber(ARGV[2]), now_ms, fence)
     return {1, fence, tonumber(ARGV[2])}
   end

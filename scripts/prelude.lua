@@ -263,7 +263,7 @@ local function queue(issue_fence)
         if keep == '' then -- queued by an older dlock: its default margin
           keep = tostring(tonumber(ttl) + 600000)
         end
-        local fence = issue_fence(fence_key, keep, t)
+        local fence = issue_fence(fence_key, keep, t, true)
         h.give(lock_key, holders_key, token, px, now_ms, fence)
         local lease = tostring(math.floor((now_us - tonumber(at)) / 1000) + px)
         redis.call('HSET', waiters_key, '!', group .. ' ' .. head .. ' ' .. token .. ' ' .. fence .. ' ' .. seq .. ' ' .. lease)
