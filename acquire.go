@@ -108,13 +108,13 @@ func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (l *Lock,
 		contended = true
 		return c.waitQueued(ctx, c.names.get(key), o)
 	}
-	// A notified waiter's first attempt listens only if others of this
-	// Client wait for the key already (and the key is likely marked, which
-	// would cost the lean acquire a second round trip): a listener's
-	// attempts follow the subscription, and mark the key for the release
-	// message then (waitNotified), so a first attempt on a quiet key is
-	// served by the lean acquire.
-	l, pttl, err := c.try(ctx, key, o, notified && c.gates.waiting(key))
+	// A notified waiter's first attempt listens, though its wait has not
+	// subscribed yet: the notify key it sets keeps the releases announced
+	// for the waiters of its Client whose turn comes from a holder and who
+	// wait for the release without an attempt of their own (waitNotified).
+	// (Served by the lean acquire instead, a herd of 300 goroutines on five
+	// nodes served 79-108 critical sections a second, against 424-441.)
+	l, pttl, err := c.try(ctx, key, o, notified)
 	if err == nil || !c.mayWait(ctx, err) {
 		return l, err
 	}

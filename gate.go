@@ -94,14 +94,6 @@ func (gs *gates) enter(ctx context.Context, closed <-chan struct{}, key string, 
 	return nil, err
 }
 
-// waiting reports whether any of the Client's notified waiters waits at
-// key's gate.
-func (gs *gates) waiting(key string) bool {
-	gs.mu.Lock()
-	defer gs.mu.Unlock()
-	return gs.m[key] != nil
-}
-
 // newGate subscribes to key's releases on every node. A release wakes the
 // turn only once a majority of nodes has announced it: Unlock releases the
 // nodes in parallel, and an attempt made when the first of them answers
