@@ -477,3 +477,45 @@ func TestAMarkOutlivesAShortLockWithoutMargin(t *testing.T) {
 		t.Fatalf("a newcomer's acquire after the holder's key expired, b queued: %+v %v, want refused", g, err)
 	}
 }
+
+// issue_fence issues a fence above the counter's number whatever the
+// counter holds (absent, behind or ahead of the clock, marked or not), and
+// leaves the counter at that fence, marked if it was or if the caller asks
+// (a caller that works the queue), and then kept at least queueKeep.
+func TestIssueFenceKeepsTheOrderAndTheMark(t *testing.T) {
+	rdb := redistest.Start(t).Client(t)
+	ctx := context.Background()
+	run := redis.NewScript(fenceSrc + `
+local f, m = issue_fence(KEYS[1], ARGV[1], nil, ARGV[2] == '1')
+return {f, tostring(m), redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1])}`)
+	ahead := strconv.FormatInt(time.Now().Add(time.Hour).UnixMicro(), 10)
+	for _, old := range []string{"", "5", "+5", ahead, "+" + ahead, "+0"} {
+		for _, mark := range []string{"0", "1"} {
+			const key = "dlock:fence:{k}"
+			rdb.Del(ctx, key)
+			if old != "" {
+				rdb.Set(ctx, key, old, time.Minute)
+			}
+			res, err := run.Run(ctx, rdb, []string{key}, "100", mark).Slice()
+			if err != nil {
+				t.Fatal(err)
+			}
+			fence, _ := strconv.ParseInt(res[0].(string), 10, 64)
+			last, _ := strconv.ParseInt(old, 10, 64)
+			marked := strings.HasPrefix(old, "+") || mark == "1"
+			if fence <= last || fence <= 0 {
+				t.Errorf("counter %q, mark %s: fence %d, want above %d", old, mark, fence, last)
+			}
+			want := res[0].(string)
+			if marked {
+				want = "+" + want
+			}
+			if res[2] != want || res[1] != strconv.FormatBool(marked) {
+				t.Errorf("counter %q, mark %s: left %v (marked %v), want %q", old, mark, res[2], res[1], want)
+			}
+			if pttl := res[3].(int64); marked && pttl < queueKeep.Milliseconds()-100 || !marked && pttl > 100 {
+				t.Errorf("counter %q, mark %s: kept %d ms", old, mark, pttl)
+			}
+		}
+	}
+}
