@@ -33,6 +33,9 @@ if redis.call('EXISTS', KEYS[3]) == 0 and redis.call('SET', KEYS[1], ARGV[1], 'N
   end
   return fence
 end
+-- The same request run twice: its grant again, as in acquire_lean.lua
+-- (written out in both: a function shared through fence.lua would be
+-- built on every run of the lean acquire).
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   local last = redis.call('GET', KEYS[2]) -- perhaps marked: "+123" reads as 123
   if (tonumber(last) or 0) > 0 then
