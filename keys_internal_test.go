@@ -207,18 +207,25 @@ func TestNamesCache(t *testing.T) {
 }
 
 // The queue's scripts have claimTime, aliveWindow and queueKeep as
-// constants of their own (fence.lua queueKeep too): check that they say
-// what queue.go says.
+// constants of their own (fence.lua and release.lua the longer of
+// queueKeep and notifyWindow too): check that they say what the Go code
+// says.
 func TestScriptsQueueConstantsAreQueueGos(t *testing.T) {
 	want := fmt.Sprintf("local claim_ms, alive_us, keep = %d, %d, '%d'",
 		claimTime.Milliseconds(), aliveWindow.Microseconds(), queueKeep.Milliseconds())
 	if !strings.Contains(preludeSrc, want) {
 		t.Errorf("prelude.lua does not say %s", want)
 	}
-	for _, keep := range []string{fmt.Sprintf("tonumber(keep_ms) < %d then", queueKeep.Milliseconds()), fmt.Sprintf("keep_ms = '%d'", queueKeep.Milliseconds())} {
+	// A marked counter is kept at least as long as the queue's keys and
+	// the notify key (fence.lua; release.lua's raise too).
+	floor := max(queueKeep, notifyWindow).Milliseconds()
+	for _, keep := range []string{fmt.Sprintf("tonumber(keep_ms) < %d then", floor), fmt.Sprintf("keep_ms = '%d'", floor)} {
 		if strings.Count(fenceSrc, keep) != 2 {
-			t.Errorf("fence.lua does not keep a marked counter for queueKeep twice: %s", keep)
+			t.Errorf("fence.lua does not keep a marked counter for %d ms twice: %s", floor, keep)
 		}
+	}
+	if want := fmt.Sprintf("tonumber(keep) < %d then\n        keep = '%d'", floor, floor); !strings.Contains(releaseSrc, want) {
+		t.Errorf("release.lua does not keep a raised marked counter for %d ms: no %s", floor, want)
 	}
 }
 

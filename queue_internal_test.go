@@ -481,7 +481,8 @@ func TestAMarkOutlivesAShortLockWithoutMargin(t *testing.T) {
 // issue_fence issues a fence above the counter's number whatever the
 // counter holds (absent, behind or ahead of the clock, marked or not), and
 // leaves the counter at that fence, marked if it was or if the caller asks
-// (a caller that works the queue), and then kept at least queueKeep.
+// (a caller that works the queue), and then kept at least as long as the
+// queue's keys and the notify key (notifyWindow, the longer).
 func TestIssueFenceKeepsTheOrderAndTheMark(t *testing.T) {
 	rdb := redistest.Start(t).Client(t)
 	ctx := context.Background()
@@ -513,9 +514,44 @@ return {f, tostring(m), redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1])}
 			if res[2] != want || res[1] != strconv.FormatBool(marked) {
 				t.Errorf("counter %q, mark %s: left %v (marked %v), want %q", old, mark, res[2], res[1], want)
 			}
-			if pttl := res[3].(int64); marked && pttl < queueKeep.Milliseconds()-100 || !marked && pttl > 100 {
+			if pttl := res[3].(int64); marked && pttl < notifyWindow.Milliseconds()-100 || !marked && pttl > 100 {
 				t.Errorf("counter %q, mark %s: kept %d ms", old, mark, pttl)
 			}
 		}
 	}
+}
+
+// A listener's mark outlives a short grant and a fence raise: the counter
+// of a marked key is kept at least as long as the notify key (found by
+// review: a grant with a TTL plus margin under 3 s, or a Redlock release's
+// raise, cut the counter's life short, and its mark expired while the
+// listener still listened).
+func TestAListenersMarkOutlivesAShortGrant(t *testing.T) {
+	const k = "lock:listened-mark"
+	rdb := redistest.Start(t).Client(t)
+	n := newNode(rdb, 0)
+	nm := namesOf(k)
+	ctx := context.Background()
+	short := options{ttl: 400 * time.Millisecond}
+	rdb.Set(ctx, k, "A", 10*time.Second)
+	if g, err := n.acquire(ctx, nm, "B", short, true); err != nil || g.ok {
+		t.Fatalf("a listener's attempt on a held key: %+v %v", g, err)
+	}
+	rdb.Del(ctx, k)
+	g, err := n.acquire(ctx, nm, "C", short, false)
+	if err != nil || !g.ok {
+		t.Fatalf("acquire of the free key: %+v %v", g, err)
+	}
+	check := func(when string) {
+		t.Helper()
+		c, p := rdb.Get(ctx, nm.fence()).Val(), rdb.PTTL(ctx, nm.fence()).Val()
+		if !strings.HasPrefix(c, "+") || p < notifyWindow-500*time.Millisecond {
+			t.Fatalf("%s: counter %q kept %v, want marked and kept about %v", when, c, p, notifyWindow)
+		}
+	}
+	check("after a 400-ms grant with a listener")
+	if ok, err := n.release(ctx, nm, "C", g.fence+1000, 300*time.Millisecond, false); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	check("after a release that raised the counter, keeping it 300 ms")
 }

@@ -16,9 +16,9 @@
 -- reading of the clock serves as well, and saves a call.
 --
 -- A marked counter, whose mark must not expire while someone waits, is
--- kept at least as long as the queue's keys after a step (queueKeep), even
--- if the grant's TTL plus the fence margin is shorter (mark.lua,
--- keep_mark).
+-- kept at least as long as the queue's keys after a step (queueKeep, 2 s)
+-- and the notify key after an attempt (notifyWindow, 3 s), even if the
+-- grant's TTL plus the fence margin is shorter (mark.lua, keep_mark).
 --
 -- This runs on every grant, so it is written for speed: the clock is read
 -- once and its two parts joined as text; the usual case, the clock ahead of
@@ -30,8 +30,8 @@
 local function issue_fence(fence_key, keep_ms, t, mark)
   t = t or redis.call('TIME')
   local fence = t[1] .. string.rep('0', 6 - #t[2]) .. t[2]
-  if mark and tonumber(keep_ms) < 2000 then
-    keep_ms = '2000'
+  if mark and tonumber(keep_ms) < 3000 then
+    keep_ms = '3000'
   end
   local old = redis.call('SET', fence_key, mark and '+' .. fence or fence, 'PX', keep_ms, 'GET')
   if not old then
@@ -44,8 +44,8 @@ local function issue_fence(fence_key, keep_ms, t, mark)
     return fence, marked or mark or false
   end
   if mark or marked then
-    if tonumber(keep_ms) < 2000 then
-      keep_ms = '2000'
+    if tonumber(keep_ms) < 3000 then
+      keep_ms = '3000'
     end
     redis.call('SET', fence_key, '+' .. fence, 'PX', keep_ms)
     return fence, true

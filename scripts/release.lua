@@ -54,8 +54,18 @@ local counter -- the fencing counter's value, once read (false: absent)
 if ARGV[2] and ARGV[2] ~= '0' then
   counter = redis.call('GET', KEYS[2])
   if (tonumber(counter) or 0) < tonumber(ARGV[2]) then
-    counter = (string.byte(counter or '') == 43 and '+' or '') .. ARGV[2] -- its mark kept
-    redis.call('SET', KEYS[2], counter, 'PX', ARGV[3]) -- kept as issue_fence keeps it
+    -- Kept as issue_fence keeps it: a mark too, and a marked counter at
+    -- least notifyWindow (fence.lua).
+    local keep = ARGV[3]
+    if string.byte(counter or '') == 43 then
+      counter = '+' .. ARGV[2]
+      if tonumber(keep) < 3000 then
+        keep = '3000'
+      end
+    else
+      counter = ARGV[2]
+    end
+    redis.call('SET', KEYS[2], counter, 'PX', keep)
   end
 end
 -- Usually nobody waits, and one EXISTS says so for both kinds of waiter.
