@@ -203,19 +203,10 @@ func (n *node) acquire(ctx context.Context, nm *lockNames, token string, o optio
 		err   error
 		acked = -1
 	)
-	switch {
-	case o.replicas > 0:
+	if o.replicas > 0 {
 		res, acked, err = n.acquireAcked(ctx, nm.acquire[:], slices.Clone(args), o)
-	case !listens:
-		keys, boxed := nm.leanKeys()
-		res, err = n.scriptBoxed(ctx, acquireLeanScript, keys, boxed, args...).Result()
-		if r, _ := res.(int64); r == leanMarked {
-			// Someone may wait or listen (the counter's mark): acquire.lua
-			// looks at the queue, and the mark, itself.
-			res, err = n.scriptBoxed(ctx, acquireScript, nm.acquire[:], nm.acquireBoxed[:], args...).Result()
-		}
-	default:
-		res, err = n.scriptBoxed(ctx, acquireScript, nm.acquire[:], nm.acquireBoxed[:], args...).Result()
+	} else {
+		res, err = n.runAcquire(ctx, nm, listens, args)
 	}
 	if err != nil {
 		return grant{}, n.fail("acquire", err)
@@ -225,6 +216,21 @@ func (n *node) acquire(ctx context.Context, nm *lockNames, token string, o optio
 		return grant{}, n.fail("acquire", err)
 	}
 	return g, nil
+}
+
+// runAcquire runs acquire_lean for a caller that does not listen, and
+// acquire.lua for one that does, or when the lean script found the key's
+// counter marked (someone may wait or listen: acquire.lua looks at the
+// queue, and the mark, itself).
+func (n *node) runAcquire(ctx context.Context, nm *lockNames, listens bool, args []any) (any, error) {
+	if !listens {
+		keys, boxed := nm.leanKeys()
+		res, err := n.scriptBoxed(ctx, acquireLeanScript, keys, boxed, args...).Result()
+		if r, _ := res.(int64); r != leanMarked {
+			return res, err
+		}
+	}
+	return n.scriptBoxed(ctx, acquireScript, nm.acquire[:], nm.acquireBoxed[:], args...).Result()
 }
 
 // acquired reads the acquire script's reply res (and, with
