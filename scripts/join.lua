@@ -20,8 +20,9 @@
 --
 -- Returns {1, fence, px} when the waiter holds the lock: the key lives px
 -- ms counted from this step (the waiter counts its lease from when it sent
--- it). Returns {0, pttl, score} when the waiter is queued: the holder's
--- remaining TTL and the waiter's place, to rejoin with.
+-- it). Returns {0, 0, score} when the waiter is queued: its place, to
+-- rejoin with. (The 0 was the holder's remaining TTL, which no caller
+-- used: reading it cost every join a call.)
 local handoff, now, alive, claim_ms, h = queue(issue_fence)
 local now_us = now()
 local now_ms = math.floor(now_us / 1000)
@@ -71,5 +72,4 @@ if room then
     return {1, h.fence_of(KEYS[2], KEYS[5], ARGV[1]), h.pttl(KEYS[1], ARGV[1], now_ms)}
   end
 end
-local wait = h.kind(ARGV[1]) == 'm' and redis.call('PTTL', KEYS[1]) or h.wait_ms(KEYS[1], now_ms)
-return {0, wait, score}
+return {0, 0, score}
