@@ -20,7 +20,7 @@ import (
 // the uncontended case, and the few at a time of a lock's hand-offs go
 // straight to the user's client as before.
 //
-// The pipeliner is half duplex, three unordered batches at a time (see
+// The pipeliner is half duplex, five unordered batches at a time (see
 // pipelineOptions).
 //
 // The AutoPipeliner belongs to a client dlock makes for itself from the
@@ -419,7 +419,7 @@ type direct struct{ *redis.Client }
 
 // pipelineOptions configures the pipeliner: half duplex, where a batch is
 // written and its answers read before its connection takes the next, with
-// three batches in flight at once on three connections, unordered: while
+// five batches in flight at once on five connections, unordered: while
 // some wait for the server, the scripts that come meanwhile go out as
 // another. Order between batches does not matter (see coalescer: each
 // goroutine waits for its script's answer before sending the next; a
@@ -429,21 +429,22 @@ type direct struct{ *redis.Client }
 // batches cost the server less per script, and the pause is short beside
 // the round trip the scripts wait for anyway.
 //
-// Measured on 64 goroutines over 64 keys (bench/, -rounds 3, five pairs
-// of runs alternating the two builds): three batches with a 30-µs flush
-// delay made 0.92-1.09x rueidislock's rate (mean 1.00) at 0.86-1.02x its
-// server CPU per lock+unlock, where two batches without a delay made
-// 0.75-0.83x (mean 0.80) at 0.78-0.99x. In one-round runs, three batches
-// with a 60-µs delay made 0.88-0.97x and four batches with 30 µs
-// 0.79-0.97x. Earlier (on this machine's slower days): two batches made
-// 0.82-0.92x at 0.86-0.94x where one ordered batch at a time made
-// 0.59-0.75x at 0.95-1.29x, and full duplex (one connection, commands
-// streamed as they come) 0.86-0.88x at 1.02-1.07x.
+// Measured on 64 goroutines over 64 keys, go-redis v9.23.0 (a probe of
+// dlock alone and rueidislock alone, 3-s rounds, alternating; then
+// bench/, two runs of each setting): three batches with a 30-µs delay,
+// the setting before this one, made 76-80k lock+unlock/s where
+// rueidislock made 79-85k (0.93-0.95x; in bench/ 0.96-0.97x); five with
+// 15 µs made 82-87k (1.00-1.05x; in bench/ 0.97-0.99x) at 1.00-1.04x
+// rueidislock's server CPU per lock+unlock; four, six and eight batches
+// (10-20 µs) made 80-86k, and full duplex 86-89k at 1.07x its server
+// CPU. Without a delay, three batches made 62k. Hot keys (16 and 64
+// goroutines, with and without a 1-ms critical section) and the herd
+// kept their rates and waits with five batches.
 // A script in a batch waits for the batch ahead of it, which would slow a
 // hand-off's chain of scripts (16 goroutines on one key without a
 // critical section fell from 2100-2500 to 830-920 lock+unlock/s when
 // every script after the first in flight was batched); coalesceAbove
 // keeps those out of the batches.
 func pipelineOptions() *redis.AutoPipelineOptions {
-	return &redis.AutoPipelineOptions{MaxConcurrentBatches: 3, Unordered: true, MaxFlushDelay: 30 * time.Microsecond}
+	return &redis.AutoPipelineOptions{MaxConcurrentBatches: 5, Unordered: true, MaxFlushDelay: 15 * time.Microsecond}
 }
