@@ -225,6 +225,9 @@ func (w *queuedWaiter) wait(ctx context.Context, g *waitGroup) (*Lock, error) {
 	for {
 		if check {
 			l, err, inFlight := g.join(ctx, w)
+			if err == errGrantLapsed {
+				continue // check stays true: join again
+			}
 			if l != nil || err != nil {
 				g.exit(w, l == nil && !inFlight)
 				return l, err
@@ -507,6 +510,14 @@ func (g *waitGroup) join(ctx context.Context, w *queuedWaiter) (l *Lock, err err
 		return nil, g.n.unanswered("wait", err), true
 	case err != nil:
 		return nil, err, false
+	case r.granted && time.Since(sent) >= r.px-drift(r.px):
+		// Granted, but the answer came after the lease it gives was over
+		// (a round trip longer than the TTL, less the drift margin): the
+		// key may already be someone else's. As for a first attempt
+		// (judge), such a grant is not a lock. The caller joins again,
+		// which confirms the grant with a fresh lease, or passes it on
+		// when the caller gives up (leave.lua).
+		return nil, errGrantLapsed, false
 	case r.granted:
 		l := newLock(g.c, g.nm, w.token, r.fence, w.o, sent, r.px)
 		if r.px < w.o.ttl {
@@ -522,6 +533,10 @@ func (g *waitGroup) join(ctx context.Context, w *queuedWaiter) (l *Lock, err err
 	w.mu.Unlock()
 	return nil, nil, false
 }
+
+// errGrantLapsed is join's error for a grant whose lease was over when its
+// answer came: the waiter joins again (wait).
+var errGrantLapsed = errors.New("the grant's lease was over when its answer came")
 
 // accept turns a grant delivered to w into its Lock, or returns nil when
 // too little of the lease is left to use (less than a quarter of what a

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/dlock-go/dlock"
 )
 
@@ -160,5 +162,65 @@ func TestManyWaitersAllGetTheLockInTurn(t *testing.T) {
 		case <-time.After(30 * time.Second):
 			t.Fatalf("only %d of %d waiters got the lock", i, waiters)
 		}
+	}
+}
+
+// A grant whose answer comes after the lease it gives is over is not a
+// lock: with every reply 15 ms late and the shortest TTL, Lock keeps
+// waiting (its join confirms the grant anew, or passes it on when the
+// caller gives up) and never returns a lock already lost. (It used to
+// return the queue's grant as it came, its Context already ended.)
+func TestLockNeverReturnsALeaseAlreadyOver(t *testing.T) {
+	rdb := shared.Client(t)
+	rdb.AddHook(lateReplies(15 * time.Millisecond))
+	c := dlock.New(rdb)
+	defer c.Close()
+	k := key(t)
+	for i := 0; i < 3; i++ {
+		ctx, cancel := context.WithTimeout(ctxT(t), 300*time.Millisecond)
+		l, err := c.Lock(ctx, k, dlock.WithTTL(dlock.MinTTL))
+		cancel()
+		if err != nil {
+			if !errors.Is(err, dlock.ErrNotObtained) {
+				t.Errorf("Lock: %v, want ErrNotObtained", err)
+			}
+			continue
+		}
+		if l.Context().Err() != nil {
+			t.Errorf("Lock returned a lock whose lease was over: %v", context.Cause(l.Context()))
+		}
+		_ = l.Unlock(context.Background())
+	}
+	// Whatever the waits left behind, the key is free again at once or
+	// within its TTL.
+	other, _ := newClient(t, shared)
+	eventually(t, "the key is free", func() bool {
+		l, err := other.TryLock(ctxT(t), k, dlock.WithTTL(time.Second))
+		if err != nil {
+			return false
+		}
+		return l.Unlock(ctxT(t)) == nil
+	})
+}
+
+// lateReplies is a go-redis hook that hands each reply to its caller d
+// after it came.
+type lateReplies time.Duration
+
+func (lateReplies) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (d lateReplies) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		time.Sleep(time.Duration(d))
+		return err
+	}
+}
+
+func (d lateReplies) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		time.Sleep(time.Duration(d))
+		return err
 	}
 }
