@@ -225,7 +225,7 @@ func (w *queuedWaiter) wait(ctx context.Context, g *waitGroup) (*Lock, error) {
 	for {
 		if check {
 			l, err, inFlight := g.join(ctx, w)
-			if err == errGrantLapsed {
+			if errors.Is(err, errGrantLapsed) {
 				continue // check stays true: join again
 			}
 			if l != nil || err != nil {
@@ -510,7 +510,7 @@ func (g *waitGroup) join(ctx context.Context, w *queuedWaiter) (l *Lock, err err
 		return nil, g.n.unanswered("wait", err), true
 	case err != nil:
 		return nil, err, false
-	case r.granted && time.Since(sent) >= r.px-drift(r.px):
+	case r.granted && !time.Now().Before(validUntil(sent, r.px)):
 		// Granted, but the answer came after the lease it gives was over
 		// (a round trip longer than the TTL, less the drift margin): the
 		// key may already be someone else's. As for a first attempt
@@ -543,7 +543,7 @@ var errGrantLapsed = errors.New("the grant's lease was over when its answer came
 // hand-off gives), or its step is no longer known.
 func (g *waitGroup) accept(w *queuedWaiter, h *handedOff) *Lock {
 	from, ok := g.sentAt(h.seq)
-	if !ok || time.Until(from.Add(h.lease-drift(h.lease))) < w.px/4 {
+	if !ok || time.Until(validUntil(from, h.lease)) < w.px/4 {
 		return nil
 	}
 	l := newLock(g.c, g.nm, w.token, h.fence, w.o, from, h.lease)

@@ -42,6 +42,12 @@ func drift(ttl time.Duration) time.Duration {
 	return ttl/100 + 2*time.Millisecond
 }
 
+// validUntil is when a grant or renewal of ttl, sent at sent, is safely
+// over: sent + ttl - drift(ttl), the hold ceiling aside (lease.until).
+func validUntil(sent time.Time, ttl time.Duration) time.Time {
+	return sent.Add(ttl - drift(ttl))
+}
+
 // lease is a Lock's local estimate of its validity, and the context that
 // ends with it.
 type lease struct {
@@ -128,7 +134,7 @@ func (ls *lease) over() bool {
 // whether the ceiling limits it: cut is true when ttl was already cut to
 // end at the ceiling.
 func (ls *lease) until(sent time.Time, ttl time.Duration, cut bool) (deadline time.Time, capped bool) {
-	deadline = sent.Add(ttl - drift(ttl))
+	deadline = validUntil(sent, ttl)
 	if !ls.holdEnd.IsZero() && !deadline.Before(ls.holdEnd) {
 		return ls.holdEnd, true
 	}

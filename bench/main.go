@@ -173,9 +173,10 @@ func main() {
 
 	uncontendedLibs := append([]locker{rawFloor(addr), fencedFloor(addr)}, single()...)
 	uncontendedLibs = slices.Insert(uncontendedLibs, 3, dlockTryLocker(addr)) // after dlock's Lock
-	warmUp("uncontended, 1 node", uncontendedLibs)
-	runRounds("uncontended, 1 node", uncontendedLibs, fine, func(l locker, _ int) result {
-		return uncontended(l, "uncontended, 1 node", n)
+	oneNode := "uncontended, 1 node"
+	warmUp(oneNode, uncontendedLibs)
+	runRounds(oneNode, uncontendedLibs, fine, func(l locker, _ int) result {
+		return uncontended(l, oneNode, n)
 	})
 	for _, g := range []int{16, 64} {
 		for _, cs := range []time.Duration{0, time.Millisecond} {
@@ -188,9 +189,10 @@ func main() {
 		return contended(l, 64, 0, per, true)
 	})
 	redlockLibs := []locker{dlockLocker(all), redsyncLocker(all)}
-	warmUp("Redlock 5 nodes, uncontended", redlockLibs)
-	runRounds("Redlock 5 nodes, uncontended", redlockLibs, fine, func(l locker, _ int) result {
-		return uncontended(l, "Redlock 5 nodes, uncontended", n)
+	fiveNodes := "Redlock 5 nodes, uncontended"
+	warmUp(fiveNodes, redlockLibs)
+	runRounds(fiveNodes, redlockLibs, fine, func(l locker, _ int) result {
+		return uncontended(l, fiveNodes, n)
 	})
 	run("Redlock 5 nodes, hot key, 16 g, 1ms CS", []locker{dlockLocker(all), redsyncLocker(all)}, func(l locker, _ int) result {
 		return contended(l, 16, time.Millisecond, per, false)
