@@ -94,6 +94,9 @@ func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (l *Lock,
 		c.startHold(h, outer, l)
 	}()
 	o, err = c.prepare(key, opts)
+	if errors.Is(err, ErrClosed) {
+		return nil, notObtained(err) // as for a wait that Close ends
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -275,6 +278,9 @@ func gaveUp(cause, last error) error {
 // cause: ErrLeaseExpired, ErrMaxHold). A failed final Unlock (a *NodeError)
 // is joined in too: the lock then stays held until its TTL runs out.
 func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context) error, opts ...Option) (err error) {
+	if fn == nil {
+		return invalid("Do with a nil function for %q: nothing to run under the lock", key)
+	}
 	l, err := c.Lock(ctx, key, append(opts[:len(opts):len(opts)], WithAutoRenew())...)
 	if err != nil {
 		return err
@@ -356,13 +362,18 @@ func (c *Client) mayWait(ctx context.Context, err error) bool {
 
 // neverSent reports whether err shows that the command never reached the
 // server (no connection could be had), so that it cannot have granted
-// anything and there is nothing to give back.
+// anything and there is nothing to give back. A connection whose setup the
+// server refused (a wrong password, a database number it does not have)
+// never sent the command either, and NOAUTH refuses a command unrun.
 func neverSent(err error) bool {
 	var oe *net.OpError
 	return errors.As(err, &oe) && oe.Op == "dial" ||
 		errors.Is(err, syscall.ECONNREFUSED) ||
 		errors.Is(err, redis.ErrPoolTimeout) ||
-		errors.Is(err, redis.ErrClosed)
+		errors.Is(err, redis.ErrClosed) ||
+		redis.HasErrorPrefix(err, "WRONGPASS") ||
+		redis.HasErrorPrefix(err, "NOAUTH") ||
+		redis.HasErrorPrefix(err, "DB index is out of range")
 }
 
 // isSlow reports whether a node's error only says that it did not answer

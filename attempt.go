@@ -2,6 +2,7 @@ package dlock
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -120,7 +121,10 @@ func judge(answers []answer[grant], ctxErr error, elapsed, ttl time.Duration) ou
 	for i, a := range answers {
 		switch {
 		case a.abandoned:
-		case a.err == nil && a.v.ok:
+		case a.err == nil && a.v.ok, errors.Is(a.err, ErrNoReplicaAck):
+			// A grant too few replicas acknowledged is a grant all the
+			// same, answered, on the master: given back before the
+			// caller hears the refusal, so that a retry does not meet it.
 			out.giveBack = append(out.giveBack, i)
 		case a.err != nil && !neverSent(a.err):
 			out.uncertain = append(out.uncertain, i)

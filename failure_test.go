@@ -273,7 +273,17 @@ func TestReplicaAckRefusesAGrantTheReplicaDidNotGet(t *testing.T) {
 	if !errors.Is(err, dlock.ErrNoReplicaAck) || errors.Is(err, dlock.ErrNotObtained) {
 		t.Fatalf("TryLock without a replica to ack: %v, want ErrNoReplicaAck", err)
 	}
-	eventually(t, "the unacknowledged grant is given back", func() bool { return rdb.Exists(ctxT(t), k).Val() == 0 })
+	// Given back before the refusal is returned: neither a retry nor
+	// anyone else meets it (it was given back in the background once).
+	short := dlock.WithReplicaAck(1, 20*time.Millisecond)
+	for i := 0; i < 5; i++ {
+		if n := rdb.Exists(ctxT(t), k).Val(); n != 0 {
+			t.Fatalf("try %d: the unacknowledged grant is still held when the refusal came", i)
+		}
+		if _, err := c.TryLock(ctxT(t), k, short); !errors.Is(err, dlock.ErrNoReplicaAck) {
+			t.Fatalf("try %d right after a refusal: %v, want ErrNoReplicaAck", i, err)
+		}
+	}
 	if _, err := c.Lock(ctxT(t), k, ack); !errors.Is(err, dlock.ErrNoReplicaAck) {
 		t.Fatalf("Lock without a replica to ack: %v, want ErrNoReplicaAck at once", err)
 	}

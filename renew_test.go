@@ -237,6 +237,18 @@ func TestDoRunsFnUnderTheLockAndUnlocks(t *testing.T) {
 	}
 }
 
+// Do with no function is bad input, refused before anything is locked.
+func TestDoWithoutAFunctionIsInvalid(t *testing.T) {
+	c, rdb := newClient(t, shared)
+	k := key(t)
+	if err := c.Do(ctxT(t), k, nil); !errors.Is(err, dlock.ErrInvalidArgument) {
+		t.Fatalf("Do(nil) = %v, want ErrInvalidArgument", err)
+	}
+	if rdb.Exists(ctxT(t), k).Val() != 0 {
+		t.Fatal("Do(nil) locked the key")
+	}
+}
+
 func TestDoReportsErrLostWhenTheLockIsLostWhileFnRuns(t *testing.T) {
 	c, rdb := newClient(t, shared)
 	k := key(t)

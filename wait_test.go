@@ -128,6 +128,10 @@ func TestCallsAfterCloseReturnErrClosed(t *testing.T) {
 	if _, err := c.TryLock(ctxT(t), key(t)); !errors.Is(err, dlock.ErrClosed) {
 		t.Errorf("TryLock after Close: %v, want ErrClosed", err)
 	}
+	// As a wait that Close ended: not obtained, because closed.
+	if _, err := c.Lock(ctxT(t), key(t)); !errors.Is(err, dlock.ErrClosed) || !errors.Is(err, dlock.ErrNotObtained) {
+		t.Errorf("Lock after Close: %v, want ErrClosed and ErrNotObtained", err)
+	}
 	// Locks already held can still be released.
 	if err := l.Unlock(ctxT(t)); err != nil {
 		t.Errorf("Unlock after Close: %v", err)
