@@ -132,6 +132,9 @@ func acquireFailed(stderr io.Writer, key string, err error, conflict int) int {
 // said to, instead of quoting a script's error.
 func redisFailed(stderr io.Writer, what, key string, err error) int {
 	switch msg := err.Error(); {
+	case errors.Is(err, dlock.ErrInvalidArgument):
+		fmt.Fprintln(stderr, err)
+		return exitUsage
 	case strings.Contains(msg, "DB index is out of range"):
 		fmt.Fprintf(stderr, "dlock: the database number in the Redis URL is out of range for this server (%s %q)\n", what, key)
 		return exitUsage
@@ -141,6 +144,15 @@ func redisFailed(stderr io.Writer, what, key string, err error) int {
 	}
 	fmt.Fprintf(stderr, "dlock: %s %q: %v\n", what, key, err)
 	return exitRedis
+}
+
+// exitCodeOK checks --conflict-exit-code: an exit status is 0-255 (0, for
+// a job that another copy running already does, is allowed).
+func exitCodeOK(code int) error {
+	if code < 0 || code > 255 {
+		return fmt.Errorf("--conflict-exit-code must be between 0 and 255, got %d", code)
+	}
+	return nil
 }
 
 // durationOK checks a duration flag that must be positive.

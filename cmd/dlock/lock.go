@@ -85,6 +85,9 @@ func lockMain(args []string, stdout, stderr io.Writer) int {
 	if *key == "" {
 		return usageError(stderr, "lock: --key is required")
 	}
+	if err := exitCodeOK(*conflict); err != nil {
+		return usageError(stderr, "lock: %v", err)
+	}
 	c, _, closeAll, err := rf.connect(stderr)
 	if err != nil {
 		return usageError(stderr, "%v", err)

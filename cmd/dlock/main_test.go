@@ -285,6 +285,12 @@ func TestBadInputIsAUsageError(t *testing.T) {
 		{"unlock", "--key", "k"},
 		{"extend", "--key", "k", "--token", "t"},
 		{"status"},
+		{"status", ""},
+		{"status", "dlock:fence:x"}, // dlock's own keys are not locks
+		{"leader", ""},
+		{"leader", "dlock:x"},
+		{"lock", "--key", "k", "--conflict-exit-code", "300"}, // an exit status is 0-255
+		{"run", "--key", "k", "--conflict-exit-code", "-1", "--", "true"},
 		{"nonsense"},
 	} {
 		cmd := dlockCmd(args...)
@@ -458,6 +464,8 @@ func TestUnparsableURLsNeverShowThePassword(t *testing.T) {
 		"redis://:s3cr3tPW@127.0.0.1:6379/%ZZ",
 		"redis://:s3cr3tPW@[::1",
 		"redis://user:s3cr3tPW@127.0.0.1:6379/x",
+		"redis://:s3cr3tPW",                                     // "@host" missing: the password reads as a port
+		"redis://u:s3cr3tPW@127.0.0.1:6379/0?password=s3cr3tPW", // a query parameter go-redis refuses
 	} {
 		for _, args := range [][]string{
 			{"status", "k"}, {"lock", "--key", "k"}, {"lock", "--json", "--key", "k"}, {"run", "--key", "k", "--", "true"},
@@ -515,6 +523,11 @@ func TestFlagsAfterTheKeyAndABadDatabase(t *testing.T) {
 	}
 	if code, _, stderr := run(t, "status", k, "--redis", serverURL()+"/99"); code != exitUsage || !strings.Contains(stderr, "database") {
 		t.Errorf("status on database 99: exit %d, %q; want a usage error", code, stderr)
+	}
+	// Refused at the connection's setup, the lock script never ran: there
+	// is no grant to give back, and no warning about one.
+	if code, _, stderr := run(t, "lock", "--key", k, "--redis", serverURL()+"/99"); code != exitUsage || strings.Contains(stderr, "give back") {
+		t.Errorf("lock on database 99: exit %d, %q; want a usage error alone", code, stderr)
 	}
 	if code, _, stderr := run(t, "lock", "--key", k, "--ttl", "10"); code != exitUsage || !strings.Contains(stderr, "unit") {
 		t.Errorf("--ttl 10: exit %d, %q; want a usage error that asks for a unit", code, stderr)

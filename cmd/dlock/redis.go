@@ -124,31 +124,90 @@ func userinfo(u string) (start, end int, ok bool) {
 	return start, start + at, at >= 0
 }
 
-// masked returns u with its userinfo (user:password@) masked, whether or
-// not u parses: the password becomes "xxxxx", the user name stays.
+// masked returns u with whatever may be a password masked as "xxxxx",
+// whether or not u parses (secrets says what): the user name stays.
 func masked(u string) string {
-	start, end, ok := userinfo(u)
-	if !ok {
+	if start, end, ok := userinfo(u); ok {
+		info := "xxxxx" // a bare "secret@host" is go-redis's password
+		if user, _, ok := strings.Cut(u[start:end], ":"); ok {
+			info = user + ":xxxxx"
+		}
+		u = u[:start] + info + u[end:]
+	} else if i, j, ok := oddPort(u); ok {
+		u = u[:i] + "xxxxx" + u[j:]
+	}
+	q := strings.IndexByte(u, '?')
+	if q < 0 {
 		return u
 	}
-	info := "xxxxx" // a bare "secret@host" is go-redis's password
-	if user, _, ok := strings.Cut(u[start:end], ":"); ok {
-		info = user + ":xxxxx"
+	params := strings.Split(u[q+1:], "&")
+	for n, p := range params {
+		if name, _, ok := strings.Cut(p, "="); ok && secretName(name) {
+			params[n] = name + "=xxxxx"
+		}
 	}
-	return u[:start] + info + u[end:]
+	return u[:q+1] + strings.Join(params, "&")
 }
 
-// secret returns the password part of u's userinfo ("" if none), whether
-// or not u parses.
-func secret(u string) string {
-	start, end, ok := userinfo(u)
-	if !ok {
-		return ""
+// secrets returns the parts of u that may be a password, whether or not u
+// parses: the password of its userinfo (all of a bare "secret@"), or,
+// without userinfo, a port that is not a number (the password of
+// "redis://:secret" with its "@host" missing), and the values of query
+// parameters named like a password.
+func secrets(u string) []string {
+	var out []string
+	if start, end, ok := userinfo(u); ok {
+		info := u[start:end]
+		if _, pw, ok := strings.Cut(info, ":"); ok {
+			info = pw
+		}
+		out = append(out, info)
+	} else if i, j, ok := oddPort(u); ok {
+		out = append(out, u[i:j])
 	}
-	if _, pw, ok := strings.Cut(u[start:end], ":"); ok {
-		return pw
+	if q := strings.IndexByte(u, '?'); q >= 0 {
+		for _, p := range strings.Split(u[q+1:], "&") {
+			if name, v, ok := strings.Cut(p, "="); ok && secretName(name) {
+				out = append(out, v)
+			}
+		}
 	}
-	return u[start:end]
+	return out
+}
+
+// oddPort finds, in a u without userinfo, a port that is not a number:
+// u[i:j], ok false when there is none.
+func oddPort(u string) (i, j int, ok bool) {
+	start := 0
+	if k := strings.Index(u, "://"); k >= 0 {
+		start = k + 3
+	}
+	end := len(u)
+	if k := strings.IndexAny(u[start:], "/?#"); k >= 0 {
+		end = start + k
+	}
+	c := strings.LastIndexByte(u[start:end], ':')
+	if c < 0 {
+		return 0, 0, false
+	}
+	i, j = start+c+1, end
+	port := u[i:j]
+	if port == "" || strings.Trim(port, "0123456789") == "" {
+		return 0, 0, false
+	}
+	return i, j, true
+}
+
+// secretName reports whether a query parameter's name looks like one
+// that holds a password or a token.
+func secretName(name string) bool {
+	name = strings.ToLower(name)
+	for _, s := range []string{"pass", "pwd", "secret", "token", "auth"} {
+		if strings.Contains(name, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // redact returns u with its password masked (for display).
@@ -166,9 +225,11 @@ func redactAll(urls []string) []string {
 // the raw URL and its unescaped password alike.
 func scrub(err error, u string) error {
 	text := err.Error()
-	for _, pw := range []string{secret(u), unescaped(secret(u))} {
-		if len(pw) >= 1 {
-			text = strings.ReplaceAll(text, pw, "xxxxx")
+	for _, s := range secrets(u) {
+		for _, pw := range []string{s, unescaped(s)} {
+			if len(pw) >= 1 {
+				text = strings.ReplaceAll(text, pw, "xxxxx")
+			}
 		}
 	}
 	if text == err.Error() {
