@@ -3,6 +3,7 @@ package dlock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -52,7 +53,12 @@ func (c *Client) try(ctx context.Context, key string, o options, listens bool) (
 		a.held.pending = newPendingGrants(c.nodes, answers)
 		return a.held, 0, nil
 	}
-	a.giveBack(ctx, c.nodesAt(out.giveBack))
+	if !a.giveBack(ctx, c.nodesAt(out.giveBack)) && ctx.Err() != nil && !errors.Is(out.err, ctx.Err()) {
+		// The caller stopped waiting for the give-back: a retry may still
+		// meet the grant for a moment, so the error says why (as when ctx
+		// ends before the acquire's own answer).
+		out.err = fmt.Errorf("%w (%w: the grant is given back in the background)", out.err, ctx.Err())
+	}
 	for _, i := range out.uncertain {
 		a.releaseUncertain(c.nodes[i], 0, answers[i].err)
 	}
@@ -223,12 +229,13 @@ func lateGiveBack(g grant, err error, joinable bool) bool {
 
 // giveBack releases the attempt's token on nodes, in parallel, waiting for
 // the answers within the node timeout and while ctx lasts (the releases
-// finish in the background either way).
-func (a *attempt) giveBack(ctx context.Context, nodes []*node) {
+// finish in the background either way). It reports whether all answered
+// in time.
+func (a *attempt) giveBack(ctx context.Context, nodes []*node) (done bool) {
 	if len(nodes) == 0 {
-		return
+		return true
 	}
-	round[struct{}]{op: "release", timeout: a.o.nodeTimeoutFor(len(a.c.nodes)),
+	answers := round[struct{}]{op: "release", timeout: a.o.nodeTimeoutFor(len(a.c.nodes)),
 		call: func(ctx context.Context, n *node) (struct{}, error) {
 			ctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
 			defer cancel()
@@ -236,6 +243,12 @@ func (a *attempt) giveBack(ctx context.Context, nodes []*node) {
 			return struct{}{}, nil
 		},
 	}.ask(ctx, a.c, nodes)
+	for _, ans := range answers {
+		if ans.abandoned {
+			return false
+		}
+	}
+	return true
 }
 
 // release gives the attempt's token back on n, raising n's fencing counter

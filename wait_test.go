@@ -3,6 +3,7 @@ package dlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -226,5 +227,61 @@ func (d lateReplies) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 		err := next(ctx, cmds)
 		time.Sleep(time.Duration(d))
 		return err
+	}
+}
+
+// An acquire refused for want of replica acknowledgements is given back
+// before the refusal returns, unless the caller's context ended while the
+// give-back was under way, which its error then says: a refusal that does
+// not match the context's error never leaves the key held. (Every request
+// sent 15 ms late; contexts that end before, during and after the
+// give-back.)
+func TestARefusedReplicaAckLeavesTheKeyFreeOrSaysTheContextEnded(t *testing.T) {
+	rdb := shared.Client(t)
+	rdb.AddHook(lateRequests(15 * time.Millisecond))
+	c := dlock.New(rdb)
+	defer c.Close()
+	admin := shared.Client(t)
+	base := key(t)
+	var keys []string
+	for d := 10 * time.Millisecond; d <= 80*time.Millisecond; d += 5 * time.Millisecond {
+		// A key each: an attempt whose context ended before its request
+		// went out may still be granted, and given back, later.
+		k := fmt.Sprintf("%s:%v", base, d)
+		keys = append(keys, k)
+		ctx, cancel := context.WithTimeout(ctxT(t), d)
+		_, err := c.TryLock(ctx, k, dlock.WithReplicaAck(1, 10*time.Millisecond))
+		cancel()
+		held := admin.Exists(ctxT(t), k).Val() == 1
+		switch {
+		case err == nil:
+			t.Fatalf("context %v: obtained without a replica to acknowledge", d)
+		case errors.Is(err, context.DeadlineExceeded):
+		case !errors.Is(err, dlock.ErrNoReplicaAck):
+			t.Fatalf("context %v: %v, want ErrNoReplicaAck or the context's error", d, err)
+		case held:
+			t.Fatalf("context %v: %v, and the refused grant is still held", d, err)
+		}
+	}
+	eventually(t, "every key is free", func() bool { return admin.Exists(ctxT(t), keys...).Val() == 0 })
+}
+
+// lateRequests is a go-redis hook that sends each request d after it was
+// made.
+type lateRequests time.Duration
+
+func (lateRequests) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (d lateRequests) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		time.Sleep(time.Duration(d))
+		return next(ctx, cmd)
+	}
+}
+
+func (d lateRequests) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		time.Sleep(time.Duration(d))
+		return next(ctx, cmds)
 	}
 }
