@@ -466,6 +466,12 @@ func TestUnparsableURLsNeverShowThePassword(t *testing.T) {
 		"redis://user:s3cr3tPW@127.0.0.1:6379/x",
 		"redis://:s3cr3tPW",                                     // "@host" missing: the password reads as a port
 		"redis://u:s3cr3tPW@127.0.0.1:6379/0?password=s3cr3tPW", // a query parameter go-redis refuses
+		"redis://u:pw@127.0.0.1:6379/0?p%61ssword=s3cr3tPW",     // named with an escape
+		"redis://:s3cr3tPW:1234",                                // parses, but its host is the password
+		"redis://:87654321",                                     // all digits, and no port
+		"redis://:hun#s3cr3tPW",
+		"redis://:s3cr3tPW/x@127.0.0.1:6379/0",     // read by the parser as a port, "s3cr3tPW"
+		"redis://127.0.0.1:6379,redis://:s3cr3tPW", // a list given as one URL
 	} {
 		for _, args := range [][]string{
 			{"status", "k"}, {"lock", "--key", "k"}, {"lock", "--json", "--key", "k"}, {"run", "--key", "k", "--", "true"},
@@ -487,7 +493,7 @@ func TestUnparsableURLsNeverShowThePassword(t *testing.T) {
 				if !errors.As(err, &ee) || ee.ExitCode() != exitUsage {
 					t.Errorf("%q %q: %v, want exit %d", u, args, err, exitUsage)
 				}
-				if strings.Contains(out.String(), "s3cr3tPW") || !strings.Contains(out.String(), "xxxxx") {
+				if strings.Contains(out.String(), "s3cr3tPW") || strings.Contains(out.String(), "87654321") || !strings.Contains(out.String(), "xxxxx") {
 					t.Errorf("%q %q: output %q shows the password or not the masked URL", u, args, out.String())
 				}
 			}
@@ -626,4 +632,22 @@ func redlockNodes(t *testing.T, n int) (nodes []*redistest.Server, flags []strin
 		flags = append(flags, "--redis", "redis://"+s.Addr())
 	}
 	return nodes, flags
+}
+
+// Masking leaves a URL without a password as it is, IPv6 hosts and an '@'
+// in the query included, and masks only the password of one that has it.
+func TestMaskingLeavesTheRestOfAURLAlone(t *testing.T) {
+	for u, want := range map[string]string{
+		"redis://127.0.0.1:6379/0":                    "redis://127.0.0.1:6379/0",
+		"redis://[::1]/0":                             "redis://[::1]/0",
+		"redis://[::1]:6380/2":                        "redis://[::1]:6380/2",
+		"redis://127.0.0.1:6441/0?client_name=me@box": "redis://127.0.0.1:6441/0?client_name=me@box",
+		"rediss://u:pw@cache.example:6380/1":          "rediss://u:xxxxx@cache.example:6380/1",
+		"redis://:pw@127.0.0.1:6379/0":                "redis://:xxxxx@127.0.0.1:6379/0",
+		"redis://127.0.0.1:6379 ":                     "redis://127.0.0.1:6379 ",
+	} {
+		if got := masked(u); got != want {
+			t.Errorf("masked(%q) = %q, want %q", u, got, want)
+		}
+	}
 }

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -100,6 +102,10 @@ func (r *redisFlags) connect(stderr io.Writer) (c *dlock.Client, rdbs []*redis.C
 // missing.
 func parseRedisURL(u string) (*redis.Options, error) {
 	opts, err := redis.ParseURL(u)
+	if _, odd := secretSpans(u); err == nil && odd {
+		// go-redis would dial a host named after the password.
+		return nil, fmt.Errorf("bad Redis URL %q: a port that is not a number (is the '@' after a password missing?)", masked(u))
+	}
 	if err == nil {
 		return opts, nil
 	}
@@ -114,93 +120,180 @@ func parseRedisURL(u string) (*redis.Options, error) {
 	return nil, fmt.Errorf("bad Redis URL %q: %s", masked(u), msg)
 }
 
-// userinfo finds the userinfo of u (the part before the host's "@"),
-// whether or not u parses: u[start:end], ok false when there is none.
-func userinfo(u string) (start, end int, ok bool) {
-	if i := strings.Index(u, "://"); i >= 0 {
-		start = i + 3
-	}
-	at := strings.LastIndex(u[start:], "@")
-	return start, start + at, at >= 0
-}
-
 // masked returns u with whatever may be a password masked as "xxxxx",
-// whether or not u parses (secrets says what): the user name stays.
+// whether or not u parses (secretSpans says what): the user name, host and
+// port stay.
 func masked(u string) string {
-	if start, end, ok := userinfo(u); ok {
-		info := "xxxxx" // a bare "secret@host" is go-redis's password
-		if user, _, ok := strings.Cut(u[start:end], ":"); ok {
-			info = user + ":xxxxx"
-		}
-		u = u[:start] + info + u[end:]
-	} else if i, j, ok := oddPort(u); ok {
-		u = u[:i] + "xxxxx" + u[j:]
+	spans, _ := secretSpans(u)
+	for i := len(spans) - 1; i >= 0; i-- {
+		u = u[:spans[i][0]] + "xxxxx" + u[spans[i][1]:]
 	}
-	q := strings.IndexByte(u, '?')
-	if q < 0 {
-		return u
-	}
-	params := strings.Split(u[q+1:], "&")
-	for n, p := range params {
-		if name, _, ok := strings.Cut(p, "="); ok && secretName(name) {
-			params[n] = name + "=xxxxx"
-		}
-	}
-	return u[:q+1] + strings.Join(params, "&")
+	return u
 }
 
-// secrets returns the parts of u that may be a password, whether or not u
-// parses: the password of its userinfo (all of a bare "secret@"), or,
-// without userinfo, a port that is not a number (the password of
-// "redis://:secret" with its "@host" missing), and the values of query
-// parameters named like a password.
+// secrets returns the parts of u that may be a password (see secretSpans).
 func secrets(u string) []string {
-	var out []string
-	if start, end, ok := userinfo(u); ok {
-		info := u[start:end]
-		if _, pw, ok := strings.Cut(info, ":"); ok {
-			info = pw
-		}
-		out = append(out, info)
-	} else if i, j, ok := oddPort(u); ok {
-		out = append(out, u[i:j])
+	spans, _ := secretSpans(u)
+	out := make([]string, 0, len(spans))
+	for _, sp := range spans {
+		out = append(out, u[sp[0]:sp[1]])
 	}
-	if q := strings.IndexByte(u, '?'); q >= 0 {
-		for _, p := range strings.Split(u[q+1:], "&") {
-			if name, v, ok := strings.Cut(p, "="); ok && secretName(name) {
-				out = append(out, v)
-			}
+	if parses(u) {
+		return out
+	}
+	// A parser's error may quote a piece of a malformed password as a
+	// port: "redis://:pa/ss@host" reads as host "" and port "pa".
+	for _, part := range strings.Split(u, ",") {
+		start := 0
+		if i := strings.Index(part, "://"); i >= 0 {
+			start = i + 3
+		}
+		end := len(part)
+		if i := strings.IndexAny(part[start:], "/?#"); i >= 0 {
+			end = start + i
+		}
+		if strings.Contains(part[start:end], "@") {
+			continue
+		}
+		for _, f := range oddFields(part, start, end) {
+			out = append(out, part[f[0]:f[1]])
 		}
 	}
 	return out
 }
 
-// oddPort finds, in a u without userinfo, a port that is not a number:
-// u[i:j], ok false when there is none.
-func oddPort(u string) (i, j int, ok bool) {
-	start := 0
-	if k := strings.Index(u, "://"); k >= 0 {
-		start = k + 3
+// secretSpans returns where u may hold a password, in order: u[sp[0]:sp[1]]
+// for each span. They are the password of its userinfo (all of a bare
+// "secret@host", go-redis's password); without userinfo, every field after
+// the host's first ':' that is not a port number (as in "redis://:secret"
+// or "redis://:secret:6379", whose '@host' is missing: odd reports those);
+// the values of query parameters named like a password or a token; and a
+// fragment. A URL that does not parse is read a part at a time between
+// commas (a list given as one URL), and its userinfo may run past a '/',
+// '?' or '#' to the last '@'.
+func secretSpans(u string) (spans [][2]int, odd bool) {
+	ok := parses(u)
+	if ok || !strings.Contains(u, ",") {
+		spans, odd = partSpans(u, 0, ok)
+	} else {
+		offset := 0
+		for _, part := range strings.Split(u, ",") {
+			sp, o := partSpans(part, offset, false)
+			spans, odd = append(spans, sp...), odd || o
+			offset += len(part) + 1
+		}
 	}
-	end := len(u)
-	if k := strings.IndexAny(u[start:], "/?#"); k >= 0 {
-		end = start + k
-	}
-	c := strings.LastIndexByte(u[start:end], ':')
-	if c < 0 {
-		return 0, 0, false
-	}
-	i, j = start+c+1, end
-	port := u[i:j]
-	if port == "" || strings.Trim(port, "0123456789") == "" {
-		return 0, 0, false
-	}
-	return i, j, true
+	slices.SortFunc(spans, func(a, b [2]int) int { return a[0] - b[0] })
+	return spans, odd
 }
 
-// secretName reports whether a query parameter's name looks like one
-// that holds a password or a token.
+// parses reports whether go-redis takes u as a Redis URL.
+func parses(u string) bool {
+	_, err := redis.ParseURL(u)
+	return err == nil
+}
+
+// partSpans is secretSpans for one URL u, found at offset of what the
+// spans index; ok tells that u parses.
+func partSpans(u string, offset int, ok bool) (spans [][2]int, odd bool) {
+	add := func(i, j int) { spans = append(spans, [2]int{offset + i, offset + j}) }
+	start := 0
+	if i := strings.Index(u, "://"); i >= 0 {
+		start = i + 3
+	}
+	// As url.Parse reads it: the query and fragment are cut off first,
+	// then the path; the userinfo ends at the authority's last '@'.
+	end := len(u)
+	if i := strings.IndexAny(u[start:], "/?#"); i >= 0 {
+		end = start + i
+	}
+	at := strings.LastIndex(u[start:end], "@")
+	if at < 0 && !ok {
+		at = strings.LastIndex(u[start:], "@")
+	}
+	host := start
+	if at >= 0 {
+		info := u[start : start+at]
+		if c := strings.IndexByte(info, ':'); c >= 0 {
+			add(start+c+1, start+at)
+		} else {
+			add(start, start+at)
+		}
+		host = start + at + 1
+		end = len(u)
+		if i := strings.IndexAny(u[host:], "/?#"); i >= 0 {
+			end = host + i
+		}
+	} else {
+		for _, f := range oddFields(u, start, end) {
+			add(f[0], f[1])
+			odd = true
+		}
+	}
+	rest := u[host:]
+	if f := strings.IndexByte(rest, '#'); f >= 0 {
+		add(host+f+1, len(u))
+		rest = rest[:f]
+	}
+	if q := strings.IndexByte(rest, '?'); q >= 0 {
+		i := host + q + 1
+		for _, p := range strings.Split(rest[q+1:], "&") {
+			if name, v, ok := strings.Cut(p, "="); ok && secretName(name) {
+				add(i+len(name)+1, i+len(name)+1+len(v))
+			}
+			i += len(p) + 1
+		}
+	}
+	return spans, odd
+}
+
+// oddFields returns the fields of the authority u[start:end] (no userinfo)
+// after its host that are not port numbers: [i, j) pairs.
+func oddFields(u string, start, end int) (fields [][2]int) {
+	a := u[start:end]
+	i := 0
+	if strings.HasPrefix(a, "[") { // an IPv6 address: its colons are not ports'
+		j := strings.IndexByte(a, ']')
+		if j < 0 {
+			return nil
+		}
+		i = j + 1
+	} else if c := strings.IndexByte(a, ':'); c >= 0 {
+		i = c
+	} else {
+		return nil
+	}
+	for i < len(a) {
+		if a[i] != ':' {
+			return append(fields, [2]int{start + i, end}) // "[::1]x": not a port either
+		}
+		j := strings.IndexByte(a[i+1:], ':')
+		if j < 0 {
+			j = len(a)
+		} else {
+			j += i + 1
+		}
+		if f := a[i+1 : j]; f != "" && !isPort(f) {
+			fields = append(fields, [2]int{start + i + 1, start + j})
+		}
+		i = j
+	}
+	return fields
+}
+
+// isPort reports whether f is a TCP port number.
+func isPort(f string) bool {
+	f = strings.TrimSpace(f) // "6379 ", pasted: the error should show it
+	n, err := strconv.Atoi(f)
+	return err == nil && n > 0 && n <= 65535 && strings.Trim(f, "0123456789") == ""
+}
+
+// secretName reports whether a query parameter's name (escaped or not)
+// looks like one that holds a password or a token.
 func secretName(name string) bool {
+	if v, err := url.QueryUnescape(name); err == nil {
+		name = v
+	}
 	name = strings.ToLower(name)
 	for _, s := range []string{"pass", "pwd", "secret", "token", "auth"} {
 		if strings.Contains(name, s) {
