@@ -144,14 +144,7 @@ func secrets(u string) []string {
 	// A parser's error may quote a piece of a malformed password as a
 	// port: "redis://:pa/ss@host" reads as host "" and port "pa".
 	for _, part := range strings.Split(u, ",") {
-		start := 0
-		if i := strings.Index(part, "://"); i >= 0 {
-			start = i + 3
-		}
-		end := len(part)
-		if i := strings.IndexAny(part[start:], "/?#"); i >= 0 {
-			end = start + i
-		}
+		start, end := authority(part)
 		if strings.Contains(part[start:end], "@") {
 			continue
 		}
@@ -193,20 +186,26 @@ func parses(u string) bool {
 	return err == nil
 }
 
+// authority returns where u's authority is, as url.Parse reads it: after
+// the scheme's "://", up to the first '/', '?' or '#' (the query and
+// fragment are cut off first, then the path; the userinfo ends at the
+// authority's last '@').
+func authority(u string) (start, end int) {
+	if i := strings.Index(u, "://"); i >= 0 {
+		start = i + 3
+	}
+	end = len(u)
+	if i := strings.IndexAny(u[start:], "/?#"); i >= 0 {
+		end = start + i
+	}
+	return start, end
+}
+
 // partSpans is secretSpans for one URL u, found at offset of what the
 // spans index; ok tells that u parses.
 func partSpans(u string, offset int, ok bool) (spans [][2]int, odd bool) {
 	add := func(i, j int) { spans = append(spans, [2]int{offset + i, offset + j}) }
-	start := 0
-	if i := strings.Index(u, "://"); i >= 0 {
-		start = i + 3
-	}
-	// As url.Parse reads it: the query and fragment are cut off first,
-	// then the path; the userinfo ends at the authority's last '@'.
-	end := len(u)
-	if i := strings.IndexAny(u[start:], "/?#"); i >= 0 {
-		end = start + i
-	}
+	start, end := authority(u)
 	at := strings.LastIndex(u[start:end], "@")
 	if at < 0 && !ok {
 		at = strings.LastIndex(u[start:], "@")
