@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 )
@@ -243,12 +244,7 @@ func (a *attempt) giveBack(ctx context.Context, nodes []*node) (done bool) {
 			return struct{}{}, nil
 		},
 	}.ask(ctx, a.c, nodes)
-	for _, ans := range answers {
-		if ans.abandoned {
-			return false
-		}
-	}
-	return true
+	return !slices.ContainsFunc(answers, func(a answer[struct{}]) bool { return a.abandoned })
 }
 
 // release gives the attempt's token back on n, raising n's fencing counter

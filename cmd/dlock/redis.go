@@ -102,7 +102,7 @@ func (r *redisFlags) connect(stderr io.Writer) (c *dlock.Client, rdbs []*redis.C
 // missing.
 func parseRedisURL(u string) (*redis.Options, error) {
 	opts, err := redis.ParseURL(u)
-	if _, odd := secretSpans(u); err == nil && odd {
+	if _, _, odd := secretSpans(u); err == nil && odd {
 		// go-redis would dial a host named after the password.
 		return nil, fmt.Errorf("bad Redis URL %q: a port that is not a number (is the '@' after a password missing?)", masked(u))
 	}
@@ -124,33 +124,20 @@ func parseRedisURL(u string) (*redis.Options, error) {
 // whether or not u parses (secretSpans says what): the user name, host and
 // port stay.
 func masked(u string) string {
-	spans, _ := secretSpans(u)
+	spans, _, _ := secretSpans(u)
 	for i := len(spans) - 1; i >= 0; i-- {
 		u = u[:spans[i][0]] + "xxxxx" + u[spans[i][1]:]
 	}
 	return u
 }
 
-// secrets returns the parts of u that may be a password (see secretSpans).
+// secrets returns the parts of u that may be a password, or a piece of
+// one that an error may quote (see secretSpans).
 func secrets(u string) []string {
-	spans, _ := secretSpans(u)
-	out := make([]string, 0, len(spans))
-	for _, sp := range spans {
+	spans, quoted, _ := secretSpans(u)
+	var out []string
+	for _, sp := range append(spans, quoted...) {
 		out = append(out, u[sp[0]:sp[1]])
-	}
-	if parses(u) {
-		return out
-	}
-	// A parser's error may quote a piece of a malformed password as a
-	// port: "redis://:pa/ss@host" reads as host "" and port "pa".
-	for _, part := range strings.Split(u, ",") {
-		start, end := authority(part)
-		if strings.Contains(part[start:end], "@") {
-			continue
-		}
-		for _, f := range oddFields(part, start, end) {
-			out = append(out, part[f[0]:f[1]])
-		}
 	}
 	return out
 }
@@ -163,21 +150,23 @@ func secrets(u string) []string {
 // the values of query parameters named like a password or a token; and a
 // fragment. A URL that does not parse is read a part at a time between
 // commas (a list given as one URL), and its userinfo may run past a '/',
-// '?' or '#' to the last '@'.
-func secretSpans(u string) (spans [][2]int, odd bool) {
+// '?' or '#' to the last '@'; quoted are then the pieces of that userinfo
+// which a parser reads as a port, and may quote in its error
+// ("redis://:pa/ss@host" reads as host "" and port "pa").
+func secretSpans(u string) (spans, quoted [][2]int, odd bool) {
 	ok := parses(u)
-	if ok || !strings.Contains(u, ",") {
-		spans, odd = partSpans(u, 0, ok)
-	} else {
-		offset := 0
-		for _, part := range strings.Split(u, ",") {
-			sp, o := partSpans(part, offset, false)
-			spans, odd = append(spans, sp...), odd || o
-			offset += len(part) + 1
-		}
+	parts := []string{u}
+	if !ok {
+		parts = strings.Split(u, ",")
+	}
+	offset := 0
+	for _, part := range parts {
+		sp, q, o := partSpans(part, offset, ok)
+		spans, quoted, odd = append(spans, sp...), append(quoted, q...), odd || o
+		offset += len(part) + 1
 	}
 	slices.SortFunc(spans, func(a, b [2]int) int { return a[0] - b[0] })
-	return spans, odd
+	return spans, quoted, odd
 }
 
 // parses reports whether go-redis takes u as a Redis URL.
@@ -203,12 +192,20 @@ func authority(u string) (start, end int) {
 
 // partSpans is secretSpans for one URL u, found at offset of what the
 // spans index; ok tells that u parses.
-func partSpans(u string, offset int, ok bool) (spans [][2]int, odd bool) {
+func partSpans(u string, offset int, ok bool) (spans, quoted [][2]int, odd bool) {
+	shift := func(fields [][2]int) [][2]int {
+		for i := range fields {
+			fields[i][0], fields[i][1] = fields[i][0]+offset, fields[i][1]+offset
+		}
+		return fields
+	}
 	add := func(i, j int) { spans = append(spans, [2]int{offset + i, offset + j}) }
 	start, end := authority(u)
 	at := strings.LastIndex(u[start:end], "@")
 	if at < 0 && !ok {
-		at = strings.LastIndex(u[start:], "@")
+		if at = strings.LastIndex(u[start:], "@"); at >= 0 {
+			quoted = shift(oddFields(u, start, end))
+		}
 	}
 	host := start
 	if at >= 0 {
@@ -219,15 +216,8 @@ func partSpans(u string, offset int, ok bool) (spans [][2]int, odd bool) {
 			add(start, start+at)
 		}
 		host = start + at + 1
-		end = len(u)
-		if i := strings.IndexAny(u[host:], "/?#"); i >= 0 {
-			end = host + i
-		}
-	} else {
-		for _, f := range oddFields(u, start, end) {
-			add(f[0], f[1])
-			odd = true
-		}
+	} else if fields := oddFields(u, start, end); len(fields) > 0 {
+		spans, odd = append(spans, shift(fields)...), true
 	}
 	rest := u[host:]
 	if f := strings.IndexByte(rest, '#'); f >= 0 {
@@ -237,13 +227,13 @@ func partSpans(u string, offset int, ok bool) (spans [][2]int, odd bool) {
 	if q := strings.IndexByte(rest, '?'); q >= 0 {
 		i := host + q + 1
 		for _, p := range strings.Split(rest[q+1:], "&") {
-			if name, v, ok := strings.Cut(p, "="); ok && secretName(name) {
+			if name, v, found := strings.Cut(p, "="); found && secretName(name) {
 				add(i+len(name)+1, i+len(name)+1+len(v))
 			}
 			i += len(p) + 1
 		}
 	}
-	return spans, odd
+	return spans, quoted, odd
 }
 
 // oddFields returns the fields of the authority u[start:end] (no userinfo)

@@ -82,8 +82,9 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 		return usageError(stderr, "run: --kill-after must be positive")
 	case *permits < 0:
 		return usageError(stderr, "run: --permits must be at least 1 (or 0 for a plain lock)")
-	case exitCodeOK(*conflict) != nil:
-		return usageError(stderr, "run: %v", exitCodeOK(*conflict))
+	}
+	if err := exitCodeOK(*conflict); err != nil {
+		return usageError(stderr, "run: %v", err)
 	}
 	opts := []dlock.Option{dlock.WithTTL(*ttl), dlock.WithAutoRenew()}
 	if *maxHold != 0 {
