@@ -267,7 +267,8 @@ func gaveUp(cause, last error) error {
 
 // Do runs fn while holding the lock on key: it waits for the lock like Lock
 // (bounded by ctx), renews it automatically (WithAutoRenew is implied), runs
-// fn, and unlocks, also when fn panics (the panic then continues).
+// fn, and unlocks, also when fn panics (the panic then continues). A nil
+// fn is ErrInvalidArgument, refused before anything is locked.
 //
 // fn's context ends when ctx ends or when the lock's Context does (released,
 // lost, lease expired, or the WithMaxHold ceiling); its deadline is the
