@@ -171,13 +171,29 @@ func main() {
 	fine := 10 * *rounds
 	n := max(*cycles/fine, 1)
 
-	uncontendedLibs := append([]locker{rawFloor(addr), fencedFloor(addr)}, single()...)
-	uncontendedLibs = slices.Insert(uncontendedLibs, 3, dlockTryLocker(addr)) // after dlock's Lock
-	oneNode := "uncontended, 1 node"
-	warmUp(oneNode, uncontendedLibs)
-	runRounds(oneNode, uncontendedLibs, fine, func(l locker, _ int) result {
-		return uncontended(l, oneNode, n)
-	})
+	uncontendedLibs := func() []locker {
+		libs := append([]locker{rawFloor(addr), fencedFloor(addr)}, single()...)
+		return slices.Insert(libs, 3, dlockTryLocker(addr)) // after dlock's Lock
+	}
+	for _, oneCPU := range []bool{false, true} {
+		scenario := "uncontended, 1 node"
+		if oneCPU {
+			scenario += ", one CPU"
+		}
+		libs := uncontendedLibs()
+		rounds := func() {
+			warmUp(scenario, libs)
+			runRounds(scenario, libs, fine, func(l locker, _ int) result {
+				return uncontended(l, scenario, n)
+			})
+		}
+		if !oneCPU || skip(scenario) {
+			rounds()
+		} else if err := onOneCPU(m.admins[0], rounds); err != nil {
+			fmt.Fprintln(os.Stderr, "uncontended on one CPU:", err)
+			os.Exit(1)
+		}
+	}
 	for _, g := range []int{16, 64} {
 		for _, cs := range []time.Duration{0, time.Millisecond} {
 			run(fmt.Sprintf("hot key, %d goroutines, %v CS", g, cs), single(), func(l locker, _ int) result {
