@@ -1,3 +1,5 @@
+//go:debug updatemaxprocs=0
+
 // Command bench compares dlock with bsm/redislock, go-redsync/redsync and
 // rueidis/rueidislock on the same redis-server processes, which it starts on
 // loopback and stops, and writes BENCHMARKS.md with a table and an SVG chart.
@@ -189,7 +191,7 @@ func main() {
 		}
 		if !oneCPU || skip(scenario) {
 			rounds()
-		} else if err := onOneCPU(m.admins[0], rounds); err != nil {
+		} else if err := onOneCPU(nodes[0].Pid(), rounds); err != nil {
 			fmt.Fprintln(os.Stderr, "uncontended on one CPU:", err)
 			os.Exit(1)
 		}

@@ -23,7 +23,7 @@ func writeReport(path, chartName string, results []result, mem []memoryRow) erro
 	fmt.Fprintf(&b, "and waits in its own way: dlock in its FIFO queue (Redlock: notifications), bsm/redislock retrying every 1 ms,\n")
 	fmt.Fprintf(&b, "redsync retrying every 1 ms (its default is 50-250 ms) without giving up, rueidislock through client-side-caching\n")
 	fmt.Fprintf(&b, "invalidations with one key per lock. CS is the critical section (a sleep while holding the lock); wait is the\n")
-	fmt.Fprintf(&b, "time a lock call took. *dlock* rows are its Lock; the uncontended one-node scenario also has its TryLock.\n")
+	fmt.Fprintf(&b, "time a lock call took. *dlock* rows are its Lock; the uncontended one-node scenarios also have its TryLock.\n")
 	fmt.Fprintf(&b, "Each contended scenario runs every library in %d interleaved rounds, and each\n", *rounds)
 	fmt.Fprintf(&b, "uncontended one in %d rounds of %d cycles, so that the machine's changing load falls on all alike; still,\n", 10**rounds, max(*cycles/(10**rounds), 1))
 	fmt.Fprintf(&b, "numbers move by 10-30%% between runs on a shared 2-core machine. The uncontended single-node cycle runs twice:\n")

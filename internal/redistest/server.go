@@ -112,6 +112,14 @@ func Start(tb testing.TB, args ...string) *Server {
 // Addr returns the server's host:port.
 func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.Port) }
 
+// Pid is the process id of the running redis-server, 0 when none runs.
+func (s *Server) Pid() int {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
 // Options returns go-redis options for the server, with short timeouts that
 // suit tests against loopback.
 func (s *Server) Options() *redis.Options {
