@@ -91,12 +91,17 @@ func (nm *lockNames) fence() string { return nm.all[1] }
 // holders is the hash of a semaphore's or read-write lock's holders' fences.
 func (nm *lockNames) holders() string { return nm.all[4] }
 
-// leanKeys are the KEYS of acquire_lean and release_lean, the scripts of
-// the uncontended path: the lock key and its fencing counter, and their
-// boxed forms. Every declared key costs the server on every run (mark.lua
-// has the measurement).
+// leanKeys are the KEYS of acquire_lean, the uncontended path's acquire:
+// the lock key and its fencing counter, and their boxed forms. Every
+// declared key costs the server on every run (mark.lua has the
+// measurement).
 func (nm *lockNames) leanKeys() ([]string, []any) {
 	return nm.acquire[:2], nm.acquireBoxed[:2]
+}
+
+// leanReleaseKeys are release_lean's KEYS: the lock key alone, and boxed.
+func (nm *lockNames) leanReleaseKeys() ([]string, []any) {
+	return nm.acquire[:1], nm.acquireBoxed[:1]
 }
 
 // releaseKeys are the release script's KEYS: all six.

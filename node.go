@@ -348,10 +348,10 @@ func holderTTL(v any) time.Duration {
 // listen. It reports whether the key held the token. lean says that nobody
 // is likely to wait or listen (the lock was not waited for): a mutex on one
 // node, with no fence to raise and none of this Client's waiters on the
-// key, is then released by release_lean, which declares two keys instead
-// of six and, should the counter's mark say that someone may wait or
-// listen (mark.lua), changes nothing, so that the full release follows (one round trip more, on a key that has
-// just become contended).
+// key, is then released by release_lean, which declares one key instead
+// of six and, should the holder's mark say that someone may wait or
+// listen (mark.lua), changes nothing, so that the full release follows
+// (one round trip more, on a key that has just become contended).
 //
 // It is always a script, even where DELEX exists: the delete and the
 // hand-off to the next waiter must be one atomic step, or a newcomer could
@@ -366,7 +366,7 @@ func (n *node) release(ctx context.Context, nm *lockNames, token string, fence i
 	}
 	group := n.releasingGroup(nm.key, token)
 	if lean && fence == 0 && group == "" {
-		keys, boxed := nm.leanKeys()
+		keys, boxed := nm.leanReleaseKeys()
 		v, err := n.scriptBoxed(ctx, releaseLeanScript, keys, boxed, token).Int64()
 		if err != nil {
 			return false, n.fail("release", err)
@@ -418,8 +418,9 @@ func (n *node) releaseFull(ctx context.Context, nm *lockNames, token string, fen
 	return false, nil
 }
 
-// leanWaited is release_lean's answer, and leanMarked acquire_lean's, when
-// the key's counter is marked: someone may wait or listen (mark.lua).
+// leanWaited is release_lean's answer when the holder's token is marked,
+// and leanMarked acquire_lean's when the key's counter is: someone may wait
+// or listen (mark.lua).
 const (
 	leanWaited = 2
 	leanMarked = -3
@@ -461,7 +462,13 @@ func (n *node) extend(ctx context.Context, nm *lockNames, token string, ttl, kee
 	case shared(token):
 		v, err = n.script(ctx, sharedExtendScript, []string{nm.key, nm.holders(), nm.fence()}, token, ttl.Milliseconds(), keep.Milliseconds()).Int64()
 	case n.hasNative(ctx):
-		return n.extendNative(ctx, nm, token, ttl, keep)
+		if ok, err := n.extendNative(ctx, nm, token, ttl, keep); ok || err != nil {
+			return ok, err
+		}
+		// Refused: the key may hold the token with the holder's mark
+		// (scripts/mark.lua), which SET IFEQ does not take for the token
+		// and the script does.
+		fallthrough
 	default:
 		v, err = n.script(ctx, extendScript, []string{nm.key, nm.fence()}, token, ttl.Milliseconds(), keep.Milliseconds()).Int64()
 	}
@@ -515,6 +522,7 @@ func (n *node) inspect(ctx context.Context, key, token string) (keyState, error)
 	}
 	var st keyState
 	st.value, st.exists = res[0].(string)
+	st.value = strings.TrimSuffix(st.value, "+") // the holder's mark (scripts/mark.lua): no token ends with one
 	pttl, _ := res[1].(int64)
 	st.pttl = time.Duration(pttl) * time.Millisecond
 	if pttl < 0 {

@@ -293,50 +293,76 @@ func TestAJoinBehindItsClientsHolderWaitsForTheRelease(t *testing.T) {
 	}
 }
 
-// release_lean deletes a key only when the counter's mark says nobody
-// waits or listens; when someone may, it changes nothing and answers 2,
-// and release, asked to be lean, then runs the full release, which hands
-// the lock on, or announces it, or clears a mark nobody needs any more.
+// markAware is a token of the length newToken makes (28 characters), which
+// tells the scripts that its holder reads the holder's mark (mark.lua).
+func markAware(name string) string { return name + strings.Repeat("x", 28-len(name)) }
+
+// release_lean deletes a key only when its holder's mark says nobody waits
+// or listens; when someone may, it changes nothing and answers 2, and
+// release, asked to be lean, then runs the full release, which hands the
+// lock on, or announces it, or clears a mark nobody needs any more.
 func TestALeanReleaseLeavesAContendedKeyToTheFullOne(t *testing.T) {
 	const k = "lock:lean"
-	rdb, n, nm := heldOnANode(t, k)
+	rdb := redistest.Start(t).Client(t)
+	n, nm := newNode(rdb, 0), namesOf(k)
 	ctx := context.Background()
+	o := options{ttl: time.Minute}
+	holder := markAware("holder")
+	if g, err := n.acquire(ctx, nm, holder, o, false); err != nil || !g.ok {
+		t.Fatal(g, err)
+	}
 	lean := func(token string) int64 {
 		t.Helper()
-		keys, _ := nm.leanKeys()
+		keys, _ := nm.leanReleaseKeys()
 		v, err := releaseLeanScript.Run(ctx, rdb, keys, token).Int64()
 		if err != nil {
 			t.Fatal(err)
 		}
 		return v
 	}
-	if v := lean("not-the-holder"); v != 0 {
+	if v := lean(markAware("not-the-holder")); v != 0 {
 		t.Fatalf("another token's lean release: %d, want 0", v)
 	}
-	w := &queuedWaiter{id: "w", token: "tok-w", o: options{ttl: time.Minute}}
+	w := &queuedWaiter{id: "w", token: markAware("tok-w"), o: o}
 	if r, err := n.join(ctx, nm, w, "gw", 1, "0"); err != nil || r.granted {
 		t.Fatalf("join: %+v %v", r, err)
 	}
-	if v := lean("holder"); v != leanWaited {
+	if got := rdb.Get(ctx, k).Val(); got != holder+"+" {
+		t.Fatalf("the key holds %q with a waiter in line, want the holder's token marked", got)
+	}
+	if ok, err := n.extend(ctx, nm, holder, time.Minute, time.Minute); err != nil || !ok {
+		t.Fatalf("extending a marked holder: %v %v", ok, err)
+	}
+	if st, err := n.inspect(ctx, k, ""); err != nil || st.value != holder {
+		t.Fatalf("inspect shows %q %v, want the token without its mark", st.value, err)
+	}
+	if v := lean(holder); v != leanWaited {
 		t.Fatalf("lean release with a waiter in line: %d, want %d", v, leanWaited)
 	}
-	if got := rdb.Get(ctx, k).Val(); got != "holder" {
+	if got := rdb.Get(ctx, k).Val(); got != holder+"+" {
 		t.Fatalf("the key holds %q after a lean release that found a waiter, want it unchanged", got)
 	}
-	if ok, err := n.release(ctx, nm, "holder", 0, 0, true); err != nil || !ok {
+	if ok, err := n.release(ctx, nm, holder, 0, 0, true); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
-	if got := rdb.Get(ctx, k).Val(); got != "tok-w" {
-		t.Fatalf("the release went to %q, want the waiter", got)
+	if got := rdb.Get(ctx, k).Val(); got != w.token+"+" {
+		t.Fatalf("the release went to %q, want the waiter, marked", got)
+	}
+	if ok, err := n.release(ctx, nm, w.token, 0, 0, true); err != nil || !ok {
+		t.Fatal(ok, err)
 	}
 
 	// A listener without a queue (a Redlock waiter's attempt, which sets
-	// the notify key) is left to the full release too, which tells it.
-	rdb.Set(ctx, k, "holder2", time.Minute)
-	if g, err := n.acquire(ctx, nm, "listener", options{ttl: time.Minute}, true); err != nil || g.ok {
+	// the notify key) marks the holder too, and is left to the full
+	// release, which tells it.
+	holder2 := markAware("holder2")
+	if g, err := n.acquire(ctx, nm, holder2, o, false); err != nil || !g.ok {
+		t.Fatal(g, err)
+	}
+	if g, err := n.acquire(ctx, nm, markAware("listener"), o, true); err != nil || g.ok {
 		t.Fatalf("a listener's attempt on a held key: %+v %v", g, err)
 	}
-	if v := lean("holder2"); v != leanWaited {
+	if v := lean(holder2); v != leanWaited {
 		t.Fatalf("lean release with a listener: %d, want %d", v, leanWaited)
 	}
 	sub := rdb.Subscribe(ctx, nm.wake)
@@ -344,28 +370,63 @@ func TestALeanReleaseLeavesAContendedKeyToTheFullOne(t *testing.T) {
 	if _, err := sub.Receive(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := n.release(ctx, nm, "holder2", 0, 0, true); err != nil || !ok {
+	if ok, err := n.release(ctx, nm, holder2, 0, 0, true); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
 	if m, err := sub.ReceiveMessage(ctx); err != nil || m.Payload != "released" {
 		t.Fatalf("the listener heard %v %v, want released", m, err)
 	}
 
-	// The listener is gone, its mark not yet: the full release clears it,
-	// and the next lean release deletes the key.
+	// While it still listens, a new holder gets the holder's mark with
+	// the key.
+	holder3 := markAware("holder3")
+	if g, err := n.acquire(ctx, nm, holder3, o, false); err != nil || !g.ok {
+		t.Fatal(g, err)
+	}
+	if got := rdb.Get(ctx, k).Val(); got != holder3+"+" {
+		t.Fatalf("the key holds %q with a listener, want the new holder's token marked", got)
+	}
+	if ok, err := n.release(ctx, nm, holder3, 0, 0, true); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+
+	// The listener is gone, its counter's mark not yet: the next acquire
+	// (the full one, on the marked counter) clears it, and the key's
+	// release is lean.
 	rdb.Del(ctx, nm.all[5])
-	for _, holder := range []string{"holder3", "holder4"} {
-		rdb.Set(ctx, k, holder, time.Minute)
-		if ok, err := n.release(ctx, nm, holder, 0, 0, true); err != nil || !ok {
-			t.Fatal(ok, err)
-		}
+	holder4 := markAware("holder4")
+	if g, err := n.acquire(ctx, nm, holder4, o, false); err != nil || !g.ok {
+		t.Fatal(g, err)
 	}
 	if c := rdb.Get(ctx, nm.fence()).Val(); strings.HasPrefix(c, "+") {
-		t.Fatalf("the counter is %q after a release that found nobody, want its mark cleared", c)
+		t.Fatalf("the counter is %q after an acquire that found nobody, want its mark cleared", c)
 	}
-	rdb.Set(ctx, k, "holder5", time.Minute)
-	if v := lean("holder5"); v != 1 || rdb.Exists(ctx, k).Val() != 0 {
+	if v := lean(holder4); v != 1 || rdb.Exists(ctx, k).Val() != 0 {
 		t.Fatalf("lean release of an uncontended key: %d, key left: %d", v, rdb.Exists(ctx, k).Val())
+	}
+}
+
+// A waiter leaves the token of an older version's holder (20 random bytes,
+// 27 characters) as it is: that version's release, extension and checks
+// compare the key's value with the token exactly. So is a value of any
+// other shape, which dlock did not write.
+func TestAWaiterLeavesAnOlderVersionsTokenUnmarked(t *testing.T) {
+	rdb := redistest.Start(t).Client(t)
+	n, ctx := newNode(rdb, 0), context.Background()
+	for _, old := range []string{strings.Repeat("a", 27), strings.Repeat("b", 29), "tok-old", strings.Repeat("c", 27) + "+x", strings.Repeat("d", 28) + "!"} {
+		k := "lock:old:" + old
+		nm := namesOf(k)
+		rdb.Set(ctx, k, old, time.Minute)
+		w := &queuedWaiter{id: "w", token: markAware("tok-w"), o: options{ttl: time.Minute}}
+		if r, err := n.join(ctx, nm, w, "gw", 1, "0"); err != nil || r.granted {
+			t.Fatalf("join: %+v %v", r, err)
+		}
+		if got := rdb.Get(ctx, k).Val(); got != old {
+			t.Fatalf("a waiter turned the holder's value %q into %q", old, got)
+		}
+		if c := rdb.Get(ctx, nm.fence()).Val(); !strings.HasPrefix(c, "+") {
+			t.Fatalf("the counter is %q with a waiter queued, want it marked", c)
+		}
 	}
 }
 

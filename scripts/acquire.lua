@@ -23,20 +23,26 @@
 -- jump the line). As acquire_lean, a key of another kind is a WRONGTYPE
 -- error, and a key that already holds this token is its fence.
 --
--- The counter's mark (mark.lua) is kept right here: on a grant the queue
--- is empty, so a mark stays only while someone listens; a caller that
--- listens keeps it, as long as the notify key.
+-- The marks (mark.lua) are kept right here: on a grant the queue is empty,
+-- so the counter's mark stays only while someone listens, and then the new
+-- holder gets its own; a caller that listens sets both and keeps the
+-- counter's as long as the notify key.
 if redis.call('EXISTS', KEYS[3]) == 0 and redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   local fence, marked = issue_fence(KEYS[2], ARGV[3])
-  if marked and redis.call('EXISTS', KEYS[4]) == 0 then
-    set_mark(KEYS[2], false, nil, '+' .. fence)
+  if marked then
+    if redis.call('EXISTS', KEYS[4]) == 0 then
+      set_mark(KEYS[2], false, nil, '+' .. fence)
+    else -- someone listens: the holder's release must announce it
+      mark_holder(KEYS[1])
+    end
   end
   return fence
 end
 -- The same request run twice: its grant again, as in acquire_lean.lua
 -- (written out in both: a function shared through fence.lua would be
 -- built on every run of the lean acquire).
-if redis.call('GET', KEYS[1]) == ARGV[1] then
+local value = redis.call('GET', KEYS[1])
+if value == ARGV[1] or value == ARGV[1] .. '+' then -- perhaps marked since (mark.lua)
   local last = redis.call('GET', KEYS[2]) -- perhaps marked: "+123" reads as 123
   if (tonumber(last) or 0) > 0 then
     return last
@@ -45,6 +51,6 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
 end
 if ARGV[4] then
   redis.call('SET', KEYS[4], '1', 'PX', ARGV[4])
-  keep_mark(KEYS[2], ARGV[4])
+  keep_mark(KEYS[2], ARGV[4], KEYS[1])
 end
 return redis.call('PTTL', KEYS[1])

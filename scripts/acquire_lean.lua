@@ -34,8 +34,10 @@ end
 -- GET answers WRONGTYPE for a semaphore's or read-write lock's key (a
 -- sorted set), and shows a grant to this very token: the same request run
 -- twice (go-redis retries a command whose connection broke, and the first
--- run may have granted it) answers the grant again rather than "taken".
-if redis.call('GET', KEYS[1]) == ARGV[1] then
+-- run may have granted it) answers the grant again rather than "taken",
+-- with the holder's mark (mark.lua) a waiter may have added since.
+local value = redis.call('GET', KEYS[1])
+if value == ARGV[1] or value == ARGV[1] .. '+' then
   local last = redis.call('GET', KEYS[2]) -- perhaps marked: "+123" reads as 123
   if (tonumber(last) or 0) > 0 then
     return last

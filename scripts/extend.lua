@@ -8,8 +8,9 @@
 -- ARGV[2]  new TTL, milliseconds
 -- ARGV[3]  how long to keep the fencing counter at least, milliseconds
 --
--- Returns 1 when extended, 0 when the key does not hold the token: then
--- nothing is changed (in particular, an expired lock is not re-created).
+-- Returns 1 when extended, 0 when the key does not hold the token (or the
+-- token with the holder's mark, mark.lua): then nothing is changed (in
+-- particular, an expired lock is not re-created).
 local value = redis.pcall('GET', KEYS[1])
 if type(value) == 'table' then
   if string.sub(value.err, 1, 9) == 'WRONGTYPE' then
@@ -17,7 +18,7 @@ if type(value) == 'table' then
   end
   return value
 end
-if value ~= ARGV[1] then
+if value ~= ARGV[1] and value ~= ARGV[1] .. '+' then -- perhaps marked (mark.lua)
   return 0
 end
 if redis.call('PTTL', KEYS[2]) < tonumber(ARGV[3]) then

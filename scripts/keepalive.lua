@@ -20,7 +20,7 @@
 -- lists the roll call's ids that are neither queued nor the last grant's.
 local handoff, now, alive, _, h = queue(issue_fence)
 local now_us = now()
-alive(KEYS[3], KEYS[4], KEYS[2], ARGV[1], now_us, ARGV[2])
+alive(KEYS[1], KEYS[3], KEYS[4], KEYS[2], ARGV[1], now_us, ARGV[2])
 handoff(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[3], ARGV[4]) -- if it is free, or has room
 local now_ms = math.floor(now_us / 1000)
 local grant, granted = {}, nil

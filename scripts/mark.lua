@@ -1,30 +1,50 @@
--- mark: the fencing counter's mark, prepended (scripts.go) to the scripts
--- that queue or listen for a lock (join, keepalive, acquire), or that may
--- clear the mark (release). fence.lua comes first.
+-- mark: the marks that say someone may wait or listen for a lock,
+-- prepended (scripts.go) to the scripts that queue or listen for a lock
+-- (join, keepalive, acquire), or that may clear the mark (release).
+-- fence.lua comes first.
 --
--- A counter whose value starts with '+' ("+1764680000000123") is marked:
--- someone may wait in the key's queue or listen for its release. The
--- scripts of the uncontended path (acquire_lean, release_lean) declare the
--- lock key and its counter only, and read the counter anyway (the acquire
--- writes the next fence over it with SET ... GET; the release GETs it), so
--- a mark costs them no command and no declared key; each of those would
--- cost the server on every run (measured with the scripts alone, in
--- pipelines of 64: 8.7-9.1 us of server CPU per lock+unlock with two
--- EXISTS on two more keys each, 7.8-8.2 with the counter's mark). On a
--- marked counter they change nothing and leave the decision to the full
--- scripts (acquire, release), which look at the queue and the notify key
--- themselves and clear a mark nobody needs any more.
+-- There are two, read by the two scripts of the uncontended path, each of
+-- which reads its key anyway, so that a mark costs them no command and no
+-- declared key (each of those costs the server on every run):
+--
+-- - The counter's mark, for the lean acquire (acquire_lean.lua, which
+--   writes the next fence over the counter with SET ... GET): a counter
+--   whose value starts with '+' ("+1764680000000123") is marked.
+-- - The holder's mark, for the lean release (release_lean.lua, which GETs
+--   the lock key to compare it with its token): a mutex's value with a '+'
+--   after the token ("<token>+") is marked.
+--
+-- Measured with the scripts alone, in pipelines of 64: 8.7-9.1 us of
+-- server CPU per lock+unlock with two EXISTS on two more keys each,
+-- 7.8-8.2 with the counter's mark read by both scripts. With the release
+-- reading the counter too (one more declared key and a GET), one goroutine
+-- on one CPU with its server (bench/, "one CPU") cost the server 1.0-1.3 us
+-- more per lock+unlock than with the holder's mark (the release declaring
+-- the lock key alone), about 8% of the cycle.
+--
+-- On a mark, the lean scripts change nothing and leave the decision to the
+-- full scripts (acquire, release), which look at the queue and the notify
+-- key themselves and clear a counter's mark nobody needs any more (the
+-- holder's goes with the key the release deletes).
 --
 -- So a mark may be stale (set, with nobody waiting: one round trip more per
 -- lock and per release until a full script clears it, which it does once
 -- the queue and the notify key are gone: up to the notify window, 3 s,
 -- after the last listener), but must not be missing while someone waits:
--- whoever queues or listens keeps it (join, keepalive, a listening
--- acquire: keep_mark), and issue_fence keeps it when it writes a fence. A
--- counter lost with the data loses its mark too; the waiters' keepalive
--- then hands over a key that was freed unannounced, and sets the mark
--- again. (Older dlock versions neither set nor keep the mark: README,
--- "Upgrading".)
+-- whoever queues or listens sets both and keeps them (join, keepalive, a
+-- listening acquire: keep_mark); issue_fence keeps the counter's when it
+-- writes a fence; a hand-off gives the lock with the holder's mark (give,
+-- prelude.lua), and a full acquire that leaves the counter marked (someone
+-- listens) takes the lock with it. A mark lost with the data goes with
+-- what it marks (a lost lock key has no holder left to release it); the
+-- waiters' keepalive then hands over the key that was freed unannounced,
+-- and marks again. (Older dlock versions neither set nor keep the marks:
+-- README, "Upgrading".)
+--
+-- Only a holder whose version reads the holder's mark gets one: its token
+-- has 28 characters before any '.' (newToken, 21 random bytes), where the
+-- tokens of older versions, which compare the lock key's value with their
+-- token exactly, have 27 (20 bytes); theirs are left as they are.
 --
 -- Lua's tonumber and Go's strconv.ParseInt both read "+123" as 123, so a
 -- marked counter is still the number it was to every reader, older dlock
@@ -49,11 +69,39 @@ local function set_mark(fence_key, on, keep_ms, v)
   end
 end
 
--- keep_mark marks the counter for someone who waits or listens for keep_ms
--- from now, and keeps the counter at least that long: it may expire sooner
--- (a grant keeps it for the TTL plus the fence margin, which may be 0), and
--- its mark must not go with it while the waiter is still there.
-local function keep_mark(fence_key, keep_ms)
+-- marked_value is what a mutex's key holds for token when someone may wait
+-- or listen: the token and a '+', if its holder reads the holder's mark
+-- (28 URL-safe base64 characters, then nothing or '.'); the token itself
+-- otherwise, as for an older version's token or a value dlock did not
+-- write.
+local function marked_value(token)
+  local after = string.byte(token, 29) -- after 28 characters: none, or '.'
+  if (after == nil or after == 46) and #string.match(token, '^[%w_%-]*') >= 28 then
+    return token .. '+'
+  end
+  return token
+end
+
+-- mark_holder gives the mutex held at lock_key, if any, the holder's mark.
+-- (A key of another kind answers GET with an error, and is left alone: its
+-- release has no lean form.)
+local function mark_holder(lock_key)
+  local v = redis.pcall('GET', lock_key)
+  if type(v) == 'string' and string.byte(v, -1) ~= 43 then
+    local marked = marked_value(v)
+    if marked ~= v then
+      redis.call('SET', lock_key, marked, 'KEEPTTL')
+    end
+  end
+end
+
+-- keep_mark marks the counter, and the holder of the lock at lock_key, for
+-- someone who waits or listens for keep_ms from now, and keeps the counter
+-- at least that long: it may expire sooner (a grant keeps it for the TTL
+-- plus the fence margin, which may be 0), and its mark must not go with it
+-- while the waiter is still there.
+local function keep_mark(fence_key, keep_ms, lock_key)
+  mark_holder(lock_key)
   set_mark(fence_key, true, keep_ms)
   local pttl = redis.call('PTTL', fence_key)
   if pttl >= 0 and pttl < tonumber(keep_ms) then

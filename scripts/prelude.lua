@@ -110,7 +110,7 @@ local function holders()
       error(v)
     end
     if m then
-      return v == token, v == false
+      return v == token or v == token .. '+', v == false -- perhaps marked (mark.lua)
     end
     return v ~= false and tonumber(v) > now
   end
@@ -119,7 +119,9 @@ local function holders()
   -- give makes token a holder for px ms from now, with fence.
   local function give(lock_key, holders_key, token, px, now, fence)
     if kind(token) == 'm' then
-      redis.call('SET', lock_key, token, 'PX', tostring(px))
+      -- Marked: others may wait (mark.lua). A stale mark costs the
+      -- holder's release one round trip more, as the counter's does.
+      redis.call('SET', lock_key, marked_value(token), 'PX', tostring(px))
       return
     end
     redis.call('ZADD', lock_key, string.format('%.0f', now + px), token)
@@ -201,13 +203,14 @@ local function queue(issue_fence)
 
   -- alive records a step of group at server time now_us with sequence
   -- number seq, keeps the queue's keys for twice the alive window, and
-  -- marks the fencing counter (mark.lua): someone waits, so the lean
-  -- scripts must leave the key to the full ones.
-  local function alive(queue_key, waiters_key, fence_key, group, now_us, seq)
+  -- marks the fencing counter and the holder of lock_key (mark.lua):
+  -- someone waits, so the lean scripts must leave the key to the full
+  -- ones.
+  local function alive(lock_key, queue_key, waiters_key, fence_key, group, now_us, seq)
     redis.call('HSET', waiters_key, '@' .. group, string.format('%.0f', now_us) .. ' ' .. seq)
     redis.call('PEXPIRE', queue_key, keep)
     redis.call('PEXPIRE', waiters_key, keep)
-    keep_mark(fence_key, keep)
+    keep_mark(fence_key, keep, lock_key)
   end
 
   -- handoff gives the lock to the first live waiters of its queue while

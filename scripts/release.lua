@@ -46,7 +46,7 @@ if type(value) == 'table' then
   end
   return value
 end
-if value ~= ARGV[1] then
+if value ~= ARGV[1] and value ~= ARGV[1] .. '+' then -- perhaps marked (mark.lua)
   return 0
 end
 redis.call('DEL', KEYS[1])
