@@ -23,7 +23,7 @@
 //     until the TTL runs out.
 //   - No deadlock: the key always has an expiry. No code path sets it
 //     without one, so a crashed holder blocks others for at most the TTL.
-//   - Owner-only release: the value is a fresh 168-bit random token per
+//   - Owner-only release: the value is a fresh 160-bit random token per
 //     acquisition, and Unlock, Extend and TTL act only while the key still
 //     holds that token, checked and applied in one server-side step (a Lua
 //     script; Extend uses SET IFEQ on Redis 8.4+). A holder whose lock expired

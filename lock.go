@@ -147,10 +147,10 @@ func (l *Lock) renewSlot() chan struct{} {
 func (l *Lock) Key() string { return l.names.key }
 
 // Token returns this acquisition's random owner token: the value stored at
-// the key while the lock is held (168 bits from crypto/rand, URL-safe
-// base64), with a '+' after it while others may wait or listen for the key
-// (scripts/mark.lua). Treat it as a secret: whoever has it can release the
-// lock.
+// the key while the lock is held (160 bits from crypto/rand, URL-safe
+// base64; a mutex's ends with "-hm"), with a '+' after it while others may
+// wait or listen for the key (scripts/mark.lua). Treat it as a secret:
+// whoever has it can release the lock.
 func (l *Lock) Token() string { return l.token }
 
 // Fence returns the fencing token issued with this acquisition: a number
@@ -450,19 +450,23 @@ func (l *Lock) isReleased() bool {
 	return l.released
 }
 
-// newToken returns 168 random bits from crypto/rand as URL-safe text, 28
-// characters: the Redis guidance asks for about 20 random bytes, unique
-// across all clients and all acquisitions. (Older versions used 20 bytes,
-// 27 characters: a token of 28 tells the scripts that its holder reads the
-// holder's mark, scripts/mark.lua.) A campaign's token also carries the candidate's
+// newToken returns 160 random bits from crypto/rand as URL-safe text: the
+// Redis guidance asks for about 20 random bytes, unique across all clients
+// and all acquisitions. A mutex's token ends with "-hm" (so it is still
+// URL-safe base64, 30 characters), which tells the scripts that its holder
+// reads the holder's mark (scripts/mark.lua; older versions' tokens are the
+// random part alone). A campaign's token also carries the candidate's
 // value (election.go); a semaphore permit's or read-write hold's starts
 // with its kind (semaphore.go).
 func newToken(o options) (string, error) {
-	b := make([]byte, 21)
+	b := make([]byte, 20)
 	if _, err := rand.Read(b); err != nil {
 		return "", fmt.Errorf("dlock: reading random token: %w", err)
 	}
 	token := o.kind + base64.RawURLEncoding.EncodeToString(b)
+	if o.kind == "" {
+		token += holderMarkSuffix
+	}
 	if o.candidate {
 		token += "." + base64.RawURLEncoding.EncodeToString([]byte(o.value))
 	}

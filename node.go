@@ -365,7 +365,7 @@ func (n *node) release(ctx context.Context, nm *lockNames, token string, fence i
 		return v == 1, nil
 	}
 	group := n.releasingGroup(nm.key, token)
-	if lean && fence == 0 && group == "" {
+	if lean && fence == 0 && group == "" && readsHolderMark(token) {
 		keys, boxed := nm.leanReleaseKeys()
 		v, err := n.scriptBoxed(ctx, releaseLeanScript, keys, boxed, token).Int64()
 		if err != nil {
@@ -416,6 +416,29 @@ func (n *node) releaseFull(ctx context.Context, nm *lockNames, token string, fen
 		return true, nil
 	}
 	return false, nil
+}
+
+// holderMarkSuffix ends a mutex token of a version that reads the holder's
+// mark (newToken, scripts/mark.lua).
+const holderMarkSuffix = "-hm"
+
+// readsHolderMark reports whether token's holder reads the holder's mark,
+// by the rule of mark.lua's marked_value: 27 URL-safe base64 characters
+// and "-hm", then nothing or '.' and a candidate's value. Waiters mark no
+// other holder, so only such a token's release may be lean; one given to
+// Client.Attach by an older version's caller may have waiters that marked
+// the counter alone.
+func readsHolderMark(token string) bool {
+	id, _, _ := strings.Cut(token, ".")
+	if len(id) != 30 || !strings.HasSuffix(id, holderMarkSuffix) {
+		return false
+	}
+	for _, c := range id[:27] {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 // leanWaited is release_lean's answer when the holder's token is marked,

@@ -293,9 +293,10 @@ func TestAJoinBehindItsClientsHolderWaitsForTheRelease(t *testing.T) {
 	}
 }
 
-// markAware is a token of the length newToken makes (28 characters), which
-// tells the scripts that its holder reads the holder's mark (mark.lua).
-func markAware(name string) string { return name + strings.Repeat("x", 28-len(name)) }
+// markAware is a token of the shape newToken makes (27 characters and
+// "-hm"), which tells the scripts that its holder reads the holder's mark
+// (mark.lua).
+func markAware(name string) string { return name + strings.Repeat("x", 27-len(name)) + "-hm" }
 
 // release_lean deletes a key only when its holder's mark says nobody waits
 // or listens; when someone may, it changes nothing and answers 2, and
@@ -406,27 +407,79 @@ func TestALeanReleaseLeavesAContendedKeyToTheFullOne(t *testing.T) {
 	}
 }
 
-// A waiter leaves the token of an older version's holder (20 random bytes,
-// 27 characters) as it is: that version's release, extension and checks
-// compare the key's value with the token exactly. So is a value of any
-// other shape, which dlock did not write.
-func TestAWaiterLeavesAnOlderVersionsTokenUnmarked(t *testing.T) {
+// A waiter marks only a holder whose token has newToken's shape: it leaves
+// the token of an older version's holder (20 random bytes, 27 characters,
+// no "-hm") as it is, since that version's release, extension and checks
+// compare the key's value with the token exactly, and so is a value of
+// any other shape, which dlock did not write. The Go side's rule, which
+// decides whether a release may be lean, is the same.
+func TestAWaiterMarksOnlyAHolderThatReadsTheMark(t *testing.T) {
 	rdb := redistest.Start(t).Client(t)
 	n, ctx := newNode(rdb, 0), context.Background()
-	for _, old := range []string{strings.Repeat("a", 27), strings.Repeat("b", 29), "tok-old", strings.Repeat("c", 27) + "+x", strings.Repeat("d", 28) + "!"} {
-		k := "lock:old:" + old
+	a27 := strings.Repeat("a", 27)
+	for _, c := range []struct {
+		value string
+		marks bool
+	}{
+		{a27 + "-hm", true},
+		{a27 + "-hm.Y2FuZGlkYXRl", true}, // a campaign's token, with its value
+		{"Zk3-Q9_Lw2Rt7vBn4Hc8Jd1Fs6G-hm", true},
+		{a27, false}, // an older version's token
+		{a27 + ".Y2FuZGlkYXRl", false},
+		{strings.Repeat("b", 28), false},
+		{strings.Repeat("b", 29), false},
+		{"tok-old", false},
+		{a27 + "+x", false},
+		{a27 + "-hmx", false},
+		{strings.Repeat("a", 26) + "-hm", false},
+		{strings.Repeat("a", 28) + "-hm", false},
+		{strings.Repeat("a", 26) + "!-hm", false},
+		{"worker-0123456789-abcdefghij.pod.cluster.local", false},
+		{"Zk3mQ9xLw2Rt7vBn4Hc8Jd1Fs6Gp", false},
+		{strings.Repeat("a", 28) + ".node1", false},
+		{"", false},
+	} {
+		k := "lock:mark-rule:" + c.value
 		nm := namesOf(k)
-		rdb.Set(ctx, k, old, time.Minute)
+		rdb.Set(ctx, k, c.value, time.Minute)
 		w := &queuedWaiter{id: "w", token: markAware("tok-w"), o: options{ttl: time.Minute}}
 		if r, err := n.join(ctx, nm, w, "gw", 1, "0"); err != nil || r.granted {
-			t.Fatalf("join: %+v %v", r, err)
+			t.Fatalf("join behind %q: %+v %v", c.value, r, err)
 		}
-		if got := rdb.Get(ctx, k).Val(); got != old {
-			t.Fatalf("a waiter turned the holder's value %q into %q", old, got)
+		want := c.value
+		if c.marks {
+			want += "+"
+		}
+		if got := rdb.Get(ctx, k).Val(); got != want {
+			t.Errorf("a waiter turned the holder's value %q into %q, want %q", c.value, got, want)
 		}
 		if c := rdb.Get(ctx, nm.fence()).Val(); !strings.HasPrefix(c, "+") {
-			t.Fatalf("the counter is %q with a waiter queued, want it marked", c)
+			t.Errorf("the counter is %q with a waiter queued, want it marked", c)
 		}
+		if got := readsHolderMark(c.value); got != c.marks {
+			t.Errorf("readsHolderMark(%q) = %v, the scripts say %v", c.value, got, c.marks)
+		}
+	}
+}
+
+// A release of a token whose holder does not read the holder's mark (an
+// older version's, given to Attach) is never lean: its waiters marked the
+// counter alone, and the full release hands the lock on at once.
+func TestAnOlderVersionsTokenIsReleasedByTheFullRelease(t *testing.T) {
+	const k = "lock:attached-old"
+	rdb := redistest.Start(t).Client(t)
+	n, nm, ctx := newNode(rdb, 0), namesOf(k), context.Background()
+	old := strings.Repeat("o", 27)
+	rdb.Set(ctx, k, old, time.Minute)
+	w := &queuedWaiter{id: "w", token: markAware("tok-w"), o: options{ttl: time.Minute}}
+	if r, err := n.join(ctx, nm, w, "gw", 1, "0"); err != nil || r.granted {
+		t.Fatalf("join: %+v %v", r, err)
+	}
+	if ok, err := n.release(ctx, nm, old, 0, 0, true); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	if got := rdb.Get(ctx, k).Val(); got != w.token+"+" {
+		t.Fatalf("the key holds %q after the release, want it handed to the waiter", got)
 	}
 }
 

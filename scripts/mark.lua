@@ -42,9 +42,12 @@
 -- README, "Upgrading".)
 --
 -- Only a holder whose version reads the holder's mark gets one: its token
--- has 28 characters before any '.' (newToken, 21 random bytes), where the
--- tokens of older versions, which compare the lock key's value with their
--- token exactly, have 27 (20 bytes); theirs are left as they are.
+-- is 27 random characters and "-hm" (newToken), where the tokens of older
+-- versions, which compare the lock key's value with their token exactly,
+-- are the 27 characters alone; theirs are left as they are, and so is a
+-- value of any other shape, which dlock did not write. (A release of a
+-- token without "-hm", which Client.Attach may be given, is never lean:
+-- its waiters mark the counter only.)
 --
 -- Lua's tonumber and Go's strconv.ParseInt both read "+123" as 123, so a
 -- marked counter is still the number it was to every reader, older dlock
@@ -71,12 +74,14 @@ end
 
 -- marked_value is what a mutex's key holds for token when someone may wait
 -- or listen: the token and a '+', if its holder reads the holder's mark
--- (28 URL-safe base64 characters, then nothing or '.'); the token itself
--- otherwise, as for an older version's token or a value dlock did not
--- write.
+-- (27 URL-safe base64 characters and "-hm", then nothing or '.' and a
+-- candidate's value: newToken; node.go's readsHolderMark has the same
+-- rule); the token itself otherwise, as for an older version's token or a
+-- value dlock did not write.
 local function marked_value(token)
-  local after = string.byte(token, 29) -- after 28 characters: none, or '.'
-  if (after == nil or after == 46) and #string.match(token, '^[%w_%-]*') >= 28 then
+  local after = string.byte(token, 31) -- none, or '.'
+  if string.sub(token, 28, 30) == '-hm' and (after == nil or after == 46)
+      and not string.find(string.sub(token, 1, 27), '[^%w_%-]') then
     return token .. '+'
   end
   return token
