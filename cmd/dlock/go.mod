@@ -4,7 +4,7 @@ go 1.26.0
 
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
-	github.com/dlock-go/dlock v0.0.0-20261203085258-58b3f797ede8
+	github.com/dlock-go/dlock v0.0.0-20261203105259-129cf387a5dc
 	github.com/dlock-go/dlock/prometheus v0.0.0-20261201200455-9ec0a15ed62c
 	github.com/prometheus/client_golang v1.23.2
 	github.com/redis/go-redis/v9 v9.23.0
