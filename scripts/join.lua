@@ -26,12 +26,12 @@
 local handoff, now, alive, claim_ms, h = queue(issue_fence)
 local now_us = now()
 local now_ms = math.floor(now_us / 1000)
-local held, free = h.holds(KEYS[1], ARGV[1], now_ms)
+local held, free, value = h.holds(KEYS[1], ARGV[1], now_ms)
 if held then
   -- Granted by a hand-off: give the hold a full claim from this step,
   -- with the fence it was granted (should it be gone, a new, higher
   -- fence will do).
-  alive(KEYS[1], KEYS[3], KEYS[4], KEYS[2], ARGV[4], now_us, ARGV[5])
+  alive(KEYS[1], KEYS[3], KEYS[4], KEYS[2], ARGV[4], now_us, ARGV[5], value)
   local px = math.min(tonumber(ARGV[2]), claim_ms)
   local fence = h.fence_of(KEYS[2], KEYS[5], ARGV[1]) or issue_fence(KEYS[2], ARGV[9], nil, true)
   h.give(KEYS[1], KEYS[5], ARGV[1], px, now_ms, fence)
@@ -55,7 +55,7 @@ end
 redis.call('HSET', KEYS[4], ARGV[3], ARGV[1] .. ' ' .. ARGV[2] .. ' ' .. ARGV[4] .. ' ' .. ARGV[9])
 -- After the ZADD, which may have made the queue: alive keeps it (for
 -- twice the alive window after the last step) as well as the waiters.
-alive(KEYS[1], KEYS[3], KEYS[4], KEYS[2], ARGV[4], now_us, ARGV[5])
+alive(KEYS[1], KEYS[3], KEYS[4], KEYS[2], ARGV[4], now_us, ARGV[5], value)
 if room then
   -- Room for it: the first live waiters get it, which may be this one.
   if redis.call('ZRANGE', KEYS[3], '0', '0')[1] == ARGV[3] then

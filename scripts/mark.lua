@@ -89,9 +89,12 @@ end
 
 -- mark_holder gives the mutex held at lock_key, if any, the holder's mark.
 -- (A key of another kind answers GET with an error, and is left alone: its
--- release has no lean form.)
-local function mark_holder(lock_key)
-  local v = redis.pcall('GET', lock_key)
+-- release has no lean form.) v is the key's value if the caller has read
+-- it (false: absent or not a mutex's), nil if not.
+local function mark_holder(lock_key, v)
+  if v == nil then
+    v = redis.pcall('GET', lock_key)
+  end
   if type(v) == 'string' and string.byte(v, -1) ~= 43 then
     local marked = marked_value(v)
     if marked ~= v then
@@ -104,9 +107,10 @@ end
 -- someone who waits or listens for keep_ms from now, and keeps the counter
 -- at least that long: it may expire sooner (a grant keeps it for the TTL
 -- plus the fence margin, which may be 0), and its mark must not go with it
--- while the waiter is still there.
-local function keep_mark(fence_key, keep_ms, lock_key)
-  mark_holder(lock_key)
+-- while the waiter is still there. v is lock_key's value, as for
+-- mark_holder.
+local function keep_mark(fence_key, keep_ms, lock_key, v)
+  mark_holder(lock_key, v)
   set_mark(fence_key, true, keep_ms)
   local pttl = redis.call('PTTL', fence_key)
   if pttl >= 0 and pttl < tonumber(keep_ms) then

@@ -94,7 +94,8 @@ local function holders()
   -- holds reports whether token holds the lock now. A key of another
   -- kind (WRONGTYPE) holds nothing of ours; any other error is raised.
   -- For a mutex it also reports whether the key is free (fits, from the
-  -- same GET).
+  -- same GET), and the key's value (false: absent, or not a mutex's), for
+  -- mark_holder (mark.lua) to mark without a GET of its own.
   local function holds(lock_key, token, now)
     local m = kind(token) == 'm'
     local v
@@ -105,14 +106,14 @@ local function holders()
     end
     if type(v) == 'table' then
       if string.sub(v.err, 1, 9) == 'WRONGTYPE' then
-        return false, false
+        return false, false, false
       end
       error(v)
     end
     if m then
-      return v == token or v == token .. '+', v == false -- perhaps marked (mark.lua)
+      return v == token or v == token .. '+', v == false, v -- perhaps marked (mark.lua)
     end
-    return v ~= false and tonumber(v) > now
+    return v ~= false and tonumber(v) > now, false, false
   end
 
 
@@ -205,12 +206,12 @@ local function queue(issue_fence)
   -- number seq, keeps the queue's keys for twice the alive window, and
   -- marks the fencing counter and the holder of lock_key (mark.lua):
   -- someone waits, so the lean scripts must leave the key to the full
-  -- ones.
-  local function alive(lock_key, queue_key, waiters_key, fence_key, group, now_us, seq)
+  -- ones. value is lock_key's, if the caller has read it (holds).
+  local function alive(lock_key, queue_key, waiters_key, fence_key, group, now_us, seq, value)
     redis.call('HSET', waiters_key, '@' .. group, string.format('%.0f', now_us) .. ' ' .. seq)
     redis.call('PEXPIRE', queue_key, keep)
     redis.call('PEXPIRE', waiters_key, keep)
-    keep_mark(fence_key, keep, lock_key)
+    keep_mark(fence_key, keep, lock_key, value)
   end
 
   -- handoff gives the lock to the first live waiters of its queue while
