@@ -18,9 +18,10 @@
 -- server CPU per lock+unlock with two EXISTS on two more keys each,
 -- 7.8-8.2 with the counter's mark read by both scripts. With the release
 -- reading the counter too (one more declared key and a GET), one goroutine
--- on one CPU with its server (bench/, "one CPU") cost the server 1.0-1.3 us
--- more per lock+unlock than with the holder's mark (the release declaring
--- the lock key alone), about 8% of the cycle.
+-- on one CPU with its server (bench/, "one CPU") cost the server 0.7-1.4 us
+-- more per lock+unlock than with the release declaring the lock key alone,
+-- 5-9% of the cycle (any command on the counter cost about the same: GET,
+-- EXISTS, STRLEN, MGET of both keys).
 --
 -- On a mark, the lean scripts change nothing and leave the decision to the
 -- full scripts (acquire, release), which look at the queue and the notify
