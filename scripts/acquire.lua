@@ -33,7 +33,7 @@ if redis.call('EXISTS', KEYS[3]) == 0 and redis.call('SET', KEYS[1], ARGV[1], 'N
     if redis.call('EXISTS', KEYS[4]) == 0 then
       set_mark(KEYS[2], false, nil, '+' .. fence)
     else -- someone listens: the holder's release must announce it
-      mark_holder(KEYS[1])
+      mark_holder(KEYS[1], ARGV[1]) -- the value this script just set
     end
   end
   return fence
@@ -51,6 +51,6 @@ if value == ARGV[1] or value == ARGV[1] .. '+' then -- perhaps marked since (mar
 end
 if ARGV[4] then
   redis.call('SET', KEYS[4], '1', 'PX', ARGV[4])
-  keep_mark(KEYS[2], ARGV[4], KEYS[1])
+  keep_mark(KEYS[2], ARGV[4], KEYS[1], value)
 end
 return redis.call('PTTL', KEYS[1])
