@@ -44,6 +44,7 @@ type Lock struct {
 	released     bool                 // Unlock succeeded, or found the lock gone
 	afterRelease func()               // run once Unlock has released the lock (elections announce it)
 	hold         atomic.Pointer[hold] // the hold span, when traced (trace.go)
+	lossOnce     sync.Once            // the loss is reported once (lost)
 }
 
 // errNoRoom is returned by renew when the hold ceiling leaves less than
@@ -203,6 +204,7 @@ func redact(token string) string {
 // If ctx ends first, Unlock returns ctx's error; the release still completes
 // in the background.
 func (l *Lock) Unlock(ctx context.Context) (err error) {
+	defer l.lost() // a loss found before or by this release is reported by now
 	if l.isReleased() {
 		return l.notHeld()
 	}
@@ -213,7 +215,9 @@ func (l *Lock) Unlock(ctx context.Context) (err error) {
 			e := l.event(EventRelease, err)
 			e.Held = time.Since(l.acquired)
 			h.report(e, end)
-			l.endHold(e)
+			if !l.lost() {
+				l.endHold(e)
+			}
 		}()
 	}
 	l.pending.releaseAfter() // before the lock is marked asked: pending.go

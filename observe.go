@@ -209,12 +209,28 @@ func (c *Client) watchLoss(l *Lock) {
 	if h := c.hooks.Load(); (h == nil || h.observer == nil) && c.logger.Load() == nil {
 		return
 	}
-	context.AfterFunc(l.lease.watch().ctx, func() {
-		if cause := l.lease.ended(); errors.Is(cause, ErrLost) {
-			c.hooks.Load().observe(l.event(EventLost, cause))
-			c.warn("dlock: lock lost", slog.String("key", l.Key()), slog.Int64("fence", l.fence), slog.String("cause", cause.Error()))
-		}
+	context.AfterFunc(l.lease.watch().ctx, func() { l.lost() })
+}
+
+// lost reports whether l's lease ended lost, and if so reports the loss
+// (once: to the observer and the log) and ends the hold span with it. The
+// AfterFuncs of watchLoss and startHold call it when the lease ends, each
+// on a goroutine of its own; Unlock calls it too, so that a loss found
+// before it returns (an Extend that found the key gone, or the release
+// itself) is reported by then, and the hold span ends with the loss rather
+// than the release.
+func (l *Lock) lost() bool {
+	cause := l.lease.ended()
+	if !errors.Is(cause, ErrLost) {
+		return false
+	}
+	e := l.event(EventLost, cause)
+	l.lossOnce.Do(func() {
+		l.c.hooks.Load().observe(e)
+		l.c.warn("dlock: lock lost", slog.String("key", l.Key()), slog.Int64("fence", l.fence), slog.String("cause", cause.Error()))
 	})
+	l.endHold(e)
+	return true
 }
 
 // SetLogger makes the Client log, through l, the few things worth a log

@@ -93,11 +93,7 @@ func (c *Client) startHold(h *hooks, ctx context.Context, l *Lock) {
 	}
 	hctx, end := h.startSpan(ctx, SpanHold, l.Key(), primitiveOf(l.token))
 	l.hold.Store(&hold{ctx: hctx, end: end})
-	context.AfterFunc(l.lease.watch().ctx, func() {
-		if cause := l.lease.ended(); errors.Is(cause, ErrLost) {
-			l.endHold(l.event(EventLost, cause))
-		}
-	})
+	context.AfterFunc(l.lease.watch().ctx, func() { l.lost() })
 }
 
 // traced reports whether l has a hold span.
