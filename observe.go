@@ -19,8 +19,10 @@ const (
 	// EventRenew: a renewal (the watchdog, or Extend) succeeded (Err nil)
 	// or failed.
 	EventRenew
-	// EventLost: the lock's Context ended without Unlock; Err is the cause
-	// (ErrLost, ErrLeaseExpired, ErrMaxHold).
+	// EventLost: the lock's Context ended other than by a release (an
+	// Unlock that finds the key gone counts too); Err is the cause (ErrLost,
+	// ErrLeaseExpired, ErrMaxHold). A loss found before Unlock returns is
+	// reported by then.
 	EventLost
 	// EventRelease: Unlock returned. Held is the time since the grant; Err
 	// is nil, an error matching ErrNotHeld (the token no longer matched:
@@ -203,7 +205,8 @@ func newAcquireNote(h *hooks) *acquireNote {
 	return &acquireNote{}
 }
 
-// watchLoss reports EventLost when l's lease ends for any reason but Unlock.
+// watchLoss reports EventLost when l's lease ends for any reason but a
+// release (lost).
 // It registers nothing unless an observer or a logger is set.
 func (c *Client) watchLoss(l *Lock) {
 	if h := c.hooks.Load(); (h == nil || h.observer == nil) && c.logger.Load() == nil {
