@@ -312,7 +312,7 @@ func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context
 			err = errors.Join(err, lost)
 		}
 	}()
-	return fn(doContext{fnCtx, l.lease})
+	return fn(doContext{fnCtx, &l.lease})
 }
 
 // doContext is fn's context in Do: the caller's context, ended also by the

@@ -51,6 +51,23 @@ func BenchmarkRawFloor(b *testing.B) {
 	}
 }
 
+// BenchmarkFencedFloor runs the fenced floor alone (fencedAcquire and the
+// raw floor's release), to profile beside BenchmarkTryLockUnlock.
+func BenchmarkFencedFloor(b *testing.B) {
+	rdb := shared.Client(b)
+	ctx := context.Background()
+	k := key(b)
+	keys := []string{"{" + k + "}", "{" + k + "}:fence"}
+	for i := 0; i < b.N; i++ {
+		if _, err := fencedAcquire.Run(ctx, rdb, keys, "token", 30000).Text(); err != nil {
+			b.Fatal(err)
+		}
+		if n, err := rawRelease.Run(ctx, rdb, keys[:1], "token").Int(); err != nil || n != 1 {
+			b.Fatal(n, err)
+		}
+	}
+}
+
 // BenchmarkVsRawFloor measures, side by side on the same go-redis client,
 // uncontended cycles of the raw floor, of the fenced floor (fencedAcquire
 // and the raw floor's release), of dlock's TryLock+Unlock, and of

@@ -146,10 +146,10 @@ func await[T any](ctx context.Context, c *Client, timeout time.Duration, op func
 // workers: runs too noisy to tell apart, so the workers are kept there.)
 const inlineLeast = 50 * time.Millisecond
 
-// awaitOn is await for call(ctx, n), a call to node n, with late
-// receiving n too. The call and late are passed as they are, not wrapped
-// in closures of their own: on the uncontended path, where the call runs
-// in the caller's goroutine, nothing is allocated for them.
+// awaitOn is await for call(by, ctx, n), a call to node n by asker by,
+// with late receiving by and n too. The asker, call and late are passed as
+// they are, not bound in closures: on the uncontended path, where the call
+// runs in the caller's goroutine, nothing is allocated for them.
 //
 // pipe says that late handles an error in place of the answer it left (an
 // error that may hide that answer) as safely as the answer itself: an
@@ -173,9 +173,9 @@ const inlineLeast = 50 * time.Millisecond
 // cancelled within 2 ms throughout Close, Close took 0.9-6.6 s (twelve
 // Closes) against 1.3-2.1 s (six) with a worker per call; nothing was left
 // held either way.
-func awaitOn[T any](ctx context.Context, c *Client, n *node, pipe bool, timeout time.Duration, call func(context.Context, *node) (T, error), late func(*node, T, error)) (T, error, bool) {
+func awaitOn[T, B any](ctx context.Context, c *Client, n *node, pipe bool, timeout time.Duration, by B, call func(B, context.Context, *node) (T, error), late func(B, *node, T, error)) (T, error, bool) {
 	if ctx.Done() == nil && timeout <= 0 { // as in await, without its closures
-		v, err := call(ctx, n)
+		v, err := call(by, ctx, n)
 		return v, err, false
 	}
 	inline := pipe && timeout <= 0 && n.co.busy() && !endsWithin(ctx, inlineLeast)
@@ -186,10 +186,10 @@ func awaitOn[T any](ctx context.Context, c *Client, n *node, pipe bool, timeout 
 		done, inline = c.track(false) // not once Close has returned
 	}
 	if !inline {
-		return await(ctx, c, timeout, func(ctx context.Context) (T, error) { return call(ctx, n) }, lateOf(n, late))
+		return await(ctx, c, timeout, func(ctx context.Context) (T, error) { return call(by, ctx, n) }, lateOf(by, n, late))
 	}
 	defer done()
-	v, err := call(viaPipeline{ctx}, n)
+	v, err := call(by, viaPipeline{ctx}, n)
 	if ctx.Err() == nil {
 		return v, err, false
 	}
@@ -201,15 +201,16 @@ func awaitOn[T any](ctx context.Context, c *Client, n *node, pipe bool, timeout 
 	if late != nil {
 		// In work of its own: late may wait for the caller to return
 		// (attempt.late), and for the script to settle (releaseUncertain).
-		c.spawn(func() { late(n, zero, err) })
+		c.spawn(func() { late(by, n, zero, err) })
 	}
 	return zero, ctx.Err(), true
 }
 
-// lateOf is late for node n, as await takes it (nil if late is).
-func lateOf[T any](n *node, late func(*node, T, error)) func(T, error) {
+// lateOf is late for asker by and node n, as await takes it (nil if late
+// is).
+func lateOf[T, B any](by B, n *node, late func(B, *node, T, error)) func(T, error) {
 	if late == nil {
 		return nil
 	}
-	return func(v T, err error) { late(n, v, err) }
+	return func(v T, err error) { late(by, n, v, err) }
 }

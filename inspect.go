@@ -125,9 +125,18 @@ func holdersFence(answers []answer[keyState], token string) int64 {
 // errors); token, if not "", is the holder to look for among a
 // semaphore's or read-write lock's holders.
 func (c *Client) inspectAll(ctx context.Context, key, token string, timeout time.Duration, op string) []answer[keyState] {
-	return round[keyState]{op: op, timeout: timeout,
-		call: func(ctx context.Context, n *node) (keyState, error) { return n.inspect(ctx, key, token) },
-	}.ask(ctx, c, c.nodes)
+	return round[keyState, inspection]{op: op, timeout: timeout,
+		by: inspection{key, token}, call: inspection.on,
+	}.ask(nil, ctx, c, c.nodes)
+}
+
+// inspection is a question inspectAll asks: key's state, and whether token
+// is among its holders.
+type inspection struct{ key, token string }
+
+// on reads the state on n.
+func (q inspection) on(ctx context.Context, n *node) (keyState, error) {
+	return n.inspect(ctx, q.key, q.token)
 }
 
 // holding counts inspect answers for a lock whose value is token: a yes
@@ -174,7 +183,7 @@ func (c *Client) Attach(ctx context.Context, key, token string, opts ...Option) 
 		if d < MinTTL {
 			return nil, fmt.Errorf("%w: %q is about to expire: %w", ErrNotHeld, key, ErrLeaseExpired)
 		}
-		return newLock(c, c.names.get(key), token, fence, o, sent, d), nil
+		return newLock(c, c.names.get(key), token, nil, fence, o, sent, d), nil
 	case refused:
 		return nil, fmt.Errorf("%w: %q", ErrNotHeld, key)
 	}

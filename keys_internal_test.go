@@ -124,7 +124,7 @@ func TestReleaseNotifiesWatchers(t *testing.T) {
 				n := c.nodes[0]
 				// A waiter that listens fails an attempt, which marks the
 				// key as listened to.
-				if g, err := n.acquire(ctx, namesOf(k), "waiter", options{ttl: time.Minute}, true); err != nil || g.ok {
+				if g, err := n.acquire(ctx, namesOf(k), "waiter", nil, options{ttl: time.Minute}, true); err != nil || g.ok {
 					t.Fatal(g, err)
 				}
 				wake := make(chan string, 1)
@@ -168,7 +168,7 @@ func TestLeavingAfterAGrantPassesTheLockOn(t *testing.T) {
 			t.Fatalf("waiter %d: %+v %v", i, st, err)
 		}
 	}
-	if ok, err := n.release(ctx, nm, "holder", 0, 0, false); err != nil || !ok {
+	if ok, err := n.release(ctx, nm, "holder", nil, 0, 0, false); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
 	if got := rdb.Get(ctx, k).Val(); got != "tok-first" {

@@ -21,14 +21,15 @@ type Lock struct {
 	c        *Client
 	names    *lockNames // the key and the names derived from it
 	token    string
+	arg      any // token as a script argument (boxToken)
 	fence    int64
-	raise    int64         // what a release raises each node's fencing counter to: the fence, or 0 on one node
-	ttl      time.Duration // the lease asked for at acquire, and by renewals
-	keep     time.Duration // how long the fencing counter is kept from a grant (fence.go)
-	timeout  time.Duration // per-node timeout (0: none)
-	acquired time.Time     // when the acquire request was sent
-	valid    time.Duration // how long the key lived from then: the TTL, or a hand-off's claim
-	lease    *lease
+	raise    int64          // what a release raises each node's fencing counter to: the fence, or 0 on one node
+	ttl      time.Duration  // the lease asked for at acquire, and by renewals
+	keep     time.Duration  // how long the fencing counter is kept from a grant (fence.go)
+	timeout  time.Duration  // per-node timeout (0: none)
+	acquired time.Time      // when the acquire request was sent
+	valid    time.Duration  // how long the key lived from then: the TTL, or a hand-off's claim
+	lease    lease          // a field, not a pointer: one allocation less per lock
 	pending  *pendingGrants // nodes whose acquire had not answered when it was obtained (pending.go)
 	waited   atomic.Bool    // obtained after waiting: others likely wait too (node.release's lean)
 
@@ -52,13 +53,17 @@ type Lock struct {
 var errNoRoom = fmt.Errorf("%w: no room left to extend", ErrMaxHold)
 
 // newLock returns the Lock for a grant sent at sent, whose key lives for
-// valid from then (the TTL, for a fresh grant).
-func newLock(c *Client, nm *lockNames, token string, fence int64, o options, sent time.Time, valid time.Duration) *Lock {
-	l := &Lock{
-		c: c, names: nm, token: token, fence: fence, ttl: o.ttl, keep: o.fenceKeep(), acquired: sent, valid: valid,
-		timeout: o.nodeTimeoutFor(len(c.nodes)),
-		lease:   newLease(sent, valid, o),
+// valid from then (the TTL, for a fresh grant). arg is token boxed
+// (boxToken) if the caller has it, else nil.
+func newLock(c *Client, nm *lockNames, token string, arg any, fence int64, o options, sent time.Time, valid time.Duration) *Lock {
+	if arg == nil {
+		arg = boxToken(token)
 	}
+	l := &Lock{
+		c: c, names: nm, token: token, arg: arg, fence: fence, ttl: o.ttl, keep: o.fenceKeep(), acquired: sent, valid: valid,
+		timeout: o.nodeTimeoutFor(len(c.nodes)),
+	}
+	l.lease.init(sent, valid, o)
 	if len(c.nodes) > 1 {
 		// A Redlock fence is the maximum over several nodes, and each
 		// node's counter must reach it when released (redlock.go). One
@@ -104,11 +109,11 @@ func (l *Lock) claimed() {
 // watchdog.
 func (l *Lock) halt() {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if !l.halted && l.stop != nil {
 		close(l.stop)
 	}
 	l.halted = true
+	l.mu.Unlock()
 }
 
 // isHalted reports whether Unlock or giveBack has begun.
@@ -172,7 +177,7 @@ func (l *Lock) Fence() int64 { return l.fence }
 //
 // Run the work the lock protects under this context (or one derived from
 // it), and stop when it ends.
-func (l *Lock) Context() context.Context { return leaseContext{l.lease.watch().ctx, l.lease} }
+func (l *Lock) Context() context.Context { return leaseContext{l.lease.watch().ctx, &l.lease} }
 
 // String describes the lock for logs without revealing its token.
 func (l *Lock) String() string {
@@ -222,14 +227,14 @@ func (l *Lock) Unlock(ctx context.Context) (err error) {
 	}
 	l.pending.releaseAfter() // before the lock is marked asked: pending.go
 	l.halt()
-	answers := l.releaseAll(ctx)
+	v := l.releaseAll(ctx)
 	if l.stopped != nil {
 		select { // the watchdog returns at once unless a renewal is in flight
 		case <-l.stopped:
 		case <-ctx.Done():
 		}
 	}
-	switch v := count(answers, isYes); v.of(len(l.c.nodes)) {
+	switch v.of(len(l.c.nodes)) {
 	case agreed:
 		return nil
 	case refused:
@@ -239,32 +244,32 @@ func (l *Lock) Unlock(ctx context.Context) (err error) {
 	}
 }
 
-// releaseAll sends the release to every node and returns the answers that
+// releaseAll sends the release to every node and counts the answers that
 // came in time. The release raises each node's counter to the fence
 // (redlock.go; on one node it is there already). Released on a quorum is
 // released: the others' answers are not waited for. They finish in the
 // background and still count, so that a verdict they complete ends the
 // Context. A node whose acquire had not answered is released once that
 // answer has come (pending.go).
-func (l *Lock) releaseAll(ctx context.Context) []answer[bool] {
-	r := round[bool]{op: "release", timeout: l.timeout, call: l.releaseOn, yes: isYes}
+func (l *Lock) releaseAll(ctx context.Context) votes {
+	r := round[bool, *Lock]{op: "release", timeout: l.timeout, by: l, call: (*Lock).releaseOn, yes: isYes}
 	if len(l.c.nodes) == 1 {
-		r.late = l.lateRelease
+		r.late = (*Lock).lateRelease
 		a := r.askOne(ctx, l.c, l.c.nodes[0])
 		if !a.abandoned {
 			l.lateRelease(nil, a.v, a.err)
 		}
-		return []answer[bool]{a}
+		return count([]answer[bool]{a}, isYes)
 	}
 	b := &ballot{n: len(l.c.nodes), decide: func(vd verdict) { l.gone(vd == agreed) }}
-	r.late = func(_ *node, ok bool, err error) { b.add(ok, err) }
-	answers := r.ask(ctx, l.c, l.c.nodes)
+	r.late = func(_ *Lock, _ *node, ok bool, err error) { b.add(ok, err) }
+	answers := r.ask(nil, ctx, l.c, l.c.nodes)
 	for _, a := range answers {
 		if !a.abandoned {
 			b.add(a.err == nil && a.v, a.err)
 		}
 	}
-	return answers
+	return count(answers, isYes)
 }
 
 // lateRelease settles a one-node release from its answer, in time or
@@ -281,7 +286,7 @@ func (l *Lock) releaseOn(ctx context.Context, n *node) (bool, error) {
 	if ch := l.pending.arrival(n); ch != nil {
 		<-ch // bounded: the acquire's request ends with go-redis's timeouts
 	}
-	return n.release(ctx, l.names, l.token, l.raise, l.keep, !l.waited.Load())
+	return n.release(ctx, l.names, l.token, l.arg, l.raise, l.keep, !l.waited.Load())
 }
 
 // event is an Event about l: its key, primitive, fence and node count.
@@ -365,12 +370,12 @@ func (l *Lock) renew(ctx context.Context, ttl time.Duration, unlessExtended bool
 		return sent, errNoRoom
 	}
 	// Extended on a quorum is extended: the others are not waited for.
-	answers := round[bool]{op: "extend", timeout: l.timeout,
-		call: func(ctx context.Context, n *node) (bool, error) {
+	answers := round[bool, *Lock]{op: "extend", timeout: l.timeout,
+		by: l, call: func(l *Lock, ctx context.Context, n *node) (bool, error) {
 			return n.extend(ctx, l.names, l.token, ttl, ttl+l.keep-l.ttl)
 		},
 		yes: isYes,
-	}.ask(ctx, l.c, l.c.nodes)
+	}.ask(nil, ctx, l.c, l.c.nodes)
 	return sent, l.settleRenewal(ctx, count(answers, isYes), sent, ttl, cut)
 }
 
@@ -433,7 +438,9 @@ func (l *Lock) overErr() error {
 func (l *Lock) giveBack() {
 	l.halt()
 	for _, n := range l.c.nodes {
-		l.c.cleanup(func(ctx context.Context) { _, _ = n.release(ctx, l.names, l.token, l.raise, l.keep, !l.waited.Load()) })
+		l.c.cleanup(func(ctx context.Context) {
+			_, _ = n.release(ctx, l.names, l.token, l.arg, l.raise, l.keep, !l.waited.Load())
+		})
 	}
 }
 
@@ -450,8 +457,9 @@ func (l *Lock) asked() bool {
 
 func (l *Lock) isReleased() bool {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.released
+	released := l.released
+	l.mu.Unlock()
+	return released
 }
 
 // newToken returns 160 random bits from crypto/rand as URL-safe text: the
@@ -462,17 +470,22 @@ func (l *Lock) isReleased() bool {
 // random part alone). A campaign's token also carries the candidate's
 // value (election.go); a semaphore permit's or read-write hold's starts
 // with its kind (semaphore.go).
+//
+// The token is put together in a buffer on the stack, so that making it
+// costs one allocation: the string.
 func newToken(o options) (string, error) {
-	b := make([]byte, 20)
-	if _, err := rand.Read(b); err != nil {
+	var b [20]byte
+	if _, err := rand.Read(b[:]); err != nil {
 		return "", fmt.Errorf("dlock: reading random token: %w", err)
 	}
-	token := o.kind + base64.RawURLEncoding.EncodeToString(b)
+	token := append(make([]byte, 0, 64), o.kind...)
+	token = base64.RawURLEncoding.AppendEncode(token, b[:])
 	if o.kind == "" {
-		token += holderMarkSuffix
+		token = append(token, holderMarkSuffix...)
 	}
 	if o.candidate {
-		token += "." + base64.RawURLEncoding.EncodeToString([]byte(o.value))
+		token = append(token, '.')
+		token = base64.RawURLEncoding.AppendEncode(token, []byte(o.value))
 	}
-	return token, nil
+	return string(token), nil
 }

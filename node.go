@@ -188,13 +188,17 @@ func (g grant) granted() bool { return g.ok }
 // that does not listen (and does not ask for WithReplicaAck, whose WAIT
 // rides with acquire.lua) is served by acquire_lean, and by acquire.lua
 // only if the key's counter is marked (mark.lua): one round trip more,
-// while the key is or was just contended.
-func (n *node) acquire(ctx context.Context, nm *lockNames, token string, o options, listens bool) (grant, error) {
+// while the key is or was just contended. arg is token boxed as a script
+// argument (boxToken), or nil to box it here.
+func (n *node) acquire(ctx context.Context, nm *lockNames, token string, arg any, o options, listens bool) (grant, error) {
 	if shared(token) {
 		return n.acquireShared(ctx, nm, token, o)
 	}
+	if arg == nil {
+		arg = boxToken(token)
+	}
 	d := n.durations(o.ttl, o.fenceKeep())
-	args := append(make([]any, 0, 4), token, d.ttl, d.keep)
+	args := append(make([]any, 0, 4), arg, d.ttl, d.keep)
 	if listens {
 		args = append(args, notifyMillis)
 	}
@@ -356,7 +360,10 @@ func holderTTL(v any) time.Duration {
 // It is always a script, even where DELEX exists: the delete and the
 // hand-off to the next waiter must be one atomic step, or a newcomer could
 // take the lock in between and the queue would lose its order.
-func (n *node) release(ctx context.Context, nm *lockNames, token string, fence int64, keep time.Duration, lean bool) (bool, error) {
+//
+// arg is token boxed as a script argument (boxToken), for the lean
+// release, or nil to box it here.
+func (n *node) release(ctx context.Context, nm *lockNames, token string, arg any, fence int64, keep time.Duration, lean bool) (bool, error) {
 	if shared(token) {
 		v, err := n.script(ctx, sharedReleaseScript, nm.queueKeys(), token, n.publish(), nm.wake).Int64()
 		if err != nil {
@@ -366,8 +373,11 @@ func (n *node) release(ctx context.Context, nm *lockNames, token string, fence i
 	}
 	group := n.releasingGroup(nm.key, token)
 	if lean && fence == 0 && group == "" && readsHolderMark(token) {
+		if arg == nil {
+			arg = boxToken(token)
+		}
 		keys, boxed := nm.leanReleaseKeys()
-		v, err := n.scriptBoxed(ctx, releaseLeanScript, keys, boxed, token).Int64()
+		v, err := n.scriptBoxed(ctx, releaseLeanScript, keys, boxed, arg).Int64()
 		if err != nil {
 			return false, n.fail("release", err)
 		}
@@ -377,6 +387,11 @@ func (n *node) release(ctx context.Context, nm *lockNames, token string, fence i
 	}
 	return n.releaseFull(ctx, nm, token, fence, keep, group)
 }
+
+// boxToken returns token boxed as a script argument: once per acquisition,
+// for its acquire and its release, where boxing it for each would cost an
+// allocation each.
+func boxToken(token string) any { return token }
 
 // releasingGroup tells the Client's groups of the release about to be sent
 // (releasing) and returns the name of its group waiting for key, or "".
@@ -433,13 +448,21 @@ func readsHolderMark(token string) bool {
 	if len(id) != 30 || !strings.HasSuffix(id, holderMarkSuffix) {
 		return false
 	}
-	for _, c := range id[:27] {
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+	for i := range 27 {
+		if !urlSafe[id[i]] {
 			return false
 		}
 	}
 	return true
 }
+
+// urlSafe tells the bytes of URL-safe base64 text.
+var urlSafe = func() (t [256]bool) {
+	for _, c := range "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_" {
+		t[c] = true
+	}
+	return t
+}()
 
 // leanWaited is release_lean's answer when the holder's token is marked,
 // and leanMarked acquire_lean's when the key's counter is: someone may wait

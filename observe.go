@@ -224,7 +224,7 @@ func (c *Client) watchLoss(l *Lock) {
 // than the release.
 func (l *Lock) lost() bool {
 	cause := l.lease.ended()
-	if !errors.Is(cause, ErrLost) {
+	if cause == nil || cause == ErrReleased || !errors.Is(cause, ErrLost) { // the usual two first: errors.Is walks
 		return false
 	}
 	e := l.event(EventLost, cause)

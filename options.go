@@ -147,7 +147,11 @@ func WithFenceMargin(d time.Duration) Option {
 }
 
 func newOptions(opts []Option) (options, error) {
-	o := options{ttl: DefaultTTL, fenceMargin: DefaultFenceMargin}
+	if len(opts) == 0 { // the defaults, without the allocation that opt(&o) costs o
+		o := defaultOptions()
+		return o, o.check()
+	}
+	o := defaultOptions()
 	for _, opt := range opts {
 		if opt != nil {
 			opt(&o)
@@ -155,6 +159,11 @@ func newOptions(opts []Option) (options, error) {
 	}
 	err := o.check()
 	return o, err
+}
+
+// defaultOptions returns the options of a call given none.
+func defaultOptions() options {
+	return options{ttl: DefaultTTL, fenceMargin: DefaultFenceMargin}
 }
 
 // check validates o, lowering the TTL to the hold ceiling first.

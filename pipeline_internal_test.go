@@ -84,7 +84,7 @@ func TestManyGoroutinesCoalesceOnDlocksOwnClient(t *testing.T) {
 	n := c.nodes[0]
 	co.inflight.Add(1)
 	defer co.inflight.Add(-1)
-	if _, err := n.acquire(ctx, namesOf("lock:after-close"), "tok", options{ttl: time.Second}, false); err != nil {
+	if _, err := n.acquire(ctx, namesOf("lock:after-close"), "tok", nil, options{ttl: time.Second}, false); err != nil {
 		t.Fatalf("a script after Close: %v", err)
 	}
 }
@@ -116,11 +116,11 @@ func TestAnAcquireRunTwiceIsGrantedOnce(t *testing.T) {
 	for _, token := range []string{"tok", "~s2~tok", "~w~tok"} {
 		nm := namesOf("lock:twice:" + token)
 		o := options{ttl: time.Minute, fenceMargin: time.Minute}
-		first, err := n.acquire(ctx, nm, token, o, false)
+		first, err := n.acquire(ctx, nm, token, nil, o, false)
 		if err != nil || !first.ok {
 			t.Fatal(token, first, err)
 		}
-		again, err := n.acquire(ctx, nm, token, o, false)
+		again, err := n.acquire(ctx, nm, token, nil, o, false)
 		if err != nil || !again.ok || again.fence != first.fence {
 			t.Fatalf("%s: the second run: %+v %v, want the grant with fence %d", token, again, err, first.fence)
 		}

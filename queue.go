@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -294,6 +295,10 @@ type stepSent struct {
 type groups struct {
 	mu sync.Mutex
 	m  map[string]*waitGroup
+	// n is len(m), written under mu: releasing reads it without mu, so
+	// that a Client with no waiters (the uncontended case) takes no lock
+	// and looks nothing up per release.
+	n atomic.Int32
 	// deferFor, when set (by a test, before any call), stands in for
 	// joinDefer.
 	deferFor time.Duration
@@ -319,7 +324,14 @@ func (gs *groups) waiting(key string) bool {
 // or "", and, if that lock is the one the group holds the key through,
 // sends the group's deferred waiters to join (deferJoin), reporting
 // whether there were any.
+//
+// With no group at all it looks nothing up: a group started meanwhile,
+// which n does not show yet, is one started after the lookup would have
+// been made, which a release must cope with anyway.
 func (gs *groups) releasing(key, token string) (group string, woke bool) {
+	if gs.n.Load() == 0 {
+		return "", false
+	}
 	gs.mu.Lock()
 	g := gs.m[key]
 	gs.mu.Unlock()
@@ -442,6 +454,7 @@ func (gs *groups) enter(c *Client, nm *lockNames, w *queuedWaiter) *waitGroup {
 			gs.m = map[string]*waitGroup{}
 		}
 		gs.m[nm.key] = g
+		gs.n.Store(int32(len(gs.m)))
 	}
 	g.mu.Lock()
 	g.waiters[w.id] = w
@@ -519,7 +532,7 @@ func (g *waitGroup) join(ctx context.Context, w *queuedWaiter) (l *Lock, err err
 		// when the caller gives up (leave.lua).
 		return nil, errGrantLapsed, false
 	case r.granted:
-		l := newLock(g.c, g.nm, w.token, r.fence, w.o, sent, r.px)
+		l := newLock(g.c, g.nm, w.token, nil, r.fence, w.o, sent, r.px)
 		if r.px < w.o.ttl {
 			l.claimed()
 		}
@@ -546,7 +559,7 @@ func (g *waitGroup) accept(w *queuedWaiter, h *handedOff) *Lock {
 	if !ok || time.Until(validUntil(from, h.lease)) < w.px/4 {
 		return nil
 	}
-	l := newLock(g.c, g.nm, w.token, h.fence, w.o, from, h.lease)
+	l := newLock(g.c, g.nm, w.token, nil, h.fence, w.o, from, h.lease)
 	if w.px < w.o.ttl {
 		l.claimed()
 	}
@@ -645,6 +658,7 @@ func (gs *groups) retire(g *waitGroup) (stopped bool, lingers time.Duration) {
 	g.stopped = true
 	if gs.m[g.nm.key] == g {
 		delete(gs.m, g.nm.key)
+		gs.n.Store(int32(len(gs.m)))
 	}
 	return true, 0
 }

@@ -21,7 +21,7 @@ func heldOnANode(t *testing.T, key string) (*redis.Client, *node, *lockNames) {
 	rdb := redistest.Start(t).Client(t)
 	n := newNode(rdb, 0)
 	nm := namesOf(key)
-	if g, err := n.acquire(context.Background(), nm, "holder", options{ttl: time.Minute}, false); err != nil || !g.ok {
+	if g, err := n.acquire(context.Background(), nm, "holder", nil, options{ttl: time.Minute}, false); err != nil || !g.ok {
 		t.Fatal(g, err)
 	}
 	return rdb, n, nm
@@ -44,7 +44,7 @@ func TestARefusedGrantKeepsItsPlace(t *testing.T) {
 	if rb, err := n.join(ctx, nm, b, "gb", 1, "0"); err != nil || rb.granted {
 		t.Fatalf("b's join: %+v %v", rb, err)
 	}
-	if ok, err := n.release(ctx, nm, "holder", 0, 0, false); err != nil || !ok {
+	if ok, err := n.release(ctx, nm, "holder", nil, 0, 0, false); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
 	if got := rdb.Get(ctx, k).Val(); got != "tok-a" {
@@ -84,7 +84,7 @@ func TestAHandOffsLeaseCountsFromTheGroupsStep(t *testing.T) {
 		t.Fatal(r, err)
 	}
 	time.Sleep(200 * time.Millisecond)
-	if ok, err := n.release(ctx, nm, "holder", 0, 0, false); err != nil || !ok {
+	if ok, err := n.release(ctx, nm, "holder", nil, 0, 0, false); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
 	rec := rdb.HGet(ctx, "dlock:waiters:{"+k+"}", "!").Val()
@@ -309,7 +309,7 @@ func TestALeanReleaseLeavesAContendedKeyToTheFullOne(t *testing.T) {
 	ctx := context.Background()
 	o := options{ttl: time.Minute}
 	holder := markAware("holder")
-	if g, err := n.acquire(ctx, nm, holder, o, false); err != nil || !g.ok {
+	if g, err := n.acquire(ctx, nm, holder, nil, o, false); err != nil || !g.ok {
 		t.Fatal(g, err)
 	}
 	lean := func(token string) int64 {
@@ -343,13 +343,13 @@ func TestALeanReleaseLeavesAContendedKeyToTheFullOne(t *testing.T) {
 	if got := rdb.Get(ctx, k).Val(); got != holder+"+" {
 		t.Fatalf("the key holds %q after a lean release that found a waiter, want it unchanged", got)
 	}
-	if ok, err := n.release(ctx, nm, holder, 0, 0, true); err != nil || !ok {
+	if ok, err := n.release(ctx, nm, holder, nil, 0, 0, true); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
 	if got := rdb.Get(ctx, k).Val(); got != w.token+"+" {
 		t.Fatalf("the release went to %q, want the waiter, marked", got)
 	}
-	if ok, err := n.release(ctx, nm, w.token, 0, 0, true); err != nil || !ok {
+	if ok, err := n.release(ctx, nm, w.token, nil, 0, 0, true); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
 
@@ -357,10 +357,10 @@ func TestALeanReleaseLeavesAContendedKeyToTheFullOne(t *testing.T) {
 	// the notify key) marks the holder too, and is left to the full
 	// release, which tells it.
 	holder2 := markAware("holder2")
-	if g, err := n.acquire(ctx, nm, holder2, o, false); err != nil || !g.ok {
+	if g, err := n.acquire(ctx, nm, holder2, nil, o, false); err != nil || !g.ok {
 		t.Fatal(g, err)
 	}
-	if g, err := n.acquire(ctx, nm, markAware("listener"), o, true); err != nil || g.ok {
+	if g, err := n.acquire(ctx, nm, markAware("listener"), nil, o, true); err != nil || g.ok {
 		t.Fatalf("a listener's attempt on a held key: %+v %v", g, err)
 	}
 	if v := lean(holder2); v != leanWaited {
@@ -371,7 +371,7 @@ func TestALeanReleaseLeavesAContendedKeyToTheFullOne(t *testing.T) {
 	if _, err := sub.Receive(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := n.release(ctx, nm, holder2, 0, 0, true); err != nil || !ok {
+	if ok, err := n.release(ctx, nm, holder2, nil, 0, 0, true); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
 	if m, err := sub.ReceiveMessage(ctx); err != nil || m.Payload != "released" {
@@ -381,13 +381,13 @@ func TestALeanReleaseLeavesAContendedKeyToTheFullOne(t *testing.T) {
 	// While it still listens, a new holder gets the holder's mark with
 	// the key.
 	holder3 := markAware("holder3")
-	if g, err := n.acquire(ctx, nm, holder3, o, false); err != nil || !g.ok {
+	if g, err := n.acquire(ctx, nm, holder3, nil, o, false); err != nil || !g.ok {
 		t.Fatal(g, err)
 	}
 	if got := rdb.Get(ctx, k).Val(); got != holder3+"+" {
 		t.Fatalf("the key holds %q with a listener, want the new holder's token marked", got)
 	}
-	if ok, err := n.release(ctx, nm, holder3, 0, 0, true); err != nil || !ok {
+	if ok, err := n.release(ctx, nm, holder3, nil, 0, 0, true); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
 
@@ -396,7 +396,7 @@ func TestALeanReleaseLeavesAContendedKeyToTheFullOne(t *testing.T) {
 	// release is lean.
 	rdb.Del(ctx, nm.all[5])
 	holder4 := markAware("holder4")
-	if g, err := n.acquire(ctx, nm, holder4, o, false); err != nil || !g.ok {
+	if g, err := n.acquire(ctx, nm, holder4, nil, o, false); err != nil || !g.ok {
 		t.Fatal(g, err)
 	}
 	if c := rdb.Get(ctx, nm.fence()).Val(); strings.HasPrefix(c, "+") {
@@ -475,7 +475,7 @@ func TestAnOlderVersionsTokenIsReleasedByTheFullRelease(t *testing.T) {
 	if r, err := n.join(ctx, nm, w, "gw", 1, "0"); err != nil || r.granted {
 		t.Fatalf("join: %+v %v", r, err)
 	}
-	if ok, err := n.release(ctx, nm, old, 0, 0, true); err != nil || !ok {
+	if ok, err := n.release(ctx, nm, old, nil, 0, 0, true); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
 	if got := rdb.Get(ctx, k).Val(); got != w.token+"+" {
@@ -518,7 +518,7 @@ func TestTheCounterMarkKeepsNewcomersBehindTheLine(t *testing.T) {
 	if v := leanAcquire("newcomer"); v != int64(leanMarked) || rdb.Exists(ctx, k).Val() != 0 {
 		t.Fatalf("acquire_lean on a free key with a waiter in line: %v, key left: %d", v, rdb.Exists(ctx, k).Val())
 	}
-	if g, err := n.acquire(ctx, nm, "newcomer", o, false); err != nil || g.ok {
+	if g, err := n.acquire(ctx, nm, "newcomer", nil, o, false); err != nil || g.ok {
 		t.Fatalf("a newcomer's acquire with a waiter in line: %+v %v, want refused", g, err)
 	}
 	if rdb.Exists(ctx, k).Val() != 0 || rdb.ZCard(ctx, nm.all[2]).Val() != 1 {
@@ -530,14 +530,14 @@ func TestTheCounterMarkKeepsNewcomersBehindTheLine(t *testing.T) {
 	if _, err := n.leave(ctx, nm, w.token, w.id); err != nil {
 		t.Fatal(err)
 	}
-	g, err := n.acquire(ctx, nm, "newcomer", o, false)
+	g, err := n.acquire(ctx, nm, "newcomer", nil, o, false)
 	if err != nil || !g.ok || g.fence <= marked {
 		t.Fatalf("acquire after the line emptied: %+v %v, want a grant with a fence above %d", g, err, marked)
 	}
 	if c := rdb.Get(ctx, nm.fence()).Val(); strings.HasPrefix(c, "+") {
 		t.Fatalf("the counter is %q after a grant that found nobody waiting, want its mark cleared", c)
 	}
-	if ok, err := n.release(ctx, nm, "newcomer", 0, 0, true); err != nil || !ok {
+	if ok, err := n.release(ctx, nm, "newcomer", nil, 0, 0, true); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
 	fence, ok := leanAcquire("next").(string)
@@ -562,7 +562,7 @@ func TestAMarkOutlivesAShortLockWithoutMargin(t *testing.T) {
 	nm := namesOf(k)
 	ctx := context.Background()
 	short := options{ttl: 100 * time.Millisecond} // margin 0: the counter is kept 100 ms
-	if g, err := n.acquire(ctx, nm, "holder", short, false); err != nil || !g.ok {
+	if g, err := n.acquire(ctx, nm, "holder", nil, short, false); err != nil || !g.ok {
 		t.Fatal(g, err)
 	}
 	for _, id := range []string{"a", "b"} {
@@ -576,7 +576,7 @@ func TestAMarkOutlivesAShortLockWithoutMargin(t *testing.T) {
 	}
 	// The holder releases: a grant to a, made while the counter is marked,
 	// keeps it for the queue too (b still waits).
-	if ok, err := n.release(ctx, nm, "holder", 0, 0, false); err != nil || !ok {
+	if ok, err := n.release(ctx, nm, "holder", nil, 0, 0, false); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
 	if got := rdb.Get(ctx, k).Val(); got != "tok-a" {
@@ -587,7 +587,7 @@ func TestAMarkOutlivesAShortLockWithoutMargin(t *testing.T) {
 	}
 	// a's grant lapses (a crashed holder): a newcomer still meets the line.
 	rdb.Del(ctx, k)
-	if g, err := n.acquire(ctx, nm, "newcomer", short, false); err != nil || g.ok {
+	if g, err := n.acquire(ctx, nm, "newcomer", nil, short, false); err != nil || g.ok {
 		t.Fatalf("a newcomer's acquire after the holder's key expired, b queued: %+v %v, want refused", g, err)
 	}
 }
@@ -648,11 +648,11 @@ func TestAListenersMarkOutlivesAShortGrant(t *testing.T) {
 	ctx := context.Background()
 	short := options{ttl: 400 * time.Millisecond}
 	rdb.Set(ctx, k, "A", 10*time.Second)
-	if g, err := n.acquire(ctx, nm, "B", short, true); err != nil || g.ok {
+	if g, err := n.acquire(ctx, nm, "B", nil, short, true); err != nil || g.ok {
 		t.Fatalf("a listener's attempt on a held key: %+v %v", g, err)
 	}
 	rdb.Del(ctx, k)
-	g, err := n.acquire(ctx, nm, "C", short, false)
+	g, err := n.acquire(ctx, nm, "C", nil, short, false)
 	if err != nil || !g.ok {
 		t.Fatalf("acquire of the free key: %+v %v", g, err)
 	}
@@ -664,7 +664,7 @@ func TestAListenersMarkOutlivesAShortGrant(t *testing.T) {
 		}
 	}
 	check("after a 400-ms grant with a listener")
-	if ok, err := n.release(ctx, nm, "C", g.fence+1000, 300*time.Millisecond, false); err != nil || !ok {
+	if ok, err := n.release(ctx, nm, "C", nil, g.fence+1000, 300*time.Millisecond, false); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
 	check("after a release that raised the counter, keeping it 300 ms")

@@ -81,18 +81,23 @@ type answer[T any] struct {
 	abandoned bool // sent, no answer in time; the round's late was or will be called with it
 }
 
-// A round is one question put to a set of nodes at once.
-type round[T any] struct {
+// A round is one question put to a set of nodes at once: call(by, ctx, n)
+// for each node n. The asker by and a function of it (a method
+// expression) rather than a closure or method value: where one node is
+// asked in the caller's goroutine, the uncontended path, nothing is then
+// allocated for them (a method value costs an allocation each time).
+type round[T, B any] struct {
 	op      string        // what is asked, for errors: "acquire", "release", …
 	timeout time.Duration // how long each answer is waited for (0: until ctx ends)
-	call    func(context.Context, *node) (T, error)
+	by      B
+	call    func(B, context.Context, *node) (T, error)
 	// yes, if set, says which answers are a yes: the wait ends as soon as
 	// a majority of the nodes asked said yes. Without it, every answer is
 	// waited for.
 	yes func(T) bool
 	// late, if set, receives the answers that come after the wait ended,
 	// so that their effect can be undone.
-	late func(*node, T, error)
+	late func(B, *node, T, error)
 	// lateTakesError says that late handles an error (one that may hide
 	// an answer) as safely as the answer itself, so that on one node the
 	// call may wait in the caller's goroutine (awaitOn).
@@ -100,21 +105,22 @@ type round[T any] struct {
 }
 
 // ask puts the question to every node in nodes in parallel (see calls) and
-// returns their answers, in order. A node that has not answered when the
-// wait ends gets an error, ctx's or a *NodeError for the timeout, and is
-// marked abandoned.
-func (r round[T]) ask(ctx context.Context, c *Client, nodes []*node) []answer[T] {
+// appends their answers, in order, to dst (a caller asking one node can
+// give it room for the answer on its stack). A node that has not answered
+// when the wait ends gets an error, ctx's or a *NodeError for the timeout,
+// and is marked abandoned.
+func (r round[T, B]) ask(dst []answer[T], ctx context.Context, c *Client, nodes []*node) []answer[T] {
 	if len(nodes) == 1 { // the usual case; await may spare the goroutine
-		return []answer[T]{r.askOne(ctx, c, nodes[0])}
+		return append(dst, r.askOne(ctx, c, nodes[0]))
 	}
 	answers := make([]answer[T], len(nodes))
 	ops := make([]func(context.Context) (T, error), len(nodes))
 	for i, n := range nodes {
-		ops[i] = func(ctx context.Context) (T, error) { return r.call(ctx, n) }
+		ops[i] = func(ctx context.Context) (T, error) { return r.call(r.by, ctx, n) }
 	}
 	var late func(int, T, error)
 	if r.late != nil {
-		late = func(i int, v T, err error) { r.late(nodes[i], v, err) }
+		late = func(i int, v T, err error) { r.late(r.by, nodes[i], v, err) }
 	}
 	cs := startCalls(ctx, c, ops, late)
 	got, why := cs.wait(ctx, len(nodes), r.timeout, r.enough(len(nodes)))
@@ -124,12 +130,12 @@ func (r round[T]) ask(ctx context.Context, c *Client, nodes []*node) []answer[T]
 	for _, g := range got {
 		answers[g.i] = answer[T]{v: g.v, err: g.err}
 	}
-	return answers
+	return append(dst, answers...)
 }
 
 // askOne puts the question to the one node n (see awaitOn).
-func (r round[T]) askOne(ctx context.Context, c *Client, n *node) answer[T] {
-	v, err, left := awaitOn(ctx, c, n, r.lateTakesError, r.timeout, r.call, r.late)
+func (r round[T, B]) askOne(ctx context.Context, c *Client, n *node) answer[T] {
+	v, err, left := awaitOn(ctx, c, n, r.lateTakesError, r.timeout, r.by, r.call, r.late)
 	if left {
 		err = n.unanswered(r.op, err)
 	}
@@ -138,7 +144,7 @@ func (r round[T]) askOne(ctx context.Context, c *Client, n *node) answer[T] {
 
 // enough returns the test that ends a round's wait early: a majority of
 // n nodes said yes (nil without yes).
-func (r round[T]) enough(n int) func([]reply[T]) bool {
+func (r round[T, B]) enough(n int) func([]reply[T]) bool {
 	if r.yes == nil {
 		return nil
 	}

@@ -66,13 +66,13 @@ type lease struct {
 	cancel context.CancelCauseFunc
 }
 
-func newLease(sent time.Time, ttl time.Duration, o options) *lease {
-	ls := &lease{}
+// init starts the lease of a grant of ttl sent at sent (a zero lease
+// until then).
+func (ls *lease) init(sent time.Time, ttl time.Duration, o options) {
 	if o.hasMaxHold {
 		ls.holdEnd = sent.Add(o.maxHold)
 	}
 	ls.deadline, ls.capped = ls.until(sent, ttl, o.hasMaxHold && ttl >= o.maxHold)
-	return ls
 }
 
 // watch makes the lease's context and starts the timer that ends it at its
@@ -215,8 +215,9 @@ func (ls *lease) end(cause error) {
 // ended reports why the lease ended, or nil while it lasts.
 func (ls *lease) ended() error {
 	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	return ls.why
+	why := ls.why
+	ls.mu.Unlock()
+	return why
 }
 
 func (ls *lease) validUntil() time.Time {
