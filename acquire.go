@@ -34,17 +34,20 @@ const (
 // answer and the server grants the lock anyway, the lock is released in the
 // background.
 func (c *Client) TryLock(ctx context.Context, key string, opts ...Option) (*Lock, error) {
-	start := time.Now()
 	h := c.hooks.Load()
+	var start time.Time
+	if h != nil { // only an observer or tracer reads it
+		start = time.Now()
+	}
 	o, err := c.prepare(key, opts)
 	if err != nil {
-		c.observeAcquire(h, key, o.primitive(), start, nil, false, err, nil, nil)
+		c.observeAcquire(h, key, o.primitiveFor(h), start, nil, false, err, nil, nil)
 		return nil, err
 	}
 	o.note = newAcquireNote(h)
-	sctx, end := h.startSpan(ctx, SpanAcquire, key, o.primitive())
+	sctx, end := h.startSpan(ctx, SpanAcquire, key, o.primitiveFor(h))
 	l, _, err := c.try(sctx, key, o, false)
-	c.observeAcquire(h, key, o.primitive(), start, l, false, err, o.note, end)
+	c.observeAcquire(h, key, o.primitiveFor(h), start, l, false, err, o.note, end)
 	c.startHold(h, ctx, l)
 	return l, err
 }
@@ -78,19 +81,22 @@ func (c *Client) TryLock(ctx context.Context, key string, opts ...Option) (*Lock
 // node that does not answer within it ends a single-node wait with a
 // *NodeError.
 func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (l *Lock, err error) {
-	start := time.Now()
 	contended := false
 	var (
 		o     options
 		end   func(Event)
 		outer = ctx
 		h     = c.hooks.Load()
+		start time.Time // only an observer or tracer reads it
 	)
+	if h != nil {
+		start = time.Now()
+	}
 	defer func() {
 		if l != nil && contended {
 			l.waited.Store(true)
 		}
-		c.observeAcquire(h, key, o.primitive(), start, l, contended, err, o.note, end)
+		c.observeAcquire(h, key, o.primitiveFor(h), start, l, contended, err, o.note, end)
 		c.startHold(h, outer, l)
 	}()
 	o, err = c.prepare(key, opts)
@@ -101,7 +107,7 @@ func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (l *Lock,
 		return nil, err
 	}
 	o.note = newAcquireNote(h)
-	ctx, end = h.startSpan(ctx, SpanAcquire, key, o.primitive())
+	ctx, end = h.startSpan(ctx, SpanAcquire, key, o.primitiveFor(h))
 	notified := len(c.nodes) > 1 || o.replicas > 0
 	if !notified && c.groups.waiting(key) {
 		// Others of this Client wait for the key, or one holds it

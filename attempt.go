@@ -47,7 +47,8 @@ func (c *Client) try(ctx context.Context, key string, o options, listens bool) (
 	if err != nil {
 		return nil, 0, err
 	}
-	a := &attempt{c: c, nm: c.names.get(key), token: token, arg: boxToken(token), o: o, listens: listens}
+	a := &attempt{c: c, nm: c.names.get(key), token: token, o: o, listens: listens}
+	a.arg = boxToken(&a.token)
 	a.decided.Lock()
 	defer a.decided.Unlock()
 	a.sent = time.Now()
@@ -56,7 +57,7 @@ func (c *Client) try(ctx context.Context, key string, o options, listens bool) (
 	noteAnswers(o.note, answers)
 	out := judge(answers, ctx.Err(), time.Since(a.sent), o.ttl)
 	if out.err == nil {
-		a.held = newLock(c, a.nm, token, a.arg, out.fence, o, a.sent, o.ttl)
+		a.held = newLock(c, a.nm, token, out.fence, o, a.sent, o.ttl)
 		a.held.pending = newPendingGrants(c.nodes, answers)
 		return a.held, 0, nil
 	}

@@ -183,7 +183,7 @@ func (c *Client) Attach(ctx context.Context, key, token string, opts ...Option) 
 		if d < MinTTL {
 			return nil, fmt.Errorf("%w: %q is about to expire: %w", ErrNotHeld, key, ErrLeaseExpired)
 		}
-		return newLock(c, c.names.get(key), token, nil, fence, o, sent, d), nil
+		return newLock(c, c.names.get(key), token, fence, o, sent, d), nil
 	case refused:
 		return nil, fmt.Errorf("%w: %q", ErrNotHeld, key)
 	}

@@ -53,16 +53,13 @@ type Lock struct {
 var errNoRoom = fmt.Errorf("%w: no room left to extend", ErrMaxHold)
 
 // newLock returns the Lock for a grant sent at sent, whose key lives for
-// valid from then (the TTL, for a fresh grant). arg is token boxed
-// (boxToken) if the caller has it, else nil.
-func newLock(c *Client, nm *lockNames, token string, arg any, fence int64, o options, sent time.Time, valid time.Duration) *Lock {
-	if arg == nil {
-		arg = boxToken(token)
-	}
+// valid from then (the TTL, for a fresh grant).
+func newLock(c *Client, nm *lockNames, token string, fence int64, o options, sent time.Time, valid time.Duration) *Lock {
 	l := &Lock{
-		c: c, names: nm, token: token, arg: arg, fence: fence, ttl: o.ttl, keep: o.fenceKeep(), acquired: sent, valid: valid,
+		c: c, names: nm, token: token, fence: fence, ttl: o.ttl, keep: o.fenceKeep(), acquired: sent, valid: valid,
 		timeout: o.nodeTimeoutFor(len(c.nodes)),
 	}
+	l.arg = boxToken(&l.token)
 	l.lease.init(sent, valid, o)
 	if len(c.nodes) > 1 {
 		// A Redlock fence is the maximum over several nodes, and each
@@ -214,7 +211,7 @@ func (l *Lock) Unlock(ctx context.Context) (err error) {
 		return l.notHeld()
 	}
 	h := l.c.hooks.Load()
-	ctx, end := h.startSpan(ctx, SpanRelease, l.Key(), primitiveOf(l.token))
+	ctx, end := l.startSpan(h, ctx, SpanRelease)
 	if h != nil || l.traced() { // a hold ends even if the tracer has gone
 		defer func() {
 			e := l.event(EventRelease, err)
@@ -346,7 +343,7 @@ var errExtended = errors.New("dlock: extended by the holder")
 // told it is lost).
 func (l *Lock) renew(ctx context.Context, ttl time.Duration, unlessExtended bool) (sent time.Time, err error) {
 	h := l.c.hooks.Load()
-	ctx, end := h.startSpan(ctx, SpanRenew, l.Key(), primitiveOf(l.token))
+	ctx, end := l.startSpan(h, ctx, SpanRenew)
 	if h != nil {
 		defer func() { h.report(l.event(EventRenew, err), end) }()
 	}

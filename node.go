@@ -195,7 +195,7 @@ func (n *node) acquire(ctx context.Context, nm *lockNames, token string, arg any
 		return n.acquireShared(ctx, nm, token, o)
 	}
 	if arg == nil {
-		arg = boxToken(token)
+		arg = token
 	}
 	d := n.durations(o.ttl, o.fenceKeep())
 	args := append(make([]any, 0, 4), arg, d.ttl, d.keep)
@@ -374,7 +374,7 @@ func (n *node) release(ctx context.Context, nm *lockNames, token string, arg any
 	group := n.releasingGroup(nm.key, token)
 	if lean && fence == 0 && group == "" && readsHolderMark(token) {
 		if arg == nil {
-			arg = boxToken(token)
+			arg = token
 		}
 		keys, boxed := nm.leanReleaseKeys()
 		v, err := n.scriptBoxed(ctx, releaseLeanScript, keys, boxed, arg).Int64()
@@ -388,10 +388,11 @@ func (n *node) release(ctx context.Context, nm *lockNames, token string, arg any
 	return n.releaseFull(ctx, nm, token, fence, keep, group)
 }
 
-// boxToken returns token boxed as a script argument: once per acquisition,
-// for its acquire and its release, where boxing it for each would cost an
-// allocation each.
-func boxToken(token string) any { return token }
+// boxToken returns the token at p as a script argument: the pointer,
+// which go-redis writes as the string it points to, and which, unlike the
+// string, is boxed without an allocation. The string at p must not change
+// (a token field, set once).
+func boxToken(p *string) any { return p }
 
 // releasingGroup tells the Client's groups of the release about to be sent
 // (releasing) and returns the name of its group waiting for key, or "".

@@ -84,6 +84,16 @@ func (o options) primitive() string {
 	return primitiveOf(o.kind)
 }
 
+// primitiveFor is o.primitive() for what h reports, or "" when h reports
+// nothing (no observer or tracer): naming it is work the uncontended path
+// is spared.
+func (o *options) primitiveFor(h *hooks) string {
+	if h == nil {
+		return ""
+	}
+	return o.primitive()
+}
+
 // fenceKeep is how long a grant keeps the lock's fencing counter: the TTL
 // plus the fence margin.
 func (o options) fenceKeep() time.Duration { return o.ttl + o.fenceMargin }

@@ -305,8 +305,12 @@ type groups struct {
 }
 
 // waiting reports whether the Client has waiters on key, or holds it
-// through a grant to one of them.
+// through a grant to one of them. (As releasing, it looks nothing up
+// when the Client has no group.)
 func (gs *groups) waiting(key string) bool {
+	if gs.n.Load() == 0 {
+		return false
+	}
 	gs.mu.Lock()
 	g := gs.m[key]
 	gs.mu.Unlock()
@@ -532,7 +536,7 @@ func (g *waitGroup) join(ctx context.Context, w *queuedWaiter) (l *Lock, err err
 		// when the caller gives up (leave.lua).
 		return nil, errGrantLapsed, false
 	case r.granted:
-		l := newLock(g.c, g.nm, w.token, nil, r.fence, w.o, sent, r.px)
+		l := newLock(g.c, g.nm, w.token, r.fence, w.o, sent, r.px)
 		if r.px < w.o.ttl {
 			l.claimed()
 		}
@@ -559,7 +563,7 @@ func (g *waitGroup) accept(w *queuedWaiter, h *handedOff) *Lock {
 	if !ok || time.Until(validUntil(from, h.lease)) < w.px/4 {
 		return nil
 	}
-	l := newLock(g.c, g.nm, w.token, nil, h.fence, w.o, from, h.lease)
+	l := newLock(g.c, g.nm, w.token, h.fence, w.o, from, h.lease)
 	if w.px < w.o.ttl {
 		l.claimed()
 	}

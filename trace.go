@@ -77,6 +77,15 @@ func (h *hooks) startSpan(ctx context.Context, kind SpanKind, key, primitive str
 	return h.tracer.Start(ctx, kind, key, primitive)
 }
 
+// startSpan starts a span of kind about l through h's tracer (see
+// hooks.startSpan); l's primitive is named only when there is one.
+func (l *Lock) startSpan(h *hooks, ctx context.Context, kind SpanKind) (context.Context, func(Event)) {
+	if h == nil || h.tracer == nil {
+		return ctx, nil
+	}
+	return h.tracer.Start(ctx, kind, l.Key(), primitiveOf(l.token))
+}
+
 // hold is a traced Lock's hold span: its context, and its end, called once.
 type hold struct {
 	ctx  context.Context
@@ -91,7 +100,7 @@ func (c *Client) startHold(h *hooks, ctx context.Context, l *Lock) {
 	if l == nil || h == nil || h.tracer == nil {
 		return
 	}
-	hctx, end := h.startSpan(ctx, SpanHold, l.Key(), primitiveOf(l.token))
+	hctx, end := l.startSpan(h, ctx, SpanHold)
 	l.hold.Store(&hold{ctx: hctx, end: end})
 	context.AfterFunc(l.lease.watch().ctx, func() { l.lost() })
 }
