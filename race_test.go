@@ -1,0 +1,6 @@
+//go:build race
+
+package dlock_test
+
+// raceEnabled tells that the race detector is on (it allocates).
+const raceEnabled = true
