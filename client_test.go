@@ -3,6 +3,7 @@ package dlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -65,6 +66,49 @@ func TestAWrappedClientLocksWaitsAndSeesItsFaults(t *testing.T) {
 	}
 	if f.scripts.Load() == 0 {
 		t.Fatal("no script went through the wrapper")
+	}
+}
+
+// stringly wraps a client and forwards every script argument as the text
+// fmt.Sprint makes of it, as an adapter or a record-and-replay layer may.
+type stringly struct{ dlock.RedisClient }
+
+func (s stringly) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
+	return s.RedisClient.EvalSha(ctx, sha, keys, texts(args)...)
+}
+
+func (s stringly) Eval(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd {
+	return s.RedisClient.Eval(ctx, script, keys, texts(args)...)
+}
+
+func texts(args []any) []any {
+	out := make([]any, len(args))
+	for i, a := range args {
+		out[i] = fmt.Sprint(a)
+	}
+	return out
+}
+
+// A wrapper sees the token as the string it is (found by review: sent as
+// a pointer, which go-redis writes as the string, it reached a wrapper
+// that formatted it as an address; the key held that, and Unlock left
+// the lock held until its TTL).
+func TestAWrapperSeesTheTokenAsAString(t *testing.T) {
+	rdb := shared.Client(t)
+	c := dlock.New(stringly{rdb})
+	defer c.Close()
+	k := key(t)
+	for range 3 {
+		l := mustLock(t, c, k)
+		if v := rdb.Get(ctxT(t), k).Val(); v != l.Token() {
+			t.Fatalf("the key holds %q, want the token", v)
+		}
+		if err := l.Unlock(ctxT(t)); err != nil {
+			t.Fatalf("Unlock: %v", err)
+		}
+		if n := rdb.Exists(ctxT(t), k).Val(); n != 0 {
+			t.Fatal("the key is still held after Unlock")
+		}
 	}
 }
 

@@ -194,9 +194,7 @@ func (n *node) acquire(ctx context.Context, nm *lockNames, token string, arg any
 	if shared(token) {
 		return n.acquireShared(ctx, nm, token, o)
 	}
-	if arg == nil {
-		arg = token
-	}
+	arg = n.tokenArg(token, arg)
 	d := n.durations(o.ttl, o.fenceKeep())
 	args := append(make([]any, 0, 4), arg, d.ttl, d.keep)
 	if listens {
@@ -373,9 +371,7 @@ func (n *node) release(ctx context.Context, nm *lockNames, token string, arg any
 	}
 	group := n.releasingGroup(nm.key, token)
 	if lean && fence == 0 && group == "" && readsHolderMark(token) {
-		if arg == nil {
-			arg = token
-		}
+		arg = n.tokenArg(token, arg)
 		keys, boxed := nm.leanReleaseKeys()
 		v, err := n.scriptBoxed(ctx, releaseLeanScript, keys, boxed, arg).Int64()
 		if err != nil {
@@ -391,8 +387,24 @@ func (n *node) release(ctx context.Context, nm *lockNames, token string, arg any
 // boxToken returns the token at p as a script argument: the pointer,
 // which go-redis writes as the string it points to, and which, unlike the
 // string, is boxed without an allocation. The string at p must not change
-// (a token field, set once).
+// (a token field, set once). Only a plain *redis.Client is sent it
+// (tokenArg): a RedisClient wrapper gets the string, as before. A hook on
+// a plain client (AddHook) that reads a command's arguments sees the
+// pointer, which prints as an address, not the token.
 func boxToken(p *string) any { return p }
+
+// tokenArg returns the script argument for token on n: arg (from
+// boxToken), if not nil and n's client is a plain *redis.Client, else the
+// string. A wrapper's own methods see the token as the string, whatever
+// they do with it (found by review: one that forwarded fmt.Sprint of each
+// argument stored an address in the key, and the lock stayed held until
+// its TTL).
+func (n *node) tokenArg(token string, arg any) any {
+	if arg == nil || !n.co.plain {
+		return token
+	}
+	return arg
+}
 
 // releasingGroup tells the Client's groups of the release about to be sent
 // (releasing) and returns the name of its group waiting for key, or "".

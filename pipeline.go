@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -141,12 +140,10 @@ func runScript(ctx context.Context, rdb RedisClient, s *redis.Script, keys []str
 
 // evalsha returns the arguments of an EVALSHA of the script whose hash is
 // sha on keys (boxed already if boxed is not nil) with args, each as it is
-// (a slice is not flattened, as go-redis's Eval would). The key count is a
-// string, so that a cluster client routes the command by its first key
-// without formatting the count anew.
+// (a slice is not flattened, as go-redis's Eval would).
 func evalsha(sha any, keys []string, boxed []any, args []any) []any {
 	cmdArgs := make([]any, 0, 3+len(keys)+len(args))
-	cmdArgs = append(cmdArgs, "evalsha", sha, keyCount(len(keys)))
+	cmdArgs = append(cmdArgs, "evalsha", sha, len(keys))
 	if boxed != nil {
 		cmdArgs = append(cmdArgs, boxed...)
 	} else {
@@ -155,17 +152,6 @@ func evalsha(sha any, keys []string, boxed []any, args []any) []any {
 		}
 	}
 	return append(cmdArgs, args...)
-}
-
-// keyCounts are the key counts of dlock's scripts, boxed once.
-var keyCounts = [...]any{"0", "1", "2", "3", "4", "5", "6"}
-
-// keyCount returns n as an EVALSHA key count.
-func keyCount(n int) any {
-	if n < len(keyCounts) {
-		return keyCounts[n]
-	}
-	return strconv.Itoa(n)
 }
 
 // busy reports whether the node's scripts go through the pipeliner now:

@@ -10,9 +10,9 @@ import (
 // names its KEYS and ARGV. The scripts that grant locks share issue_fence
 // (fence.lua); those that mark the fencing counter, set_mark (mark.lua);
 // and those that work the queue or several holders the functions of
-// prelude.lua, prepended here. Script.Run sends EVALSHA and falls back to
-// EVAL when the server answers NOSCRIPT, so a script is loaded once per
-// server, not per call.
+// prelude.lua, prepended here. A script is sent as EVALSHA, and as EVAL
+// when the server answers NOSCRIPT (coalescer.run), so it is loaded once
+// per server, not per call.
 var (
 	//go:embed scripts/fence.lua
 	fenceSrc string
