@@ -15,6 +15,7 @@ PACKAGES = ./... ./cmd/dlock/... ./prometheus/... ./dlockotel/... ./internal/sql
 # a fence regresses.
 test: deps check bench-check
 	DLOCK_REQUIRE_DATABASES=1 $(GO) test -race -count=1 -timeout 8m $(PACKAGES)
+	$(GO) test -count=1 -run 'Allocate' .  # allocation counts: without the race detector, which allocates
 	$(GO) build -o .dlock-torture ./cmd/dlock && ./.dlock-torture torture --quick; status=$$?; rm -f .dlock-torture; exit $$status
 
 # deps installs what the tests need when it is missing: redis-server, a C
