@@ -26,7 +26,10 @@ import (
 //
 // A cluster client is recognized by its MasterForKey method, which dlock
 // uses to subscribe on the master of each key's slot (sharded pub/sub); a
-// client's address, for errors, by its Options method.
+// client's address, for errors, by its Options method. A plain
+// *redis.Client gets its scripts through Do, as EVALSHA commands dlock
+// builds (coalescer.run); any other client through its own EvalSha and
+// Eval.
 type RedisClient interface {
 	redis.Scripter
 	Do(ctx context.Context, args ...any) *redis.Cmd
