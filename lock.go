@@ -55,7 +55,14 @@ var errNoRoom = fmt.Errorf("%w: no room left to extend", ErrMaxHold)
 // newLock returns the Lock for a grant sent at sent, whose key lives for
 // valid from then (the TTL, for a fresh grant).
 func newLock(c *Client, nm *lockNames, token string, fence int64, o options, sent time.Time, valid time.Duration) *Lock {
-	l := &Lock{
+	return initLock(new(Lock), c, nm, token, fence, o, sent, valid)
+}
+
+// initLock makes l, which nobody else sees yet, the Lock newLock returns,
+// and returns it. (l's token field keeps its address: tryInline has sent
+// it.)
+func initLock(l *Lock, c *Client, nm *lockNames, token string, fence int64, o options, sent time.Time, valid time.Duration) *Lock {
+	*l = Lock{
 		c: c, names: nm, token: token, fence: fence, ttl: o.ttl, keep: o.fenceKeep(), acquired: sent, valid: valid,
 		timeout: o.nodeTimeoutFor(len(c.nodes)),
 	}
