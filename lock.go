@@ -58,14 +58,16 @@ func newLock(c *Client, nm *lockNames, token string, fence int64, o options, sen
 	return initLock(new(Lock), c, nm, token, fence, o, sent, valid)
 }
 
-// initLock makes l, which nobody else sees yet, the Lock newLock returns,
-// and returns it. (l's token field keeps its address: tryInline has sent
-// it.)
+// initLock makes l, a zero Lock nobody else sees yet but for its token
+// (tryInline sets it first and sends its address: it is not written
+// again, for a go-redis hook may still read it), the Lock newLock returns,
+// and returns it.
 func initLock(l *Lock, c *Client, nm *lockNames, token string, fence int64, o options, sent time.Time, valid time.Duration) *Lock {
-	*l = Lock{
-		c: c, names: nm, token: token, fence: fence, ttl: o.ttl, keep: o.fenceKeep(), acquired: sent, valid: valid,
-		timeout: o.nodeTimeoutFor(len(c.nodes)),
+	if l.token == "" {
+		l.token = token
 	}
+	l.c, l.names, l.fence, l.ttl, l.keep = c, nm, fence, o.ttl, o.fenceKeep()
+	l.acquired, l.valid, l.timeout = sent, valid, o.nodeTimeoutFor(len(c.nodes))
 	l.arg = boxToken(&l.token)
 	l.lease.init(sent, valid, o)
 	if len(c.nodes) > 1 {
