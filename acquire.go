@@ -35,10 +35,7 @@ const (
 // background.
 func (c *Client) TryLock(ctx context.Context, key string, opts ...Option) (*Lock, error) {
 	h := c.hooks.Load()
-	var start time.Time
-	if h != nil { // only an observer or tracer reads it
-		start = time.Now()
-	}
+	start := h.acquireStart()
 	o, err := c.prepare(key, opts)
 	if err != nil {
 		c.observeAcquire(h, key, o.primitiveFor(h), start, nil, false, err, nil, nil)
@@ -87,11 +84,8 @@ func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (l *Lock,
 		end   func(Event)
 		outer = ctx
 		h     = c.hooks.Load()
-		start time.Time // only an observer or tracer reads it
+		start = h.acquireStart()
 	)
-	if h != nil {
-		start = time.Now()
-	}
 	defer func() {
 		if l != nil && contended {
 			l.waited.Store(true)

@@ -24,7 +24,6 @@ type attempt struct {
 	c     *Client
 	nm    *lockNames
 	token string
-	arg   any // token as a script argument (boxToken)
 	o     options
 	sent  time.Time // when the request was sent: the lease counts from here (renew.go)
 
@@ -57,7 +56,6 @@ func (c *Client) try(ctx context.Context, key string, o options, listens bool) (
 		return c.tryInline(ctx, nm, token, o, listens)
 	}
 	a := &attempt{c: c, nm: nm, token: token, o: o, listens: listens}
-	a.arg = boxToken(&a.token)
 	a.decided.Lock()
 	defer a.decided.Unlock()
 	a.sent = time.Now()
@@ -80,9 +78,9 @@ func (c *Client) try(ctx context.Context, key string, o options, listens bool) (
 // only when a failed try may have left something to give back (settle).
 // The Lock is made first, so that the acquire can send its token field
 // (boxToken); a try that fails leaves those bytes unused (a refused
-// TryLock: 8 allocations, 688 B or so, as many as before and 128 B more). Against the round of
-// try, an uncontended lock+unlock makes one allocation less and passes
-// through four functions less.
+// TryLock: 8 allocations, 688 B or so, as many as before and 128 B more).
+// Against the round of try, an uncontended lock+unlock makes one
+// allocation less and passes through four functions less.
 func (c *Client) tryInline(ctx context.Context, nm *lockNames, token string, o options, listens bool) (*Lock, time.Duration, error) {
 	l := &Lock{token: token}
 	sent := time.Now()
@@ -97,7 +95,6 @@ func (c *Client) tryInline(ctx context.Context, nm *lockNames, token string, o o
 		return nil, out.holderTTL, out.err
 	}
 	a := &attempt{c: c, nm: nm, token: token, o: o, sent: sent, listens: listens}
-	a.arg = boxToken(&a.token)
 	return a.settle(ctx, answers[:], out)
 }
 
@@ -142,7 +139,7 @@ func (a *attempt) round() round[grant, *attempt] {
 
 // acquireOn runs the attempt's acquire on n.
 func (a *attempt) acquireOn(ctx context.Context, n *node) (grant, error) {
-	return n.acquire(ctx, a.nm, a.token, a.arg, a.o, a.listens)
+	return n.acquire(ctx, a.nm, a.token, boxToken(&a.token), a.o, a.listens)
 }
 
 // outcome is what an attempt's answers decide.
@@ -309,7 +306,7 @@ func (a *attempt) giveBackOn(ctx context.Context, n *node) (struct{}, error) {
 // release gives the attempt's token back on n, raising n's fencing counter
 // to fence (if positive).
 func (a *attempt) release(ctx context.Context, n *node, fence int64) {
-	if _, err := n.release(ctx, a.nm, a.token, a.arg, fence, a.o.fenceKeep(), true); err != nil {
+	if _, err := n.release(ctx, a.nm, a.token, boxToken(&a.token), fence, a.o.fenceKeep(), true); err != nil {
 		a.warnLeft(n, err)
 	}
 }
@@ -365,7 +362,7 @@ func (a *attempt) releaseAnswered(n *node, fence int64, answered bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
 	for {
-		released, err := n.release(ctx, a.nm, a.token, a.arg, fence, a.o.fenceKeep(), true)
+		released, err := n.release(ctx, a.nm, a.token, boxToken(&a.token), fence, a.o.fenceKeep(), true)
 		switch {
 		case released || (err == nil && answered):
 			return

@@ -21,7 +21,6 @@ type Lock struct {
 	c        *Client
 	names    *lockNames // the key and the names derived from it
 	token    string
-	arg      any // token as a script argument (boxToken)
 	fence    int64
 	raise    int64          // what a release raises each node's fencing counter to: the fence, or 0 on one node
 	ttl      time.Duration  // the lease asked for at acquire, and by renewals
@@ -68,7 +67,6 @@ func initLock(l *Lock, c *Client, nm *lockNames, token string, fence int64, o op
 	}
 	l.c, l.names, l.fence, l.ttl, l.keep = c, nm, fence, o.ttl, o.fenceKeep()
 	l.acquired, l.valid, l.timeout = sent, valid, o.nodeTimeoutFor(len(c.nodes))
-	l.arg = boxToken(&l.token)
 	l.lease.init(sent, valid, o)
 	if len(c.nodes) > 1 {
 		// A Redlock fence is the maximum over several nodes, and each
@@ -292,7 +290,7 @@ func (l *Lock) releaseOn(ctx context.Context, n *node) (bool, error) {
 	if ch := l.pending.arrival(n); ch != nil {
 		<-ch // bounded: the acquire's request ends with go-redis's timeouts
 	}
-	return n.release(ctx, l.names, l.token, l.arg, l.raise, l.keep, !l.waited.Load())
+	return n.release(ctx, l.names, l.token, boxToken(&l.token), l.raise, l.keep, !l.waited.Load())
 }
 
 // event is an Event about l: its key, primitive, fence and node count.
@@ -445,7 +443,7 @@ func (l *Lock) giveBack() {
 	l.halt()
 	for _, n := range l.c.nodes {
 		l.c.cleanup(func(ctx context.Context) {
-			_, _ = n.release(ctx, l.names, l.token, l.arg, l.raise, l.keep, !l.waited.Load())
+			_, _ = n.release(ctx, l.names, l.token, boxToken(&l.token), l.raise, l.keep, !l.waited.Load())
 		})
 	}
 }

@@ -164,6 +164,16 @@ func (h *hooks) observe(e Event) {
 	}
 }
 
+// acquireStart returns when an acquisition call begins, for h's report, or
+// the zero time when h reports nothing (no observer or tracer): reading
+// the clock is work the uncontended path is spared.
+func (h *hooks) acquireStart() time.Time {
+	if h == nil {
+		return time.Time{}
+	}
+	return time.Now()
+}
+
 // observeAcquire reports the end of an acquisition call to h's observer
 // and to end, the call's span (nil: none); h are the hooks loaded when it
 // began. note is what the attempts recorded (nil when nobody reads it).
