@@ -75,10 +75,10 @@ type node struct {
 	// handed the lock to a waiter (one node: the Client's groups), and
 	// releasing, told of a release about to be sent, names the Client's
 	// group waiting for the key, if any (its grants come back in the
-	// release's reply, unpublished), and reports whether it sent waiters
-	// that deferred their joins to join now (queue.go, deferJoin).
+	// release's reply, unpublished), and returns the joins of the waiters
+	// that deferred them, for the release to make (queue.go, joinFold).
 	handOver  func(key, msg string)
-	releasing func(key, token string) (group string, woke bool)
+	releasing func(key, token string) (group string, f *joinFold)
 
 	refreshed atomic.Int64 // when refresh last asked for a cluster map reload (unix ns)
 
@@ -372,7 +372,7 @@ func (n *node) release(ctx context.Context, nm *lockNames, token string, arg any
 		}
 		return v == 1, nil
 	}
-	group := n.releasingGroup(nm.key, token)
+	group, f := n.releasingGroup(nm.key, token)
 	if lean && fence == 0 && group == "" && readsHolderMark(token) {
 		arg = n.tokenArg(token, arg)
 		keys, boxed := nm.leanReleaseKeys()
@@ -384,7 +384,7 @@ func (n *node) release(ctx context.Context, nm *lockNames, token string, arg any
 			return v == 1, nil
 		}
 	}
-	return n.releaseFull(ctx, nm, token, fence, keep, group)
+	return n.releaseFull(ctx, nm, token, fence, keep, group, f)
 }
 
 // boxToken returns the token at p as a script argument: the pointer,
@@ -410,25 +410,32 @@ func (n *node) tokenArg(token string, arg any) any {
 }
 
 // releasingGroup tells the Client's groups of the release about to be sent
-// (releasing) and returns the name of its group waiting for key, or "".
-func (n *node) releasingGroup(key, token string) string {
+// (releasing) and returns the name of its group waiting for key, or "",
+// and the joins the release is to make, or nil.
+func (n *node) releasingGroup(key, token string) (string, *joinFold) {
 	if n.releasing == nil {
-		return ""
+		return "", nil
 	}
-	group, woke := n.releasing(key, token)
-	if woke {
-		// Let the waiters just sent to join run first: their joins then
-		// usually reach the server before this release (if not, a join
-		// finds the key free or granted onward, as any join may).
-		runtime.Gosched()
-	}
-	return group
+	return n.releasing(key, token)
 }
 
-// releaseFull runs release.lua, and hands a grant it made to a waiter of
-// this Client's group over at once (handOver).
-func (n *node) releaseFull(ctx context.Context, nm *lockNames, token string, fence int64, keep time.Duration, group string) (bool, error) {
-	r, err := n.script(ctx, releaseScript, nm.releaseKeys(), n.releaseArgs(token, fence, keep, group)...).Result()
+// releaseFull runs release.lua, with the joins of f if any, and hands a
+// grant it made to a waiter of this Client's group over at once
+// (handOver), then tells f's waiters how their joins went.
+func (n *node) releaseFull(ctx context.Context, nm *lockNames, token string, fence int64, keep time.Duration, group string, f *joinFold) (bool, error) {
+	args := n.releaseArgs(token, fence, keep, group)
+	if f != nil {
+		args = f.args(args)
+	}
+	r, err := n.script(ctx, releaseScript, nm.releaseKeys(), args...).Result()
+	var scores []string
+	if f != nil && err == nil {
+		r, scores = foldReply(r, len(f.ws))
+	}
+	// Before handOver: the next holder's critical section begins there,
+	// and waking the waiters after it began would make a timer it sets
+	// fire later (Go's network poller sleeps whole milliseconds).
+	f.settle(scores)
 	if err != nil {
 		return false, n.fail("release", err)
 	}

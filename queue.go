@@ -166,6 +166,7 @@ type queuedWaiter struct {
 	err    error         // the group's keepalive failed
 	joined bool          // answered a join: the roll call may include it
 	score  string        // its place in line, from its first join
+	fold   foldState     // its first join's, when a release makes it (joinFold)
 }
 
 // handedOff is a grant as the release script published it.
@@ -218,11 +219,15 @@ func (w *queuedWaiter) take() (h *handedOff, check bool, err error) {
 // the lock, the waiter has left the queue (or its leave is under way after
 // a step still in flight, or remembered by the group).
 func (w *queuedWaiter) wait(ctx context.Context, g *waitGroup) (*Lock, error) {
-	if err := w.deferJoin(ctx, g); err != nil {
-		g.exit(w, false) // never joined: nothing to leave
+	joined, err := w.deferJoin(ctx, g)
+	if err != nil {
+		// Never joined, or gone while a release joins it (that releaser
+		// has it leave): nothing to leave here, unless joined.
+		g.exit(w, joined)
 		return nil, err
 	}
-	check := true // the first join
+	check := !joined // the first join, unless a release made it
+	look := joined   // the release's grant may be in the mailbox already
 	for {
 		if check {
 			l, err, inFlight := g.join(ctx, w)
@@ -234,14 +239,16 @@ func (w *queuedWaiter) wait(ctx context.Context, g *waitGroup) (*Lock, error) {
 				return l, err
 			}
 		}
-		select {
-		case <-w.signal:
-		case <-ctx.Done():
-			g.exit(w, true)
-			return nil, ctx.Err()
+		if !look {
+			select {
+			case <-w.signal:
+			case <-ctx.Done():
+				g.exit(w, true)
+				return nil, ctx.Err()
+			}
 		}
+		look = false
 		var h *handedOff
-		var err error
 		h, check, err = w.take()
 		if err != nil {
 			g.exit(w, true)
@@ -326,34 +333,40 @@ func (gs *groups) waiting(key string) bool {
 // releasing is told that the Client is about to release its lock on key
 // with token: it returns the name of the Client's group waiting for key,
 // or "", and, if that lock is the one the group holds the key through,
-// sends the group's deferred waiters to join (deferJoin), reporting
-// whether there were any.
+// the group's deferred waiters (deferJoin), whose first joins the release
+// script makes (joinFold), or nil if there are none.
 //
 // With no group at all it looks nothing up: a group started meanwhile,
 // which n does not show yet, is one started after the lookup would have
 // been made, which a release must cope with anyway.
-func (gs *groups) releasing(key, token string) (group string, woke bool) {
+func (gs *groups) releasing(key, token string) (group string, f *joinFold) {
 	if gs.n.Load() == 0 {
-		return "", false
+		return "", nil
 	}
 	gs.mu.Lock()
 	g := gs.m[key]
 	gs.mu.Unlock()
 	if g == nil {
-		return "", false
+		return "", nil
 	}
 	g.mu.Lock()
 	if g.holder == nil || g.holder.token != token {
 		g.mu.Unlock()
-		return g.id, false
+		return g.id, nil
 	}
 	deferred := g.deferred
 	g.holder, g.deferred = nil, nil
-	g.mu.Unlock()
 	for _, w := range deferred {
-		w.deliver(nil, false, nil)
+		w.mu.Lock()
+		w.fold = foldTaken // under g.mu: undefer sees it taken or not at all
+		w.mu.Unlock()
 	}
-	return g.id, len(deferred) > 0
+	g.mu.Unlock()
+	if len(deferred) == 0 {
+		return g.id, nil
+	}
+	seq, _ := g.stamp() // before the release is sent: its lease counts from here
+	return g.id, &joinFold{g: g, seq: seq, ws: deferred}
 }
 
 // joinDefer is the longest a waiter defers its first join (deferJoin).
@@ -363,9 +376,10 @@ const joinDefer = 2 * time.Millisecond
 // w's group holds the key, until that lock's release is about to be sent
 // (releasing) or joinDefer has passed; a waiter whose context ends sooner
 // joins at once, and one whose context ends while it defers, or whose
-// group's keepalive fails, returns the error. The waiter then joins,
-// usually just before the release (releasing lets it run first), so that
-// both answers come back together, between two critical sections. On a
+// group's keepalive fails, returns the error. The release usually makes
+// the join itself, in its script, before it releases (joinFold): joined
+// reports that it did; otherwise the waiter joins. Either way both
+// answers come back together, between two critical sections. On a
 // hot key, a goroutine that locks again right after unlocking would
 // otherwise have its join answered while the next holder runs, and Go's
 // network poller sleeps in whole milliseconds (a shorter wait is rounded
@@ -374,13 +388,13 @@ const joinDefer = 2 * time.Millisecond
 // (16 goroutines on one Client: 1.24 ms per 1-ms sleep, 1.12 ms deferred).
 // The waiter's place in line is its join's, as anyone's; it has not
 // joined while it defers, so giving up then leaves nothing to remove.
-func (w *queuedWaiter) deferJoin(ctx context.Context, g *waitGroup) error {
+func (w *queuedWaiter) deferJoin(ctx context.Context, g *waitGroup) (joined bool, err error) {
 	d := joinDefer
 	if g.c.groups.deferFor > 0 {
 		d = g.c.groups.deferFor
 	}
 	if endsWithin(ctx, d) || !g.deferring(w) {
-		return nil // a context that ends first gets a join, not a wait
+		return false, nil // a context that ends first gets a join, not a wait
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -389,12 +403,14 @@ func (w *queuedWaiter) deferJoin(ctx context.Context, g *waitGroup) error {
 	case <-t.C:
 	case <-ctx.Done():
 	}
-	g.undefer(w)
-	if err := ctx.Err(); err != nil {
-		return err
+	if g.undefer(w) { // not taken by a release: it joins itself, or gives up
+		if err := ctx.Err(); err != nil {
+			return false, err
+		}
+		_, _, err := w.take() // a keepalive's failure, if any (no grant: not in line)
+		return false, err
 	}
-	_, _, err := w.take() // a keepalive's failure, if any (no grant: not in line)
-	return err
+	return w.folded(ctx)
 }
 
 // deferring reports whether w defers its first join, and records it if so.
@@ -424,16 +440,18 @@ func (g *waitGroup) holding() bool {
 	return l != nil && !l.isReleased() && !l.lease.over()
 }
 
-// undefer removes w from the deferred waiters, if it is still there.
-func (g *waitGroup) undefer(w *queuedWaiter) {
+// undefer removes w from the deferred waiters, and reports whether it was
+// still there: if not, a release has taken it (joinFold).
+func (g *waitGroup) undefer(w *queuedWaiter) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for i, d := range g.deferred {
 		if d == w {
 			g.deferred = append(g.deferred[:i], g.deferred[i+1:]...)
-			return
+			return true
 		}
 	}
+	return false
 }
 
 // held records l, granted to one of the group's waiters, as its holder.

@@ -21,6 +21,11 @@
 --          them comes back in the reply and is not published (queue.go,
 --          handOver). ARGV[2] to ARGV[4] are then given: '0', '0' and
 --          PUBLISH when they are not needed.
+-- ARGV[6]  with ARGV[5]: the group's step number for the joins that
+--          follow, if any
+-- ARGV[7..] four values for each waiter of that group that joins the
+--          queue in this step (queue.go, joinFold): its token, TTL (ms),
+--          waiter id, and how long to keep the fencing counter (ms)
 -- (An argument that is not needed is left out: each costs the server a
 -- little on every run.)
 --
@@ -34,6 +39,13 @@
 -- message instead of 1 (the one published, "g id fence seq lease_ms"), so
 -- that a releaser whose Client holds that waiter can hand it over without
 -- waiting for the message to come round (queue.go, handOver).
+-- With joins (ARGV[7..]), it returns a table instead: that answer, then
+-- each joined waiter's score (its place in line), in order.
+--
+-- Joining here, first, as join.lua would for a waiter that is not granted
+-- yet, is what the waiters' own join scripts would have done just before
+-- this release (queue.go, deferJoin); as one script the pair costs the
+-- server one run and one request less, on the hand-off's path.
 --
 -- Raising the counter matters for Redlock, where the holder's fence is the
 -- maximum over several nodes: whoever wins this node next must get a higher
@@ -46,8 +58,30 @@ if type(value) == 'table' then
   end
   return value
 end
+local joined -- the scores of the waiters that joined, if any did
+local function reply(r)
+  if joined then
+    return {r, unpack(joined)}
+  end
+  return r
+end
+if ARGV[7] then
+  local _, now, alive = queue(issue_fence)
+  local now_us = now()
+  local score = string.format('%.0f', now_us)
+  joined = {}
+  for i = 7, #ARGV, 4 do
+    local id, s = ARGV[i + 2], score
+    if redis.call('ZADD', KEYS[3], 'NX', s, id) == 0 then
+      s = redis.call('ZSCORE', KEYS[3], id) -- queued already: its place stands
+    end
+    redis.call('HSET', KEYS[4], id, ARGV[i] .. ' ' .. ARGV[i + 1] .. ' ' .. ARGV[5] .. ' ' .. ARGV[i + 3])
+    joined[#joined + 1] = s
+  end
+  alive(KEYS[1], KEYS[3], KEYS[4], KEYS[2], ARGV[5], now_us, ARGV[6], value)
+end
 if value ~= ARGV[1] and value ~= ARGV[1] .. '+' then -- perhaps marked (mark.lua)
-  return 0
+  return reply(0)
 end
 redis.call('DEL', KEYS[1])
 local counter -- the fencing counter's value, once read (false: absent)
@@ -88,9 +122,9 @@ if redis.call('EXISTS', KEYS[3], KEYS[6]) > 0 then
     redis.call(pub, chan, 'released')
   end
   if msg then
-    return msg
+    return reply(msg)
   end
 else
   set_mark(KEYS[2], false, nil, counter)
 end
-return 1
+return reply(1)

@@ -1,0 +1,118 @@
+package dlock
+
+import "context"
+
+// joinFold is the first joins of a group's deferred waiters, made by the
+// release script of the lock they deferred for (scripts/release.lua),
+// before it releases: what their own joins, sent just before the release,
+// would have done, in one script run and one request less on the hand-off's
+// path. The release's answer tells each waiter how its join went (settle);
+// a waiter the release did not join, or may not have (an error, a reply
+// without the scores), joins itself, which a join made meanwhile or later
+// makes no difference to (a join keeps a queued waiter's place, and
+// confirms a grant).
+type joinFold struct {
+	g   *waitGroup
+	seq int64 // the step the joins are
+	ws  []*queuedWaiter
+}
+
+// args appends the release script's arguments for the joins.
+func (f *joinFold) args(dst []any) []any {
+	dst = append(dst, f.seq)
+	for _, w := range f.ws {
+		dst = append(dst, w.token, w.o.ttl.Milliseconds(), w.id, w.o.fenceKeep().Milliseconds())
+	}
+	return dst
+}
+
+// settle tells each waiter of f how its join went: scores holds their
+// places, in order, when the release script joined them all, and is nil
+// when it did not or may not have. A waiter that gave up meanwhile
+// (foldGone) is made to leave, as a waiter whose join was in flight is
+// when its answer comes (join). Nil-safe.
+func (f *joinFold) settle(scores []string) {
+	if f == nil {
+		return
+	}
+	for i, w := range f.ws {
+		w.mu.Lock()
+		gone := w.fold == foldGone
+		switch {
+		case gone:
+		case scores != nil:
+			w.fold, w.joined, w.score = foldJoined, true, scores[i]
+		default:
+			w.fold = foldFailed
+		}
+		w.mu.Unlock()
+		if gone {
+			f.g.c.spawn(func() { f.g.leave(w.id, w.token, 0) })
+			continue
+		}
+		if scores != nil {
+			noteStep(w.o.note, nil, false)
+		}
+		w.deliver(nil, false, nil)
+	}
+}
+
+// foldState is where a deferred waiter's first join stands when a release
+// script makes it (joinFold). Guarded by the waiter's mu.
+type foldState int8
+
+const (
+	foldNone   foldState = iota // not taken by a release: it joins itself
+	foldTaken                   // in a release under way
+	foldJoined                  // the release's script joined it
+	foldFailed                  // the release did not say: it joins itself
+	foldGone                    // it gave up while taken: the releaser has it leave
+)
+
+// folded waits for the word of the release that makes w's first join
+// (joinFold): joined reports that it did, so that w is in line. If ctx
+// ends first, w is marked gone and the releaser has it leave once the
+// release has answered (settle); if ctx ends after the join, the caller
+// leaves.
+func (w *queuedWaiter) folded(ctx context.Context) (joined bool, err error) {
+	for {
+		w.mu.Lock()
+		state := w.fold
+		if state == foldTaken && ctx.Err() != nil {
+			w.fold = foldGone
+		}
+		w.mu.Unlock()
+		switch state {
+		case foldJoined:
+			return true, ctx.Err()
+		case foldFailed:
+			return false, ctx.Err()
+		}
+		if err := ctx.Err(); err != nil {
+			return false, err
+		}
+		select { // the release is bounded by the node timeout, or go-redis's
+		case <-w.signal:
+		case <-ctx.Done():
+		}
+	}
+}
+
+// foldReply splits a release's answer with n joins (joinFold) into the
+// release's own answer and the joined waiters' scores; without them (the
+// script joined nobody: the key held another kind of lock), scores is nil.
+func foldReply(r any, n int) (any, []string) {
+	t, ok := r.([]any)
+	if !ok || len(t) != 1+n {
+		return r, nil
+	}
+	scores := make([]string, n)
+	for i, v := range t[1:] {
+		s, ok := v.(string)
+		if !ok {
+			return t[0], nil
+		}
+		scores[i] = s
+	}
+	return t[0], scores
+}
