@@ -246,3 +246,41 @@ func TestAWaiterWhoseReleaseWentUnansweredJoinsItself(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A release that finds its key lost (expired, or deleted behind its
+// holder's back) releases nothing and joins nobody: the deferred waiter
+// joins itself, and its join, finding the key free, takes it.
+func TestAReleaseThatReleasesNothingLeavesTheJoinToTheWaiter(t *testing.T) {
+	rdb := redistest.Start(t).Client(t)
+	gate := newReleaseGate()
+	rdb.AddHook(gate)
+	c, other := New(rdb), New(rdb)
+	defer other.Close()
+	defer c.Close()
+	const k = "lock:fold-lost-key"
+	held, deferred := throughItsLine(t, c, other, k)
+	got := make(chan *Lock, 1)
+	go func() {
+		l, err := c.Lock(context.Background(), k, WithTTL(time.Minute))
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	eventually(t, "a waiter defers", func() bool { return deferred() == 1 })
+	joins := gate.joins.Load()
+	rdb.Del(context.Background(), k)
+	if err := held.Unlock(context.Background()); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("Unlock of a lost key: %v, want ErrNotHeld", err)
+	}
+	l := <-got
+	if l == nil {
+		t.Fatal("the waiter got no lock")
+	}
+	if n := gate.joins.Load() - joins; n != 1 {
+		t.Fatalf("the waiter ran %d join scripts, want 1", n)
+	}
+	if err := l.Unlock(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -39,13 +39,17 @@
 -- message instead of 1 (the one published, "g id fence seq lease_ms"), so
 -- that a releaser whose Client holds that waiter can hand it over without
 -- waiting for the message to come round (queue.go, handOver).
--- With joins (ARGV[7..]), it returns a table instead: that answer, then
--- each joined waiter's score (its place in line), in order.
+-- With joins (ARGV[7..]), a release that releases returns a table
+-- instead: that answer, then each joined waiter's score (its place in
+-- line), in order. One that does not (0, or an error) joins nobody: the
+-- waiters join themselves, and their join scripts look at the key.
 --
--- Joining here, first, as join.lua would for a waiter that is not granted
--- yet, is what the waiters' own join scripts would have done just before
--- this release (queue.go, deferJoin); as one script the pair costs the
--- server one run and one request less, on the hand-off's path.
+-- Joining here, once the token is checked and before the key is
+-- released, as join.lua would for a waiter that is not granted yet, is
+-- what the waiters' own join scripts would have done just before this
+-- release (queue.go, deferJoin): the hand-off below then finds them in
+-- line. As one script the pair costs one run and one request less, on
+-- the hand-off's path.
 --
 -- Raising the counter matters for Redlock, where the holder's fence is the
 -- maximum over several nodes: whoever wins this node next must get a higher
@@ -58,6 +62,9 @@ if type(value) == 'table' then
   end
   return value
 end
+if value ~= ARGV[1] and value ~= ARGV[1] .. '+' then -- perhaps marked (mark.lua)
+  return 0
+end
 local joined -- the scores of the waiters that joined, if any did
 local function reply(r)
   if joined then
@@ -65,7 +72,7 @@ local function reply(r)
   end
   return r
 end
-if ARGV[7] then
+if ARGV[7] then -- after the check: a release that does not release joins nobody
   local _, now, alive = queue(issue_fence)
   local now_us = now()
   local score = string.format('%.0f', now_us)
@@ -78,10 +85,8 @@ if ARGV[7] then
     redis.call('HSET', KEYS[4], id, ARGV[i] .. ' ' .. ARGV[i + 1] .. ' ' .. ARGV[5] .. ' ' .. ARGV[i + 3])
     joined[#joined + 1] = s
   end
-  alive(KEYS[1], KEYS[3], KEYS[4], KEYS[2], ARGV[5], now_us, ARGV[6], value)
-end
-if value ~= ARGV[1] and value ~= ARGV[1] .. '+' then -- perhaps marked (mark.lua)
-  return reply(0)
+  -- false: the holder's value needs no mark, it is deleted next
+  alive(KEYS[1], KEYS[3], KEYS[4], KEYS[2], ARGV[5], now_us, ARGV[6], false)
 end
 redis.call('DEL', KEYS[1])
 local counter -- the fencing counter's value, once read (false: absent)
