@@ -61,50 +61,86 @@ func (g *releaseGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	}
 }
 
-// throughItsLine returns c's lock on k, obtained through c's line (a
-// grant of the queue, after other's holder released it), so that c's next
-// waiters on k defer their joins to its release, and deferred, which
-// reports how many do.
-func throughItsLine(t *testing.T, c, other *Client, k string) (held *Lock, deferred func() int) {
-	t.Helper()
-	ctx := context.Background()
-	c.groups.deferFor = time.Hour // only the release ends a deferral
-	first, err := other.TryLock(ctx, k, WithTTL(time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
+// lockingAsync starts c.Lock(ctx, k) with a minute's TTL, and returns
+// where its lock (nil if none) arrives; an error fails t unless ctx ended.
+func lockingAsync(t *testing.T, ctx context.Context, c *Client, k string) <-chan *Lock {
 	got := make(chan *Lock, 1)
 	go func() {
 		l, err := c.Lock(ctx, k, WithTTL(time.Minute))
-		if err != nil {
+		if err != nil && ctx.Err() == nil {
 			t.Error(err)
 		}
 		got <- l
 	}()
-	for c.groups.waiting(k) == false || !queuedOn(t, c, k) {
-		time.Sleep(time.Millisecond)
-	}
-	if err := first.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if held = <-got; held == nil {
-		t.Fatal("c's waiter got no lock")
-	}
-	deferred = func() int {
-		c.groups.mu.Lock()
-		g := c.groups.m[k]
-		c.groups.mu.Unlock()
-		g.mu.Lock()
-		defer g.mu.Unlock()
-		return len(g.deferred)
-	}
-	return held, deferred
+	return got
 }
 
-// queuedOn reports whether k's queue has a waiter.
-func queuedOn(t *testing.T, c *Client, k string) bool {
-	rdb := c.nodes[0].rdb.(*redis.Client)
-	return rdb.ZCard(context.Background(), namesOf(k).all[2]).Val() > 0
+// foldCase is a Client c holding a key through its line (a grant of the
+// queue, after another Client's holder released it), and one more waiter
+// of c that defers its join to that lock's release: the release makes the
+// join (joinFold). The gate is on the server's client.
+type foldCase struct {
+	rdb      *redis.Client
+	gate     *releaseGate
+	c, other *Client
+	held     *Lock        // c's lock, held through its line
+	got      <-chan *Lock // the deferred waiter's
+	joins    int32        // join scripts run before the release
+}
+
+// newFoldCase sets up a foldCase on k, the deferred waiter's Lock running
+// with ctx.
+func newFoldCase(t *testing.T, ctx context.Context, k string) *foldCase {
+	t.Helper()
+	f := &foldCase{rdb: redistest.Start(t).Client(t), gate: newReleaseGate()}
+	f.rdb.AddHook(f.gate)
+	f.c, f.other = New(f.rdb), New(f.rdb)
+	t.Cleanup(func() { f.other.Close() })
+	t.Cleanup(func() { f.c.Close() })
+	f.c.groups.deferFor = time.Hour // only the release ends a deferral
+	first, err := f.other.TryLock(context.Background(), k, WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := lockingAsync(t, context.Background(), f.c, k)
+	queue := namesOf(k).all[2]
+	eventually(t, "c's waiter is in line", func() bool { return f.rdb.ZCard(context.Background(), queue).Val() > 0 })
+	if err := first.Unlock(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if f.held = <-got; f.held == nil {
+		t.Fatal("c's waiter got no lock")
+	}
+	f.got = lockingAsync(t, ctx, f.c, k)
+	eventually(t, "a waiter defers", func() bool {
+		f.c.groups.mu.Lock()
+		g := f.c.groups.m[k]
+		f.c.groups.mu.Unlock()
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return len(g.deferred) == 1
+	})
+	f.joins = f.gate.joins.Load()
+	return f
+}
+
+// joinsSince reports how many join scripts ran since the setup.
+func (f *foldCase) joinsSince() int32 { return f.gate.joins.Load() - f.joins }
+
+// joinedItself checks that the deferred waiter got the lock with one
+// join script of its own, and unlocks it.
+func (f *foldCase) joinedItself(t *testing.T) {
+	t.Helper()
+	l := <-f.got
+	if l == nil {
+		t.Fatal("the waiter got no lock")
+	}
+	if n := f.joinsSince(); n != 1 {
+		t.Fatalf("the waiter ran %d join scripts, want 1", n)
+	}
+	if err := l.Unlock(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // eventually fails t unless cond holds within a generous deadline.
@@ -122,41 +158,25 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // runs no join script, and, first in line, gets the lock from that very
 // release.
 func TestAReleaseJoinsItsClientsDeferredWaiter(t *testing.T) {
-	rdb := redistest.Start(t).Client(t)
-	gate := newReleaseGate()
-	rdb.AddHook(gate)
-	c, other := New(rdb), New(rdb)
-	defer other.Close()
-	defer c.Close()
 	const k = "lock:fold"
-	held, deferred := throughItsLine(t, c, other, k)
-	got := make(chan *Lock, 1)
-	go func() {
-		l, err := c.Lock(context.Background(), k, WithTTL(time.Minute))
-		if err != nil {
-			t.Error(err)
-		}
-		got <- l
-	}()
-	eventually(t, "a waiter defers", func() bool { return deferred() == 1 })
-	joins := gate.joins.Load()
-	if err := held.Unlock(context.Background()); err != nil {
+	f := newFoldCase(t, context.Background(), k)
+	if err := f.held.Unlock(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	l := <-got
+	l := <-f.got
 	if l == nil {
 		t.Fatal("the deferred waiter got no lock")
 	}
-	if n := gate.joins.Load() - joins; n != 0 {
+	if n := f.joinsSince(); n != 0 {
 		t.Fatalf("the deferred waiter ran %d join scripts, want 0 (its release joins it)", n)
 	}
-	if l.Fence() <= held.Fence() {
-		t.Fatalf("fence %d after %d", l.Fence(), held.Fence())
+	if l.Fence() <= f.held.Fence() {
+		t.Fatalf("fence %d after %d", l.Fence(), f.held.Fence())
 	}
 	if err := l.Unlock(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if n := rdb.Exists(context.Background(), k, namesOf(k).all[2]).Val(); n != 0 {
+	if n := f.rdb.Exists(context.Background(), k, namesOf(k).all[2]).Val(); n != 0 {
 		t.Fatalf("%d of the key and its queue left after the last unlock", n)
 	}
 }
@@ -166,43 +186,27 @@ func TestAReleaseJoinsItsClientsDeferredWaiter(t *testing.T) {
 // the line: the grant the release gave it is passed on, and the key is
 // free long before its TTL.
 func TestAWaiterThatGivesUpWhileItsReleaseJoinsItLeaves(t *testing.T) {
-	rdb := redistest.Start(t).Client(t)
-	gate := newReleaseGate()
-	rdb.AddHook(gate)
-	c, other := New(rdb), New(rdb)
-	defer other.Close()
-	defer c.Close()
 	const k = "lock:fold-gone"
-	held, deferred := throughItsLine(t, c, other, k)
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		l, err := c.Lock(ctx, k, WithTTL(time.Minute))
-		if l != nil {
-			err = errors.New("got the lock")
-		}
-		done <- err
-	}()
-	eventually(t, "a waiter defers", func() bool { return deferred() == 1 })
-	gate.hold.Store(true)
+	f := newFoldCase(t, ctx, k)
+	f.gate.hold.Store(true)
 	unlocked := make(chan error, 1)
-	go func() { unlocked <- held.Unlock(context.Background()) }()
-	<-gate.held // the release, with the waiter's join, is about to be sent
+	go func() { unlocked <- f.held.Unlock(context.Background()) }()
+	<-f.gate.held // the release, with the waiter's join, is about to be sent
 	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Fatalf("Lock: %v, want context.Canceled while its release is held", err)
+	if l := <-f.got; l != nil {
+		t.Fatal("a waiter whose context ended got the lock")
 	}
-	close(gate.open)
+	close(f.gate.open)
 	if err := <-unlocked; err != nil {
 		t.Fatal(err)
 	}
-	nm := namesOf(k)
 	// Its leave, not the claim's expiry, frees the key.
-	eventually(t, "the waiter leaves", func() bool { return gate.leaves.Load() > 0 })
+	eventually(t, "the waiter leaves", func() bool { return f.gate.leaves.Load() > 0 })
 	eventually(t, "the key and its line are empty", func() bool {
-		return rdb.Exists(context.Background(), k, nm.all[2]).Val() == 0
+		return f.rdb.Exists(context.Background(), k, namesOf(k).all[2]).Val() == 0
 	})
-	if l, err := other.TryLock(context.Background(), k); err != nil {
+	if l, err := f.other.TryLock(context.Background(), k); err != nil {
 		t.Fatalf("TryLock after the waiter left: %v", err)
 	} else {
 		_ = l.Unlock(context.Background())
@@ -213,74 +217,23 @@ func TestAWaiterThatGivesUpWhileItsReleaseJoinsItLeaves(t *testing.T) {
 // joins again itself: that join finds the grant the release gave it, and
 // confirms it, long before the key's TTL.
 func TestAWaiterWhoseReleaseWentUnansweredJoinsItself(t *testing.T) {
-	rdb := redistest.Start(t).Client(t)
-	gate := newReleaseGate()
-	rdb.AddHook(gate)
-	c, other := New(rdb), New(rdb)
-	defer other.Close()
-	defer c.Close()
-	const k = "lock:fold-lost"
-	held, deferred := throughItsLine(t, c, other, k)
-	got := make(chan *Lock, 1)
-	go func() {
-		l, err := c.Lock(context.Background(), k, WithTTL(time.Minute))
-		if err != nil {
-			t.Error(err)
-		}
-		got <- l
-	}()
-	eventually(t, "a waiter defers", func() bool { return deferred() == 1 })
-	joins := gate.joins.Load()
-	gate.loseNext.Store(true)
-	if err := held.Unlock(context.Background()); err == nil {
+	f := newFoldCase(t, context.Background(), "lock:fold-lost")
+	f.gate.loseNext.Store(true)
+	if err := f.held.Unlock(context.Background()); err == nil {
 		t.Fatal("Unlock whose reply was lost: no error")
 	}
-	l := <-got
-	if l == nil {
-		t.Fatal("the waiter got no lock")
-	}
-	if n := gate.joins.Load() - joins; n != 1 {
-		t.Fatalf("the waiter ran %d join scripts, want 1", n)
-	}
-	if err := l.Unlock(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	f.joinedItself(t)
 }
 
 // A release that finds its key lost (expired, or deleted behind its
 // holder's back) releases nothing and joins nobody: the deferred waiter
 // joins itself, and its join, finding the key free, takes it.
 func TestAReleaseThatReleasesNothingLeavesTheJoinToTheWaiter(t *testing.T) {
-	rdb := redistest.Start(t).Client(t)
-	gate := newReleaseGate()
-	rdb.AddHook(gate)
-	c, other := New(rdb), New(rdb)
-	defer other.Close()
-	defer c.Close()
 	const k = "lock:fold-lost-key"
-	held, deferred := throughItsLine(t, c, other, k)
-	got := make(chan *Lock, 1)
-	go func() {
-		l, err := c.Lock(context.Background(), k, WithTTL(time.Minute))
-		if err != nil {
-			t.Error(err)
-		}
-		got <- l
-	}()
-	eventually(t, "a waiter defers", func() bool { return deferred() == 1 })
-	joins := gate.joins.Load()
-	rdb.Del(context.Background(), k)
-	if err := held.Unlock(context.Background()); !errors.Is(err, ErrNotHeld) {
+	f := newFoldCase(t, context.Background(), k)
+	f.rdb.Del(context.Background(), k)
+	if err := f.held.Unlock(context.Background()); !errors.Is(err, ErrNotHeld) {
 		t.Fatalf("Unlock of a lost key: %v, want ErrNotHeld", err)
 	}
-	l := <-got
-	if l == nil {
-		t.Fatal("the waiter got no lock")
-	}
-	if n := gate.joins.Load() - joins; n != 1 {
-		t.Fatalf("the waiter ran %d join scripts, want 1", n)
-	}
-	if err := l.Unlock(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	f.joinedItself(t)
 }

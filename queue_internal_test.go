@@ -124,14 +124,7 @@ func TestAReleaseHandsOverToItsOwnClientsWaiter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan *Lock, 1)
-	go func() {
-		l, err := c.Lock(ctx, k, WithTTL(time.Minute))
-		if err != nil {
-			t.Error(err)
-		}
-		got <- l
-	}()
+	got := lockingAsync(t, ctx, c, k)
 	for !c.groups.waiting(k) {
 		time.Sleep(time.Millisecond)
 	}
