@@ -70,26 +70,20 @@ const (
 )
 
 // folded waits for the word of the release that makes w's first join
-// (joinFold): joined reports that it did, so that w is in line. If ctx
-// ends first, w is marked gone and the releaser has it leave once the
-// release has answered (settle); if ctx ends after the join, the caller
-// leaves.
-func (w *queuedWaiter) folded(ctx context.Context) (joined bool, err error) {
+// (joinFold), and returns it: foldJoined (w is in line), or foldFailed (w
+// joins itself; it may be in line already). If ctx ends first, w is
+// marked foldGone, and the releaser has it leave once the release has
+// answered (settle); if ctx ends after the word, the caller leaves.
+func (w *queuedWaiter) folded(ctx context.Context) (foldState, error) {
 	for {
 		w.mu.Lock()
 		state := w.fold
 		if state == foldTaken && ctx.Err() != nil {
-			w.fold = foldGone
+			state, w.fold = foldGone, foldGone
 		}
 		w.mu.Unlock()
-		switch state {
-		case foldJoined:
-			return true, ctx.Err()
-		case foldFailed:
-			return false, ctx.Err()
-		}
-		if err := ctx.Err(); err != nil {
-			return false, err
+		if state != foldTaken {
+			return state, ctx.Err()
 		}
 		select { // the release is bounded by the node timeout, or go-redis's
 		case <-w.signal:

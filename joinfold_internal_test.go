@@ -237,3 +237,30 @@ func TestAReleaseThatReleasesNothingLeavesTheJoinToTheWaiter(t *testing.T) {
 	}
 	f.joinedItself(t)
 }
+
+// folded returns the word of the release that took the waiter, with the
+// context's error if it has ended; a waiter whose context ends while the
+// release is under way is marked gone (its releaser has it leave), one
+// whose release failed is left to join itself, or to leave: it may be in
+// line.
+func TestFoldedReturnsTheReleasesWord(t *testing.T) {
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, c := range []struct {
+		state foldState
+		ctx   context.Context
+		want  foldState
+	}{
+		{foldJoined, context.Background(), foldJoined},
+		{foldFailed, context.Background(), foldFailed},
+		{foldJoined, ended, foldJoined},
+		{foldFailed, ended, foldFailed},
+		{foldTaken, ended, foldGone},
+	} {
+		w := &queuedWaiter{signal: make(chan struct{}, 1), fold: c.state}
+		got, err := w.folded(c.ctx)
+		if got != c.want || (err != nil) != (c.ctx.Err() != nil) || w.fold != c.want {
+			t.Errorf("folded in state %d, context ended %v: %d, %v (now %d), want %d", c.state, c.ctx.Err() != nil, got, err, w.fold, c.want)
+		}
+	}
+}

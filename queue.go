@@ -219,15 +219,16 @@ func (w *queuedWaiter) take() (h *handedOff, check bool, err error) {
 // the lock, the waiter has left the queue (or its leave is under way after
 // a step still in flight, or remembered by the group).
 func (w *queuedWaiter) wait(ctx context.Context, g *waitGroup) (*Lock, error) {
-	joined, err := w.deferJoin(ctx, g)
+	fold, err := w.deferJoin(ctx, g)
 	if err != nil {
-		// Never joined, or gone while a release joins it (that releaser
-		// has it leave): nothing to leave here, unless joined.
-		g.exit(w, joined)
+		// Nothing to leave if it never joined, or gave up while a release
+		// joined it (that releaser has it leave); else it is in line, or
+		// may be (a release that failed may have joined it).
+		g.exit(w, fold == foldJoined || fold == foldFailed)
 		return nil, err
 	}
-	check := !joined // the first join, unless a release made it
-	look := joined   // the release's grant may be in the mailbox already
+	check := fold != foldJoined // the first join, unless a release made it
+	look := !check              // the release's grant may be in the mailbox already
 	for {
 		if check {
 			l, err, inFlight := g.join(ctx, w)
@@ -377,8 +378,9 @@ const joinDefer = 2 * time.Millisecond
 // (releasing) or joinDefer has passed; a waiter whose context ends sooner
 // joins at once, and one whose context ends while it defers, or whose
 // group's keepalive fails, returns the error. The release usually makes
-// the join itself, in its script, before it releases (joinFold): joined
-// reports that it did; otherwise the waiter joins. Either way both
+// the join itself, in its script, before it releases (joinFold): fold
+// says how that went (foldNone: no release took it; see folded);
+// otherwise the waiter joins. Either way both
 // answers come back together, between two critical sections. On a
 // hot key, a goroutine that locks again right after unlocking would
 // otherwise have its join answered while the next holder runs, and Go's
@@ -388,13 +390,13 @@ const joinDefer = 2 * time.Millisecond
 // (16 goroutines on one Client: 1.24 ms per 1-ms sleep, 1.12 ms deferred).
 // The waiter's place in line is its join's, as anyone's; it has not
 // joined while it defers, so giving up then leaves nothing to remove.
-func (w *queuedWaiter) deferJoin(ctx context.Context, g *waitGroup) (joined bool, err error) {
+func (w *queuedWaiter) deferJoin(ctx context.Context, g *waitGroup) (fold foldState, err error) {
 	d := joinDefer
 	if g.c.groups.deferFor > 0 {
 		d = g.c.groups.deferFor
 	}
 	if endsWithin(ctx, d) || !g.deferring(w) {
-		return false, nil // a context that ends first gets a join, not a wait
+		return foldNone, nil // a context that ends first gets a join, not a wait
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -405,10 +407,10 @@ func (w *queuedWaiter) deferJoin(ctx context.Context, g *waitGroup) (joined bool
 	}
 	if g.undefer(w) { // not taken by a release: it joins itself, or gives up
 		if err := ctx.Err(); err != nil {
-			return false, err
+			return foldNone, err
 		}
 		_, _, err := w.take() // a keepalive's failure, if any (no grant: not in line)
-		return false, err
+		return foldNone, err
 	}
 	return w.folded(ctx)
 }
