@@ -1,6 +1,9 @@
 package dlock
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // joinFold is the first joins of a group's deferred waiters, made by the
 // release script of the lock they deferred for (scripts/release.lua),
@@ -71,23 +74,38 @@ const (
 
 // folded waits for the word of the release that makes w's first join
 // (joinFold), and returns it: foldJoined (w is in line), or foldFailed (w
-// joins itself; it may be in line already). If ctx ends first, w is
-// marked foldGone, and the releaser has it leave once the release has
-// answered (settle); if ctx ends after the word, the caller leaves.
-func (w *queuedWaiter) folded(ctx context.Context) (foldState, error) {
+// joins itself; it may be in line already). If ctx ends first, or w's node
+// timeout passes (as it would bound w's own join), w is marked foldGone,
+// and the releaser has it leave once the release has answered (settle);
+// if ctx ends after the word, the caller leaves. (Without a node timeout
+// the wait is the releaser's request's, bounded by go-redis's timeouts.)
+func (w *queuedWaiter) folded(ctx context.Context, g *waitGroup) (foldState, error) {
+	var late <-chan time.Time
+	if d := w.o.nodeTimeoutFor(1); d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		late = t.C
+	}
+	var unanswered error
 	for {
 		w.mu.Lock()
 		state := w.fold
-		if state == foldTaken && ctx.Err() != nil {
+		if state == foldTaken && (ctx.Err() != nil || unanswered != nil) {
 			state, w.fold = foldGone, foldGone
 		}
 		w.mu.Unlock()
-		if state != foldTaken {
+		switch {
+		case state == foldTaken:
+		case state == foldGone && ctx.Err() == nil:
+			return state, unanswered
+		default:
 			return state, ctx.Err()
 		}
-		select { // the release is bounded by the node timeout, or go-redis's
+		select {
 		case <-w.signal:
 		case <-ctx.Done():
+		case <-late:
+			unanswered = g.n.unanswered("wait", errNodeTimeout)
 		}
 	}
 }

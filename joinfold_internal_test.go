@@ -61,13 +61,14 @@ func (g *releaseGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	}
 }
 
-// lockingAsync starts c.Lock(ctx, k) with a minute's TTL, and returns
-// where its lock (nil if none) arrives; an error fails t unless ctx ended.
-func lockingAsync(t *testing.T, ctx context.Context, c *Client, k string) <-chan *Lock {
+// lockingAsync starts c.Lock(ctx, k) with a minute's TTL and opts, and
+// returns where its lock (nil if none) arrives; an error fails t unless
+// ctx ended or the caller expects one (unanswered).
+func lockingAsync(t *testing.T, ctx context.Context, c *Client, k string, opts ...Option) <-chan *Lock {
 	got := make(chan *Lock, 1)
 	go func() {
-		l, err := c.Lock(ctx, k, WithTTL(time.Minute))
-		if err != nil && ctx.Err() == nil {
+		l, err := c.Lock(ctx, k, append([]Option{WithTTL(time.Minute)}, opts...)...)
+		if err != nil && ctx.Err() == nil && !errors.Is(err, errNodeTimeout) {
 			t.Error(err)
 		}
 		got <- l
@@ -89,8 +90,8 @@ type foldCase struct {
 }
 
 // newFoldCase sets up a foldCase on k, the deferred waiter's Lock running
-// with ctx.
-func newFoldCase(t *testing.T, ctx context.Context, k string) *foldCase {
+// with ctx and opts.
+func newFoldCase(t *testing.T, ctx context.Context, k string, opts ...Option) *foldCase {
 	t.Helper()
 	f := &foldCase{rdb: redistest.Start(t).Client(t), gate: newReleaseGate()}
 	f.rdb.AddHook(f.gate)
@@ -111,7 +112,7 @@ func newFoldCase(t *testing.T, ctx context.Context, k string) *foldCase {
 	if f.held = <-got; f.held == nil {
 		t.Fatal("c's waiter got no lock")
 	}
-	f.got = lockingAsync(t, ctx, f.c, k)
+	f.got = lockingAsync(t, ctx, f.c, k, opts...)
 	eventually(t, "a waiter defers", func() bool {
 		f.c.groups.mu.Lock()
 		g := f.c.groups.m[k]
@@ -258,9 +259,37 @@ func TestFoldedReturnsTheReleasesWord(t *testing.T) {
 		{foldTaken, ended, foldGone},
 	} {
 		w := &queuedWaiter{signal: make(chan struct{}, 1), fold: c.state}
-		got, err := w.folded(c.ctx)
+		got, err := w.folded(c.ctx, nil)
 		if got != c.want || (err != nil) != (c.ctx.Err() != nil) || w.fold != c.want {
 			t.Errorf("folded in state %d, context ended %v: %d, %v (now %d), want %d", c.state, c.ctx.Err() != nil, got, err, w.fold, c.want)
 		}
 	}
+}
+
+// A deferred waiter with a node timeout waits for the release that joins
+// it no longer than it would for its own join: past the timeout it gives
+// up, and leaves the line once that release has answered.
+func TestAFoldedWaiterKeepsItsNodeTimeout(t *testing.T) {
+	const k = "lock:fold-node-timeout"
+	f := newFoldCase(t, context.Background(), k, WithNodeTimeout(50*time.Millisecond))
+	f.gate.hold.Store(true)
+	unlocked := make(chan error, 1)
+	go func() { unlocked <- f.held.Unlock(context.Background()) }()
+	<-f.gate.held // the release, with the waiter's join, is about to be sent
+	select {
+	case l := <-f.got:
+		if l != nil {
+			t.Fatal("a waiter whose release did not answer got the lock")
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the waiter waited for its release past its node timeout")
+	}
+	close(f.gate.open)
+	if err := <-unlocked; err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the waiter leaves", func() bool { return f.gate.leaves.Load() > 0 })
+	eventually(t, "the key and its line are empty", func() bool {
+		return f.rdb.Exists(context.Background(), k, namesOf(k).all[2]).Val() == 0
+	})
 }

@@ -36,20 +36,21 @@ import (
 // a grant of its line (a goroutine that locks again right after
 // unlocking, while another of its Client's goroutines holds the key)
 // defers its join until that holder's release is about to be sent, or
-// joinDefer has passed (deferJoin): its join then reaches the server
-// beside the release instead of in the middle of the next critical
-// section. Its place in line is its join's, as anyone's: a waiter of
-// another Client that joins while it defers goes ahead of it. (The group
-// remembers its holder only while the group lasts: once it has retired,
-// groupLinger after its last waiter left, nobody defers.)
+// joinDefer has passed (deferJoin): the release script then makes its
+// join, just before it releases (joinfold.go), instead of the join
+// landing in the middle of the next critical section. Its place in line
+// is its join's, as anyone's: a waiter of another Client that joins
+// while it defers goes ahead of it. (The group remembers its holder only
+// while the group lasts: once it has retired, groupLinger after its last
+// waiter left, nobody defers.)
 //
 // What a waiter costs. A Client's waiters on one key form a group
 // (waitGroup). The group subscribes to the key's wake channel through the
 // node's one subscription connection (notify.go), and the subscriber hands
 // each grant to the waiter it names; no waiter holds a connection, and the
-// user's pool is used only for each waiter's join (one script) and for the
-// group's keepalive step: one script every keepalive period, however many
-// waiters the group has. So waiting costs a Client, per node (per cluster
+// user's pool is used only for each waiter's join (one script, unless a
+// release makes it) and for the group's keepalive step: one script every
+// keepalive period, however many waiters the group has. So waiting costs a Client, per node (per cluster
 // master), one pub/sub connection and, briefly, one pooled connection per
 // step. A group outlives its last waiter by groupLinger, subscribed and
 // without steps, so that goroutines taking turns on a key do not
@@ -366,6 +367,11 @@ func (gs *groups) releasing(key, token string) (group string, f *joinFold) {
 	if len(deferred) == 0 {
 		return g.id, nil
 	}
+	for _, w := range deferred {
+		if w.o.hasNodeTimeout { // its wait for the release starts now (folded)
+			w.deliver(nil, false, nil)
+		}
+	}
 	seq, _ := g.stamp() // before the release is sent: its lease counts from here
 	return g.id, &joinFold{g: g, seq: seq, ws: deferred}
 }
@@ -412,7 +418,7 @@ func (w *queuedWaiter) deferJoin(ctx context.Context, g *waitGroup) (fold foldSt
 		_, _, err := w.take() // a keepalive's failure, if any (no grant: not in line)
 		return foldNone, err
 	}
-	return w.folded(ctx)
+	return w.folded(ctx, g)
 }
 
 // deferring reports whether w defers its first join, and records it if so.
