@@ -128,6 +128,32 @@ func newFoldCase(t *testing.T, ctx context.Context, k string, opts ...Option) *f
 // joinsSince reports how many join scripts ran since the setup.
 func (f *foldCase) joinsSince() int32 { return f.gate.joins.Load() - f.joins }
 
+// unlockHeld starts the held lock's Unlock, holding its release, and
+// returns once the release (with the waiter's join) is about to be sent:
+// where Unlock's error arrives.
+func (f *foldCase) unlockHeld() <-chan error {
+	f.gate.hold.Store(true)
+	unlocked := make(chan error, 1)
+	go func() { unlocked <- f.held.Unlock(context.Background()) }()
+	<-f.gate.held
+	return unlocked
+}
+
+// answerAndLeave lets the held release through, and checks that the
+// waiter, gone meanwhile, leaves: its leave, not the claim's expiry,
+// frees key and its line.
+func (f *foldCase) answerAndLeave(t *testing.T, key string, unlocked <-chan error) {
+	t.Helper()
+	close(f.gate.open)
+	if err := <-unlocked; err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the waiter leaves", func() bool { return f.gate.leaves.Load() > 0 })
+	eventually(t, "the key and its line are empty", func() bool {
+		return f.rdb.Exists(context.Background(), key, namesOf(key).all[2]).Val() == 0
+	})
+}
+
 // joinedItself checks that the deferred waiter got the lock with one
 // join script of its own, and unlocks it.
 func (f *foldCase) joinedItself(t *testing.T) {
@@ -190,23 +216,12 @@ func TestAWaiterThatGivesUpWhileItsReleaseJoinsItLeaves(t *testing.T) {
 	const k = "lock:fold-gone"
 	ctx, cancel := context.WithCancel(context.Background())
 	f := newFoldCase(t, ctx, k)
-	f.gate.hold.Store(true)
-	unlocked := make(chan error, 1)
-	go func() { unlocked <- f.held.Unlock(context.Background()) }()
-	<-f.gate.held // the release, with the waiter's join, is about to be sent
+	unlocked := f.unlockHeld()
 	cancel()
 	if l := <-f.got; l != nil {
 		t.Fatal("a waiter whose context ended got the lock")
 	}
-	close(f.gate.open)
-	if err := <-unlocked; err != nil {
-		t.Fatal(err)
-	}
-	// Its leave, not the claim's expiry, frees the key.
-	eventually(t, "the waiter leaves", func() bool { return f.gate.leaves.Load() > 0 })
-	eventually(t, "the key and its line are empty", func() bool {
-		return f.rdb.Exists(context.Background(), k, namesOf(k).all[2]).Val() == 0
-	})
+	f.answerAndLeave(t, k, unlocked)
 	if l, err := f.other.TryLock(context.Background(), k); err != nil {
 		t.Fatalf("TryLock after the waiter left: %v", err)
 	} else {
@@ -272,10 +287,7 @@ func TestFoldedReturnsTheReleasesWord(t *testing.T) {
 func TestAFoldedWaiterKeepsItsNodeTimeout(t *testing.T) {
 	const k = "lock:fold-node-timeout"
 	f := newFoldCase(t, context.Background(), k, WithNodeTimeout(50*time.Millisecond))
-	f.gate.hold.Store(true)
-	unlocked := make(chan error, 1)
-	go func() { unlocked <- f.held.Unlock(context.Background()) }()
-	<-f.gate.held // the release, with the waiter's join, is about to be sent
+	unlocked := f.unlockHeld()
 	select {
 	case l := <-f.got:
 		if l != nil {
@@ -284,12 +296,5 @@ func TestAFoldedWaiterKeepsItsNodeTimeout(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the waiter waited for its release past its node timeout")
 	}
-	close(f.gate.open)
-	if err := <-unlocked; err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "the waiter leaves", func() bool { return f.gate.leaves.Load() > 0 })
-	eventually(t, "the key and its line are empty", func() bool {
-		return f.rdb.Exists(context.Background(), k, namesOf(k).all[2]).Val() == 0
-	})
+	f.answerAndLeave(t, k, unlocked)
 }
