@@ -113,16 +113,19 @@ func newFoldCase(t *testing.T, ctx context.Context, k string, opts ...Option) *f
 		t.Fatal("c's waiter got no lock")
 	}
 	f.got = lockingAsync(t, ctx, f.c, k, opts...)
-	eventually(t, "a waiter defers", func() bool {
-		f.c.groups.mu.Lock()
-		g := f.c.groups.m[k]
-		f.c.groups.mu.Unlock()
-		g.mu.Lock()
-		defer g.mu.Unlock()
-		return len(g.deferred) == 1
-	})
+	eventually(t, "a waiter defers", func() bool { return f.deferred(k) == 1 })
 	f.joins = f.gate.joins.Load()
 	return f
+}
+
+// deferred reports how many of c's waiters on k defer their joins.
+func (f *foldCase) deferred(k string) int {
+	f.c.groups.mu.Lock()
+	g := f.c.groups.m[k]
+	f.c.groups.mu.Unlock()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.deferred)
 }
 
 // joinsSince reports how many join scripts ran since the setup.
@@ -205,6 +208,36 @@ func TestAReleaseJoinsItsClientsDeferredWaiter(t *testing.T) {
 	}
 	if n := f.rdb.Exists(context.Background(), k, namesOf(k).all[2]).Val(); n != 0 {
 		t.Fatalf("%d of the key and its queue left after the last unlock", n)
+	}
+}
+
+// Two deferred waiters are joined by the one release, in one script, and
+// served in turn, neither running a join script.
+func TestAReleaseJoinsTwoDeferredWaiters(t *testing.T) {
+	const k = "lock:fold-two"
+	f := newFoldCase(t, context.Background(), k)
+	second := lockingAsync(t, context.Background(), f.c, k)
+	eventually(t, "a second waiter defers", func() bool { return f.deferred(k) == 2 })
+	if err := f.held.Unlock(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	fence := f.held.Fence()
+	for range 2 {
+		var l *Lock
+		select {
+		case l = <-f.got:
+		case l = <-second:
+		}
+		if l == nil || l.Fence() <= fence {
+			t.Fatalf("a deferred waiter got %v after fence %d", l, fence)
+		}
+		fence = l.Fence()
+		if err := l.Unlock(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := f.joinsSince(); n != 0 {
+		t.Fatalf("the deferred waiters ran %d join scripts, want 0", n)
 	}
 }
 
