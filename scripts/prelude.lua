@@ -207,11 +207,16 @@ local function queue(issue_fence)
   -- marks the fencing counter and the holder of lock_key (mark.lua):
   -- someone waits, so the lean scripts must leave the key to the full
   -- ones. value is lock_key's, if the caller has read it (holds).
-  local function alive(lock_key, queue_key, waiters_key, fence_key, group, now_us, seq, value)
+  -- granting says that the caller grants the lock next (release.lua after
+  -- its joins): that grant marks the counter, for longer than the queue
+  -- is kept (issue_fence), and the holder (give), so alive marks nothing.
+  local function alive(lock_key, queue_key, waiters_key, fence_key, group, now_us, seq, value, granting)
     redis.call('HSET', waiters_key, '@' .. group, string.format('%.0f', now_us) .. ' ' .. seq)
     redis.call('PEXPIRE', queue_key, keep)
     redis.call('PEXPIRE', waiters_key, keep)
-    keep_mark(fence_key, keep, lock_key, value)
+    if not granting then
+      keep_mark(fence_key, keep, lock_key, value)
+    end
   end
 
   -- handoff gives the lock to the first live waiters of its queue while
@@ -228,15 +233,16 @@ local function queue(issue_fence)
   -- grant then fits without a look at the key. mine, if given, is the
   -- caller's own group: a mutex's grant to one of its waiters is not
   -- published, since the caller gets the message as its reply (release.lua)
-  -- and no other Client's waiter needs it.
+  -- and no other Client's waiter needs it. at_us and at, if given, are the
+  -- server's time and the TIME reply the caller read in this script.
   --
   -- lease_ms is how long the lock lives counted from the group's last step
   -- (seq) that the server ran: the time since that step, on this server's
   -- clock, rounded down, plus the key's PX. The waiter counts its lease
   -- from when it sent that step, which was no later than the server ran
   -- it, so its estimate ends no later than the key expires (queue.go).
-  local function handoff(lock_key, fence_key, queue_key, waiters_key, holders_key, pub, chan, absent, mine)
-    local t, now_us, now_ms -- read at the first waiter: a queue may be empty
+  local function handoff(lock_key, fence_key, queue_key, waiters_key, holders_key, pub, chan, absent, mine, at_us, at)
+    local t, now_us, now_ms = at, at_us, at_us and math.floor(at_us / 1000) -- else read at the first waiter: a queue may be empty
     local granted, msg = 0, nil
     while true do
       local head = redis.call('ZRANGE', queue_key, '0', '0')[1]

@@ -66,6 +66,7 @@ if value ~= ARGV[1] and value ~= ARGV[1] .. '+' then -- perhaps marked (mark.lua
   return 0
 end
 local joined -- the scores of the waiters that joined, if any did
+local handoff, now_us, t -- the queue's hand-off, and when, once the joins have built it
 local function reply(r)
   if joined then
     return {r, unpack(joined)}
@@ -73,8 +74,9 @@ local function reply(r)
   return r
 end
 if ARGV[7] then -- after the check: a release that does not release joins nobody
-  local _, now, alive = queue(issue_fence)
-  local now_us = now()
+  local now, alive
+  handoff, now, alive = queue(issue_fence)
+  now_us, t = now()
   local score = string.format('%.0f', now_us)
   joined = {}
   for i = 7, #ARGV, 4 do
@@ -85,8 +87,9 @@ if ARGV[7] then -- after the check: a release that does not release joins nobody
     redis.call('HSET', KEYS[4], id, ARGV[i] .. ' ' .. ARGV[i + 1] .. ' ' .. ARGV[5] .. ' ' .. ARGV[i + 3])
     joined[#joined + 1] = s
   end
-  -- false: the holder's value needs no mark, it is deleted next
-  alive(KEYS[1], KEYS[3], KEYS[4], KEYS[2], ARGV[5], now_us, ARGV[6], false)
+  -- The hand-off below grants the lock, to one of them if nobody else
+  -- is in line, so alive marks nothing (prelude.lua).
+  alive(KEYS[1], KEYS[3], KEYS[4], KEYS[2], ARGV[5], now_us, ARGV[6], false, true)
 end
 redis.call('DEL', KEYS[1])
 local counter -- the fencing counter's value, once read (false: absent)
@@ -120,9 +123,10 @@ end
 -- against 182-218 with this EXISTS.)
 -- Past it, the hand-off looks at the queue itself (an absent one has no
 -- first waiter), and knows the key is free: it has just been deleted.
-if redis.call('EXISTS', KEYS[3], KEYS[6]) > 0 then
+-- After joins, the queue has someone live: no EXISTS is needed.
+if joined or redis.call('EXISTS', KEYS[3], KEYS[6]) > 0 then
   local pub, chan = ARGV[4] or 'PUBLISH', 'dlock:wake:' .. string.sub(KEYS[6], 14)
-  local granted, msg = queue(issue_fence)(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], pub, chan, true, ARGV[5])
+  local granted, msg = (handoff or queue(issue_fence))(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], pub, chan, true, ARGV[5], now_us, t)
   if granted == 0 then
     redis.call(pub, chan, 'released')
   end
