@@ -113,16 +113,16 @@ func newFoldCase(t *testing.T, ctx context.Context, k string, opts ...Option) *f
 		t.Fatal("c's waiter got no lock")
 	}
 	f.got = lockingAsync(t, ctx, f.c, k, opts...)
-	eventually(t, "a waiter defers", func() bool { return f.deferred(k) == 1 })
+	eventually(t, "a waiter defers", func() bool { return deferredOn(f.c, k) == 1 })
 	f.joins = f.gate.joins.Load()
 	return f
 }
 
-// deferred reports how many of c's waiters on k defer their joins.
-func (f *foldCase) deferred(k string) int {
-	f.c.groups.mu.Lock()
-	g := f.c.groups.m[k]
-	f.c.groups.mu.Unlock()
+// deferredOn reports how many of c's waiters on k defer their joins.
+func deferredOn(c *Client, k string) int {
+	c.groups.mu.Lock()
+	g := c.groups.m[k]
+	c.groups.mu.Unlock()
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return len(g.deferred)
@@ -217,7 +217,7 @@ func TestAReleaseJoinsTwoDeferredWaiters(t *testing.T) {
 	const k = "lock:fold-two"
 	f := newFoldCase(t, context.Background(), k)
 	second := lockingAsync(t, context.Background(), f.c, k)
-	eventually(t, "a second waiter defers", func() bool { return f.deferred(k) == 2 })
+	eventually(t, "a second waiter defers", func() bool { return deferredOn(f.c, k) == 2 })
 	if err := f.held.Unlock(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -229,7 +229,9 @@ func (w *queuedWaiter) wait(ctx context.Context, g *waitGroup) (*Lock, error) {
 		return nil, err
 	}
 	check := fold != foldJoined // the first join, unless a release made it
-	look := !check              // the release's grant may be in the mailbox already
+	if !check {
+		w.deliver(nil, false, nil) // look: the release's grant may be in the mailbox already
+	}
 	for {
 		if check {
 			l, err, inFlight := g.join(ctx, w)
@@ -241,29 +243,33 @@ func (w *queuedWaiter) wait(ctx context.Context, g *waitGroup) (*Lock, error) {
 				return l, err
 			}
 		}
-		if !look {
-			select {
-			case <-w.signal:
-			case <-ctx.Done():
-				g.exit(w, true)
-				return nil, ctx.Err()
-			}
-		}
-		look = false
-		var h *handedOff
-		h, check, err = w.take()
-		if err != nil {
+		select {
+		case <-w.signal:
+		case <-ctx.Done():
 			g.exit(w, true)
-			return nil, err
+			return nil, ctx.Err()
 		}
-		if h != nil {
-			if l := g.accept(w, h); l != nil {
-				g.exit(w, false)
-				return l, nil
-			}
-			check = true // too little left: confirm it, or get back in line
+		var l *Lock
+		if l, check, err = w.received(g); l != nil || err != nil {
+			g.exit(w, err != nil)
+			return l, err
 		}
 	}
+}
+
+// received acts on what is in w's mailbox: the lock, from a grant with
+// enough of its lease left; an error (the group's keepalive failed); or
+// check, w must join again (a rejoin was asked for, or a grant had too
+// little left to use: the join confirms it, or gets w back in line).
+func (w *queuedWaiter) received(g *waitGroup) (l *Lock, check bool, err error) {
+	h, check, err := w.take()
+	if err != nil || h == nil {
+		return nil, check, err
+	}
+	if l := g.accept(w, h); l != nil {
+		return l, false, nil
+	}
+	return nil, true, nil
 }
 
 // waitGroup is a Client's waiters on one key: it owns their subscription
@@ -362,15 +368,13 @@ func (gs *groups) releasing(key, token string) (group string, f *joinFold) {
 		w.mu.Lock()
 		w.fold = foldTaken // under g.mu: undefer sees it taken or not at all
 		w.mu.Unlock()
+		if w.o.hasNodeTimeout {
+			w.deliver(nil, false, nil) // its wait for the release starts now (folded)
+		}
 	}
 	g.mu.Unlock()
 	if len(deferred) == 0 {
 		return g.id, nil
-	}
-	for _, w := range deferred {
-		if w.o.hasNodeTimeout { // its wait for the release starts now (folded)
-			w.deliver(nil, false, nil)
-		}
 	}
 	seq, _ := g.stamp() // before the release is sent: its lease counts from here
 	return g.id, &joinFold{g: g, seq: seq, ws: deferred}

@@ -197,22 +197,7 @@ func TestAJoinBehindItsClientsHolderWaitsForTheRelease(t *testing.T) {
 	c.groups.deferFor = time.Hour // only the release sends it
 	const k = "lock:deferred-join"
 	queued := func() int64 { return rdb.ZCard(ctx, namesOf(k).all[2]).Val() }
-	eventually := func(what string, cond func() bool) {
-		t.Helper()
-		for end := time.Now().Add(20 * time.Second); !cond(); time.Sleep(time.Millisecond) {
-			if time.Now().After(end) {
-				t.Fatal("never: " + what)
-			}
-		}
-	}
-	deferred := func() int {
-		c.groups.mu.Lock()
-		g := c.groups.m[k]
-		c.groups.mu.Unlock()
-		g.mu.Lock()
-		defer g.mu.Unlock()
-		return len(g.deferred)
-	}
+	deferred := func() int { return deferredOn(c, k) }
 	first, err := other.TryLock(ctx, k, WithTTL(time.Minute))
 	if err != nil {
 		t.Fatal(err)
@@ -226,7 +211,7 @@ func TestAJoinBehindItsClientsHolderWaitsForTheRelease(t *testing.T) {
 		got <- l
 	}
 	go lock(c, ctx)
-	eventually("c's first waiter is in line", func() bool { return queued() == 1 })
+	eventually(t, "c's first waiter is in line", func() bool { return queued() == 1 })
 	if err := first.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +223,7 @@ func TestAJoinBehindItsClientsHolderWaitsForTheRelease(t *testing.T) {
 	// One that gives up while it defers.
 	quitCtx, quit := context.WithCancel(ctx)
 	go lock(c, quitCtx)
-	eventually("a waiter defers", func() bool { return deferred() == 1 })
+	eventually(t, "a waiter defers", func() bool { return deferred() == 1 })
 	quit()
 	if l := <-got; l != nil {
 		t.Fatal("a waiter whose context ended got the lock")
@@ -246,12 +231,12 @@ func TestAJoinBehindItsClientsHolderWaitsForTheRelease(t *testing.T) {
 
 	// One that stays, and another Client's waiter that comes after it.
 	go lock(c, ctx)
-	eventually("a waiter defers", func() bool { return deferred() == 1 })
+	eventually(t, "a waiter defers", func() bool { return deferred() == 1 })
 	if n := queued(); n != 0 {
 		t.Fatalf("%d in line while c's waiter defers, want 0", n)
 	}
 	go lock(other, ctx)
-	eventually("the other Client's waiter is in line", func() bool { return queued() == 1 })
+	eventually(t, "the other Client's waiter is in line", func() bool { return queued() == 1 })
 	if err := held.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -262,7 +247,7 @@ func TestAJoinBehindItsClientsHolderWaitsForTheRelease(t *testing.T) {
 	if next.c != other {
 		t.Fatal("c's deferred waiter went ahead of the other Client's waiter, which joined first")
 	}
-	eventually("c's waiter is in line", func() bool { return queued() == 1 })
+	eventually(t, "c's waiter is in line", func() bool { return queued() == 1 })
 	if err := next.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
