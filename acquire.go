@@ -103,15 +103,25 @@ func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (l *Lock,
 	o.note = newAcquireNote(h)
 	ctx, end = h.startSpan(ctx, SpanAcquire, key, o.primitiveFor(h))
 	notified := len(c.nodes) > 1 || o.replicas > 0
-	if !notified && c.groups.waiting(key) {
+	switch {
+	case !notified && c.groups.waiting(key):
 		// Others of this Client wait for the key, or one holds it
 		// through the line: the lock is likely taken, and the join takes
 		// it if it is free and nobody is ahead, so a first attempt would
 		// be one round trip too many.
 		contended = true
 		return c.waitQueued(ctx, c.names.get(key), o)
+	case notified && !c.gates.first(key):
+		// Another Lock of this Client is making its first attempt on
+		// the key: to the gate, without one (gates.first).
+		c.gates.firstDone(key)
+		contended = true
+		return c.waitNotified(ctx, key, o, 0, nil, &contended)
 	}
 	l, pttl, err := c.try(ctx, key, o, notified) // a notified first attempt listens: waitNotified
+	if notified {
+		c.gates.firstDone(key)
+	}
 	if err == nil || !c.mayWait(ctx, err) {
 		return l, err
 	}
@@ -123,8 +133,10 @@ func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (l *Lock,
 }
 
 // waitNotified is Lock's wait with Redlock or WithReplicaAck, after a first
-// attempt that failed with err (the holder's TTL pttl): the waiter waits for
-// a release message from any node, or a jittered timer, and tries again.
+// attempt that failed with err (the holder's TTL pttl), or none (err nil:
+// another Lock of this Client was making its first, gates.first): the
+// waiter waits for a release message from any node, or a jittered timer,
+// and tries again.
 //
 // Only one of a Client's waiters on a key at a time (the gate's holder)
 // listens and tries; the others wait their turn in the gate, in arrival
@@ -132,11 +144,15 @@ func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (l *Lock,
 // per Client, not every waiter into a round on every node.
 //
 // Lock's first attempt listens too, though the wait has not subscribed
-// yet: the notify key it sets keeps the releases announced for the
-// waiters whose turn comes from a holder and who wait for the release
-// without an attempt of their own (turn.held). (With that first attempt
-// served by the lean acquire instead, a herd of 300 goroutines on five
-// nodes served 79-108 critical sections a second, against 424-441.)
+// yet: if it fails, the notify key it sets has the holder's release
+// announced to the wait that follows. A turn passed on by a waiter that
+// obtained the lock (turn.held) waits for that holder, of this Client,
+// without an attempt, and learns of its release from the Client
+// (gates.freed), not from a message: the first attempts that set the
+// notify key may be older than its window, or never made (gates.first).
+// (Before, when such turns waited for the message, a herd of 300
+// goroutines on five nodes whose first attempts did not listen served
+// 79-108 critical sections a second, against 424-441.)
 func (c *Client) waitNotified(ctx context.Context, key string, o options, pttl time.Duration, err error, contended *bool) (*Lock, error) {
 	last := err // the last attempt's error
 	slow := slowNodes{c: c, key: key}
@@ -153,10 +169,11 @@ func (c *Client) waitNotified(ctx context.Context, key string, o options, pttl t
 	// missed. With several nodes, a majority's releases wake the waiter.
 	wait := minRetryWait
 	confirmed(ctx, turn.readies, wait) // past this, the retry timer covers
-	if turn.held {
+	if turn.held != nil {
 		// The turn came from a waiter that just obtained the lock: it
-		// is surely taken, so wait for its release before trying.
-		turn.await(ctx, c.done, retryDelay(wait, o.ttl))
+		// is surely taken, so wait for its release before trying. That
+		// holder is of this Client, whose Unlock says so (gates.freed).
+		turn.awaitHolder(ctx, c.done, retryDelay(wait, o.ttl))
 	}
 	for {
 		turn.attempting()
