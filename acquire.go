@@ -118,10 +118,7 @@ func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (l *Lock,
 		contended = true
 		return c.waitNotified(ctx, key, o, 0, nil, &contended)
 	}
-	l, pttl, err := c.try(ctx, key, o, notified) // a notified first attempt listens: waitNotified
-	if notified {
-		c.gates.firstDone(key)
-	}
+	l, pttl, err := c.tryFirst(ctx, key, o, notified)
 	if err == nil || !c.mayWait(ctx, err) {
 		return l, err
 	}
@@ -130,6 +127,23 @@ func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (l *Lock,
 		return c.waitQueued(ctx, c.names.get(key), o)
 	}
 	return c.waitNotified(ctx, key, o, pttl, err, &contended)
+}
+
+// tryFirst is Lock's first attempt, counted while it runs for a notified
+// one (gates.first), which listens (waitNotified).
+func (c *Client) tryFirst(ctx context.Context, key string, o options, notified bool) (*Lock, time.Duration, error) {
+	if notified {
+		defer c.gates.firstDone(key)
+	}
+	return c.try(ctx, key, o, notified)
+}
+
+// leaseEnd is when l's lease ends; zero for no lock.
+func leaseEnd(l *Lock) time.Time {
+	if l == nil {
+		return time.Time{}
+	}
+	return l.lease.validUntil()
 }
 
 // waitNotified is Lock's wait with Redlock or WithReplicaAck, after a first
@@ -162,7 +176,7 @@ func (c *Client) waitNotified(ctx context.Context, key string, o options, pttl t
 		return nil, gaveUp(err, last)
 	}
 	var l *Lock
-	defer func() { turn.leave(l != nil) }()
+	defer func() { turn.leave(leaseEnd(l)) }()
 
 	// The gate's subscriptions were made before this turn's next attempt,
 	// so that a release between that attempt and the wait below is not
@@ -173,7 +187,10 @@ func (c *Client) waitNotified(ctx context.Context, key string, o options, pttl t
 		// The turn came from a waiter that just obtained the lock: it
 		// is surely taken, so wait for its release before trying. That
 		// holder is of this Client, whose Unlock says so (gates.freed).
-		turn.awaitHolder(ctx, c.done, retryDelay(wait, o.ttl))
+		turn.awaitHolder(ctx, c.done)
+		if c.closed.Load() {
+			return nil, gaveUp(ErrClosed, last)
+		}
 	}
 	for {
 		turn.attempting()

@@ -25,16 +25,19 @@ type gates struct {
 // firstDone, and reports whether it is the only one under way. If another
 // of the Client's Lock calls is making its first attempt on the key, this
 // one goes to the gate without one: the two would find the key alike,
-// and the second could only fail, or split the nodes with the first. So a
-// herd's goroutines, which all call Lock at once, make one first attempt
-// in all instead of one each on every node: before, a herd of 1,000 on
-// five nodes sent 5,000 scripts in its first milliseconds, and the first
-// holder's Unlock, queued behind them, at times found no majority within
-// the node timeout (TestARedlockHerdWithTheDefaultsUnlocksCleanly). A
-// call whose Client's waiters are at the gate still makes its first
-// attempt, which a release may let through at once (skipping it there
-// too served a hot key of 16 goroutines on five nodes at 351-353
-// critical sections a second, against 427-446).
+// and the second could only fail, or split the nodes with the first. The
+// first such call to reach an empty gate has the turn and tries at once
+// (it may still meet the first attempt); the rest wait behind it. So a
+// herd's goroutines, which all call Lock at once, make about two attempts
+// in all at first instead of one each on every node: before, a herd of
+// 1,000 on five nodes sent 5,000 scripts in its first milliseconds, and
+// the first holder's Unlock, queued behind them, at times found no
+// majority within the node timeout
+// (TestARedlockHerdWithTheDefaultsUnlocksCleanly). A call whose Client's
+// waiters are at the gate still makes its first attempt, which a release
+// may let through at once (skipping it there too served a hot key of 16
+// goroutines on five nodes at 351-353 critical sections a second, against
+// 427-446).
 func (gs *gates) first(key string) (only bool) {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
@@ -59,15 +62,17 @@ func (gs *gates) firstDone(key string) {
 
 // freed tells the turn at key's gate, if it was passed on by a waiter that
 // obtained the lock (turn.held), that one of the Client's own holders of
-// the key has released it or found it gone (Lock.gone): that turn waits
-// for its release without an attempt, and so learns of it even without
-// the release message, which the release sends only while someone's
-// attempt has found the key taken in the last notifyWindow (a herd whose
-// goroutines skipped their first attempts, gates.first, made none). A
-// channel of its own, not wake: the release message that follows would
-// wake the next turn too, into an attempt that could only fail (14.7
-// scripts per critical section in a herd of 1,000 on five nodes, against
-// 10 and a few).
+// the key has released it or found it gone (Lock.gone). That turn waits
+// for the holder's release without an attempt, so it cannot count on a
+// release message: the release sends one only while someone's attempt
+// has found the key taken in the last notifyWindow, and in a herd the
+// attempts that did (the gate's first turns) may be older than that. Its
+// own channel, not wake: the release message, when one comes too, would
+// be seen by the turn after, as a wake-up into an attempt that could only
+// fail (14.7 scripts per critical section in a herd of 1,000 on five
+// nodes, against 10.0). Any holder of the key's release closes it, not
+// only the one that passed the turn on (a lock found gone, a late
+// decision): at worst an attempt too early, which fails and listens.
 func (gs *gates) freed(key string) {
 	if gs.n.Load() == 0 { // no gate: every Unlock of a Client without waiters
 		return
@@ -90,6 +95,7 @@ type gate struct {
 	busy    bool
 	queue   []chan struct{}
 	held    chan struct{}     // not nil: the turn was passed on by a waiter that obtained the lock; closed once it is released (freed)
+	until   time.Time         // with held: when that holder's lease ends, if it has not released the lock by then
 	wake    chan struct{}     // a majority of nodes announced a release (one pending at most)
 	watches []*watch          // on every node
 	readies []<-chan struct{} // closed once each node confirmed its subscription
@@ -102,12 +108,14 @@ type gate struct {
 // turn is a waiter's turn at a key's gate: wake receives the key's release
 // messages; held, if not nil, tells that the previous turn obtained the
 // lock, which is then surely taken, and is closed once that holder has
-// released it. leave passes the turn on.
+// released it; until is when that holder's lease ends. leave passes the
+// turn on.
 type turn struct {
 	gs      *gates
 	key     string
 	g       *gate
 	held    <-chan struct{}
+	until   time.Time
 	wake    <-chan struct{}
 	readies []<-chan struct{}
 }
@@ -139,7 +147,7 @@ func (gs *gates) enter(ctx context.Context, closed <-chan struct{}, key string, 
 	select {
 	case <-mine:
 		gs.mu.Lock()
-		t.held = g.held
+		t.held, t.until = g.held, g.until
 		gs.mu.Unlock()
 		return t, nil
 	case <-ctx.Done():
@@ -154,7 +162,7 @@ func (gs *gates) enter(ctx context.Context, closed <-chan struct{}, key string, 
 		return nil, err
 	}
 	gs.mu.Unlock()
-	t.leave(false) // the turn came as we gave up: pass it on
+	t.leave(time.Time{}) // the turn came as we gave up: pass it on
 	return nil, err
 }
 
@@ -217,11 +225,15 @@ func (t *turn) await(ctx context.Context, closed <-chan struct{}, d time.Duratio
 }
 
 // awaitHolder waits, for a turn that was passed on by a waiter that
-// obtained the lock (held), until that holder has released it (true), or d
-// passes, ctx ends or closed is closed (false). A release message is not
-// waited for: one that comes now is the release before that holder's.
-func (t *turn) awaitHolder(ctx context.Context, closed <-chan struct{}, d time.Duration) (released bool) {
-	return waitFor(ctx, closed, t.held, d)
+// obtained the lock (held), until that holder has released it (true), or
+// its lease has ended, ctx ends or closed is closed (false). A release
+// message is not waited for: one that comes now is the release before
+// that holder's. A holder that has not released the lock when its lease
+// ends (it renewed, or lost the lock, or still waits for its Unlock's
+// answers) is tried then: the attempt listens, and the wait goes on
+// with the release messages.
+func (t *turn) awaitHolder(ctx context.Context, closed <-chan struct{}) (released bool) {
+	return waitFor(ctx, closed, t.held, time.Until(t.until))
 }
 
 // waitFor waits until ch delivers (true), or d passes, ctx ends or closed
@@ -239,9 +251,10 @@ func waitFor(ctx context.Context, closed, ch <-chan struct{}, d time.Duration) b
 	return false
 }
 
-// leave passes the turn to the next waiter, telling it whether this one
-// obtained the lock, or frees the gate and its subscriptions.
-func (t *turn) leave(obtained bool) {
+// leave passes the turn to the next waiter, telling it, if this one
+// obtained the lock, when the lock's lease ends (until; zero: not
+// obtained), or frees the gate and its subscriptions.
+func (t *turn) leave(until time.Time) {
 	gs := t.gs
 	gs.mu.Lock()
 	g := t.g
@@ -255,8 +268,8 @@ func (t *turn) leave(obtained bool) {
 		return
 	}
 	defer gs.mu.Unlock()
-	g.held = nil
-	if obtained {
+	g.held, g.until = nil, until
+	if !until.IsZero() {
 		g.held = make(chan struct{})
 	}
 	next := g.queue[0]
