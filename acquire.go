@@ -102,6 +102,13 @@ func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (l *Lock,
 	}
 	o.note = newAcquireNote(h)
 	ctx, end = h.startSpan(ctx, SpanAcquire, key, o.primitiveFor(h))
+	return c.lock(ctx, key, o, &contended)
+}
+
+// lock is Lock past its checks: a first attempt, unless others of this
+// Client make it pointless, and the wait. contended is set when the lock
+// was, or likely is, taken.
+func (c *Client) lock(ctx context.Context, key string, o options, contended *bool) (*Lock, error) {
 	notified := len(c.nodes) > 1 || o.replicas > 0
 	switch {
 	case !notified && c.groups.waiting(key):
@@ -109,28 +116,27 @@ func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (l *Lock,
 		// through the line: the lock is likely taken, and the join takes
 		// it if it is free and nobody is ahead, so a first attempt would
 		// be one round trip too many.
-		contended = true
+		*contended = true
 		return c.waitQueued(ctx, c.names.get(key), o)
 	case notified && !c.gates.first(key):
 		// Another Lock of this Client is making its first attempt on
 		// the key: to the gate, without one (gates.first).
-		c.gates.firstDone(key)
-		contended = true
-		return c.waitNotified(ctx, key, o, 0, nil, &contended)
+		*contended = true
+		return c.waitNotified(ctx, key, o, 0, nil, contended)
 	}
 	l, pttl, err := c.tryFirst(ctx, key, o, notified)
 	if err == nil || !c.mayWait(ctx, err) {
 		return l, err
 	}
-	contended = isContended(ctx, err)
+	*contended = isContended(ctx, err)
 	if !notified {
 		return c.waitQueued(ctx, c.names.get(key), o)
 	}
-	return c.waitNotified(ctx, key, o, pttl, err, &contended)
+	return c.waitNotified(ctx, key, o, pttl, err, contended)
 }
 
-// tryFirst is Lock's first attempt, counted while it runs for a notified
-// one (gates.first), which listens (waitNotified).
+// tryFirst is Lock's first attempt; a notified one, which listens
+// (waitNotified), is under way for gates.first until it returns.
 func (c *Client) tryFirst(ctx context.Context, key string, o options, notified bool) (*Lock, time.Duration, error) {
 	if notified {
 		defer c.gates.firstDone(key)
@@ -153,8 +159,8 @@ func leaseEnd(l *Lock) time.Time {
 // and tries again.
 //
 // Only one of a Client's waiters on a key at a time (the gate's holder)
-// listens and tries; the others wait their turn in the gate, in arrival
-// order, without a word to Redis. So a release wakes at most one waiter
+// listens and tries; the others wait their turn in the gate, in the order
+// they came to it, without a word to Redis. So a release wakes at most one waiter
 // per Client, not every waiter into a round on every node.
 //
 // Lock's first attempt listens too, though the wait has not subscribed

@@ -17,13 +17,13 @@ import (
 type gates struct {
 	mu     sync.Mutex
 	m      map[string]*gate
-	n      atomic.Int32   // len(m), read without mu (freed)
-	trying map[string]int // the first attempts under way, by key (first)
+	n      atomic.Int32    // len(m), read without mu (freed)
+	trying map[string]bool // the keys with a first attempt under way (first)
 }
 
-// first counts a notified Lock call's first attempt on key until
-// firstDone, and reports whether it is the only one under way. If another
-// of the Client's Lock calls is making its first attempt on the key, this
+// first reports whether a notified Lock call may make its first attempt on
+// key: whether none of the Client's other Lock calls is making one, in
+// which case this one's is under way until firstDone. If another is, this
 // one goes to the gate without one: the two would find the key alike,
 // and the second could only fail, or split the nodes with the first. The
 // first such call to reach an empty gate has the turn and tries at once
@@ -41,23 +41,21 @@ type gates struct {
 func (gs *gates) first(key string) (only bool) {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
-	if gs.trying == nil {
-		gs.trying = map[string]int{}
+	if gs.trying[key] {
+		return false
 	}
-	n := gs.trying[key]
-	gs.trying[key] = n + 1
-	return n == 0
+	if gs.trying == nil {
+		gs.trying = map[string]bool{}
+	}
+	gs.trying[key] = true
+	return true
 }
 
-// firstDone ends the count of a first attempt that first began.
+// firstDone ends the first attempt on key that first let through.
 func (gs *gates) firstDone(key string) {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
-	if n := gs.trying[key] - 1; n > 0 {
-		gs.trying[key] = n
-	} else {
-		delete(gs.trying, key)
-	}
+	delete(gs.trying, key)
 }
 
 // freed tells the turn at key's gate, if it was passed on by a waiter that
