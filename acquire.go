@@ -412,6 +412,7 @@ func neverSent(err error) bool {
 		errors.Is(err, syscall.ECONNREFUSED) ||
 		errors.Is(err, redis.ErrPoolTimeout) ||
 		errors.Is(err, redis.ErrClosed) ||
+		errors.Is(err, errUnsent) ||
 		redis.HasErrorPrefix(err, "WRONGPASS") ||
 		redis.HasErrorPrefix(err, "NOAUTH") ||
 		redis.HasErrorPrefix(err, "DB index is out of range")

@@ -1,6 +1,7 @@
 package dlock
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -29,6 +30,11 @@ type attempt struct {
 
 	listens bool // the caller will wait for release messages (try)
 
+	// after holds, for each node where the Client's release of the key
+	// was under way when the attempt began, the releases its acquire
+	// there waits for (inflight.go); nil if none.
+	after map[*node][]chan struct{}
+
 	held *Lock // the lock, if obtained: written before decided is unlocked
 	// decided is locked by try's rounds until try returns; late, which
 	// only those rounds call, waits for it (tryInline's attempt is never
@@ -56,6 +62,9 @@ func (c *Client) try(ctx context.Context, key string, o options, listens bool) (
 		return c.tryInline(ctx, nm, token, o, listens)
 	}
 	a := &attempt{c: c, nm: nm, token: token, o: o, listens: listens}
+	if len(c.nodes) > 1 {
+		a.after = releasesUnderWay(c.nodes, key)
+	}
 	a.decided.Lock()
 	defer a.decided.Unlock()
 	a.sent = time.Now()
@@ -137,8 +146,12 @@ func (a *attempt) round() round[grant, *attempt] {
 	return r
 }
 
-// acquireOn runs the attempt's acquire on n.
+// acquireOn runs the attempt's acquire on n, after the Client's release
+// of the key on n still under way, if any (inflight.go).
 func (a *attempt) acquireOn(ctx context.Context, n *node) (grant, error) {
+	if !awaitReleases(a.after[n], cmp.Or(a.o.nodeTimeoutFor(len(a.c.nodes)), DefaultNodeTimeout)) {
+		return grant{}, n.fail("acquire", errUnsent)
+	}
 	return n.acquire(ctx, a.nm, a.token, boxToken(&a.token), a.o, a.listens)
 }
 

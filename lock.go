@@ -256,18 +256,26 @@ func (l *Lock) Unlock(ctx context.Context) (err error) {
 // Context. A node whose acquire had not answered is released once that
 // answer has come (pending.go).
 func (l *Lock) releaseAll(ctx context.Context) votes {
-	r := round[bool, *Lock]{op: "release", timeout: l.timeout, by: l, call: (*Lock).releaseOn, yes: isYes}
 	if len(l.c.nodes) == 1 {
-		r.late = (*Lock).lateRelease
+		r := round[bool, *Lock]{op: "release", timeout: l.timeout, by: l, call: (*Lock).releaseOn, yes: isYes,
+			late: (*Lock).lateRelease}
 		a := r.askOne(ctx, l.c, l.c.nodes[0])
 		if !a.abandoned {
 			l.lateRelease(nil, a.v, a.err)
 		}
 		return count([]answer[bool]{a}, isYes)
 	}
+	// Each release is recorded as under way before the round, so that an
+	// acquire of the Client's that begins once Unlock has returned finds
+	// them all (inflight.go).
+	rs := &releases{l: l, flights: make(map[*node]chan struct{}, len(l.c.nodes))}
+	for _, n := range l.c.nodes {
+		rs.flights[n] = n.inflight.start(l.names.key)
+	}
 	b := &ballot{n: len(l.c.nodes), decide: func(vd verdict) { l.gone(vd == agreed) }}
-	r.late = func(_ *Lock, _ *node, ok bool, err error) { b.add(ok, err) }
-	answers := r.ask(nil, ctx, l.c, l.c.nodes)
+	answers := round[bool, *releases]{op: "release", timeout: l.timeout, by: rs, call: (*releases).on, yes: isYes,
+		late: func(_ *releases, _ *node, ok bool, err error) { b.add(ok, err) },
+	}.ask(nil, ctx, l.c, l.c.nodes)
 	for _, a := range answers {
 		if !a.abandoned {
 			b.add(a.err == nil && a.v, a.err)
@@ -283,6 +291,19 @@ func (l *Lock) lateRelease(_ *node, ok bool, err error) {
 	if err == nil {
 		l.gone(ok)
 	}
+}
+
+// releases is one Unlock's releases on several nodes, each recorded as
+// under way on its node until it has been answered (inflight.go).
+type releases struct {
+	l       *Lock
+	flights map[*node]chan struct{}
+}
+
+// on releases the lock on n, and records the answer.
+func (rs *releases) on(ctx context.Context, n *node) (bool, error) {
+	defer n.inflight.end(rs.l.names.key, rs.flights[n])
+	return rs.l.releaseOn(ctx, n)
 }
 
 // releaseOn releases the lock on node n, once n's acquire has answered.

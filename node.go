@@ -80,6 +80,10 @@ type node struct {
 	handOver  func(key, msg string)
 	releasing func(key, token string) (group string, f *joinFold)
 
+	// inflight holds the Client's Redlock releases under way on this
+	// node, which its acquires of the same key wait for (inflight.go).
+	inflight inflight
+
 	refreshed atomic.Int64 // when refresh last asked for a cluster map reload (unix ns)
 
 	lastDurations atomic.Pointer[durationArgs] // the acquire's last TTL and keep (durations)

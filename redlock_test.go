@@ -565,6 +565,86 @@ func TestRedlockUnlockBeforeALateGrantReleasesItOnce(t *testing.T) {
 	}
 }
 
+// A Client that locks a key again at once, on five nodes, never meets
+// its own release still on its way to the slowest nodes: each acquire
+// there is sent after that release has been answered. Meeting it, an
+// acquire is refused on that node and leaves a listener's notify key,
+// with which every acquire and release of the key there takes the full
+// path and publishes, for the notify window (3 s).
+func TestRedlockLockAgainAtOnceDoesNotMeetItsOwnRelease(t *testing.T) {
+	nodes := startNodes(t, 5)
+	c, rdbs := newRedlock(t, nodes)
+	k := key(t)
+	for i := 0; i < 300; i++ {
+		l, err := c.Lock(ctxT(t), k)
+		if err != nil {
+			t.Fatalf("cycle %d: Lock: %v", i, err)
+		}
+		if err := l.Unlock(ctxT(t)); err != nil {
+			t.Fatalf("cycle %d: Unlock: %v", i, err)
+		}
+	}
+	for i, rdb := range rdbs {
+		if n := rdb.Exists(ctxT(t), "dlock:notify:{"+k+"}").Val(); n != 0 {
+			t.Errorf("node %d: a notify key: an acquire of the loop found the key held", i)
+		}
+	}
+}
+
+// The same with a node that stalls: the Unlock returns on a majority, and
+// the next lock's acquire on the stalled node waits for the release there,
+// so that it is granted, not refused, once the node is back.
+func TestRedlockAcquireWaitsForTheReleaseOnAStalledNode(t *testing.T) {
+	nodes, c, rdbs := pausableRedlock(t, 5)
+	k := key(t)
+	first := mustLock(t, c, k)
+	onEveryNode(t, rdbs, first)
+	nodes[4].Pause()
+	defer nodes[4].Resume()
+	if err := first.Unlock(ctxT(t)); err != nil { // a majority answers
+		t.Fatal(err)
+	}
+	next := mustLock(t, c, k) // granted by nodes 0-3
+	nodes[4].Resume()
+	onEveryNode(t, rdbs, next)
+	if n := rdbs[4].Exists(ctxT(t), "dlock:notify:{"+k+"}").Val(); n != 0 {
+		t.Error("node 4 has a notify key: the acquire found the key held")
+	}
+	if err := next.Unlock(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+
+	// While the node stays stalled, the next locks do not wait for it,
+	// nor queue their acquires behind its releases: once it is back, all
+	// is settled at once, and nothing is left on it.
+	nodes[4].Pause()
+	for i := 0; i < 50; i++ {
+		l, err := c.Lock(ctxT(t), k)
+		if err != nil {
+			t.Fatalf("cycle %d with node 4 stalled: Lock: %v", i, err)
+		}
+		if err := l.Unlock(ctxT(t)); err != nil {
+			t.Fatalf("cycle %d with node 4 stalled: Unlock: %v", i, err)
+		}
+	}
+	nodes[4].Resume()
+	closed := make(chan error)
+	go func() { closed <- c.Close() }() // waits for the background work
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Close did not return within 20 s of the node's return")
+	}
+	for i, rdb := range rdbs {
+		if v, err := rdb.Get(ctxT(t), k).Result(); err != redis.Nil {
+			t.Errorf("node %d keeps the key: %q, %v", i, v, err)
+		}
+	}
+}
+
 // The most common way to build a Redlock Client, New with a
 // []*redis.Client, compiles and works.
 func TestNewTakesASliceOfClients(t *testing.T) {
