@@ -419,10 +419,13 @@ func neverSent(err error) bool {
 }
 
 // isSlow reports whether a node's error only says that it did not answer
-// in time: the node timeout, or the go-redis client's own read timeout.
+// in time: the node timeout, the go-redis client's own read timeout, or an
+// acquire not sent because the node had not answered the Client's release
+// of the key within the node timeout (errUnsent: whether a stalled node's
+// error is that or the node timeout is a race between two timers).
 func isSlow(err error) bool {
 	var ne net.Error
-	return errors.Is(err, errNodeTimeout) || errors.As(err, &ne) && ne.Timeout()
+	return errors.Is(err, errNodeTimeout) || errors.Is(err, errUnsent) || errors.As(err, &ne) && ne.Timeout()
 }
 
 // retryDelay returns how long a waiter sleeps when no notification comes:

@@ -1,7 +1,6 @@
 package dlock
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -149,7 +148,7 @@ func (a *attempt) round() round[grant, *attempt] {
 // acquireOn runs the attempt's acquire on n, after the Client's release
 // of the key on n still under way, if any (inflight.go).
 func (a *attempt) acquireOn(ctx context.Context, n *node) (grant, error) {
-	if !awaitReleases(a.after[n], cmp.Or(a.o.nodeTimeoutFor(len(a.c.nodes)), DefaultNodeTimeout)) {
+	if !awaitReleases(a.after[n], a.o.nodeTimeoutFor(len(a.c.nodes))) { // positive on several nodes
 		return grant{}, n.fail("acquire", errUnsent)
 	}
 	return n.acquire(ctx, a.nm, a.token, boxToken(&a.token), a.o, a.listens)
