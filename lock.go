@@ -1,11 +1,13 @@
 package dlock
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -300,10 +302,50 @@ type releases struct {
 	flights map[*node]chan struct{}
 }
 
-// on releases the lock on n, and records the answer.
+// on releases the lock on n, and records the answer. A release that
+// failed in a way that may have lost it is tried again (retryRelease).
 func (rs *releases) on(ctx context.Context, n *node) (bool, error) {
 	defer n.inflight.end(rs.l.names.key, rs.flights[n])
-	return rs.l.releaseOn(ctx, n)
+	ok, err := rs.l.releaseOn(ctx, n)
+	if err != nil && !neverSent(err) {
+		rs.l.retryRelease(n, err)
+	}
+	return ok, err
+}
+
+// retryRelease releases the lock on n again, in the background, after
+// cause: an error of its release that the release may not have run with
+// (a read timeout, on a connection go-redis then closes; an error reply
+// such as LOADING), while a majority released it, so that Unlock
+// succeeded. Left alone, the key would stay on n for the rest of its TTL,
+// and n refuse every lock of the key until then. As releaseUncertain
+// does, it first waits until go-redis is done with the request (settled),
+// then tries every uncertainPause until n answers, for at most
+// cleanupTimeout each; it stops when n cannot be reached (neverSent: a
+// node down has nothing to release until it is back) or the Client
+// closes. A release is token-checked: whichever of two runs second finds
+// nothing.
+func (l *Lock) retryRelease(n *node, cause error) {
+	l.c.spawn(func() {
+		ctx, cancel := context.WithTimeout(l.c.ctx, cleanupTimeout)
+		answered := settled(ctx, cause)
+		cancel()
+		if answered {
+			return
+		}
+		ctx, cancel = context.WithTimeout(l.c.ctx, cleanupTimeout)
+		defer cancel()
+		var err error
+		for pause(ctx, nil, uncertainPause); ctx.Err() == nil; pause(ctx, nil, uncertainPause) {
+			if _, err = n.release(ctx, l.names, l.token, boxToken(&l.token), l.raise, l.keep, false); err == nil {
+				return
+			} else if neverSent(err) {
+				break
+			}
+		}
+		l.c.warn("dlock: could not release the lock on a node; it expires there by its TTL",
+			slog.String("key", l.names.key), slog.String("node", n.name), slog.Any("err", cmp.Or(err, ctx.Err())))
+	})
 }
 
 // releaseOn releases the lock on node n, once n's acquire has answered.

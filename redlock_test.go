@@ -645,6 +645,26 @@ func TestRedlockAcquireWaitsForTheReleaseOnAStalledNode(t *testing.T) {
 	}
 }
 
+// A release that a stalled node did not answer before go-redis's read
+// timeout, while the other nodes released the lock, is tried again once
+// the node is back: the key does not stay there for the rest of its TTL,
+// refusing every lock of the key on that node until then.
+func TestRedlockReleaseThatTimedOutOnOneNodeIsTriedAgain(t *testing.T) {
+	nodes := startNodes(t, 5)
+	c, rdbs := newRedlock(t, nodes, func(o *redis.Options) { o.ReadTimeout = 300 * time.Millisecond })
+	k := key(t)
+	l := mustLock(t, c, k, dlock.WithTTL(time.Minute))
+	onEveryNode(t, rdbs, l)
+	nodes[4].Pause()
+	defer nodes[4].Resume()
+	if err := l.Unlock(ctxT(t)); err != nil { // four nodes released it
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // node 4's release times out on the client
+	nodes[4].Resume()
+	eventually(t, "node 4 no longer holds the key", func() bool { return holders(t, rdbs, k, l.Token()) == 0 })
+}
+
 // The most common way to build a Redlock Client, New with a
 // []*redis.Client, compiles and works.
 func TestNewTakesASliceOfClients(t *testing.T) {
