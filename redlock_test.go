@@ -565,6 +565,20 @@ func TestRedlockUnlockBeforeALateGrantReleasesItOnce(t *testing.T) {
 	}
 }
 
+// lockAndUnlock locks key and unlocks it at once, n times over.
+func lockAndUnlock(t *testing.T, c *dlock.Client, key string, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		l, err := c.Lock(ctxT(t), key)
+		if err != nil {
+			t.Fatalf("cycle %d: Lock: %v", i, err)
+		}
+		if err := l.Unlock(ctxT(t)); err != nil {
+			t.Fatalf("cycle %d: Unlock: %v", i, err)
+		}
+	}
+}
+
 // A Client that locks a key again at once, on five nodes, never meets
 // its own release still on its way to the slowest nodes: each acquire
 // there is sent after that release has been answered. Meeting it, an
@@ -575,15 +589,7 @@ func TestRedlockLockAgainAtOnceDoesNotMeetItsOwnRelease(t *testing.T) {
 	nodes := startNodes(t, 5)
 	c, rdbs := newRedlock(t, nodes)
 	k := key(t)
-	for i := 0; i < 300; i++ {
-		l, err := c.Lock(ctxT(t), k)
-		if err != nil {
-			t.Fatalf("cycle %d: Lock: %v", i, err)
-		}
-		if err := l.Unlock(ctxT(t)); err != nil {
-			t.Fatalf("cycle %d: Unlock: %v", i, err)
-		}
-	}
+	lockAndUnlock(t, c, k, 300)
 	for i, rdb := range rdbs {
 		if n := rdb.Exists(ctxT(t), "dlock:notify:{"+k+"}").Val(); n != 0 {
 			t.Errorf("node %d: a notify key: an acquire of the loop found the key held", i)
@@ -618,15 +624,7 @@ func TestRedlockAcquireWaitsForTheReleaseOnAStalledNode(t *testing.T) {
 	// nor queue their acquires behind its releases: once it is back, all
 	// is settled at once, and nothing is left on it.
 	nodes[4].Pause()
-	for i := 0; i < 50; i++ {
-		l, err := c.Lock(ctxT(t), k)
-		if err != nil {
-			t.Fatalf("cycle %d with node 4 stalled: Lock: %v", i, err)
-		}
-		if err := l.Unlock(ctxT(t)); err != nil {
-			t.Fatalf("cycle %d with node 4 stalled: Unlock: %v", i, err)
-		}
-	}
+	lockAndUnlock(t, c, k, 50)
 	nodes[4].Resume()
 	closed := make(chan error)
 	go func() { closed <- c.Close() }() // waits for the background work
