@@ -1,7 +1,6 @@
 package dlock
 
 import (
-	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -316,15 +315,17 @@ func (rs *releases) on(ctx context.Context, n *node) (bool, error) {
 // retryRelease releases the lock on n again, in the background, after
 // cause: an error of its release that the release may not have run with
 // (a read timeout, on a connection go-redis then closes; an error reply
-// such as LOADING), while a majority released it, so that Unlock
-// succeeded. Left alone, the key would stay on n for the rest of its TTL,
-// and n refuse every lock of the key until then. As releaseUncertain
-// does, it first waits until go-redis is done with the request (settled),
-// then tries every uncertainPause until n answers, for at most
-// cleanupTimeout each; it stops when n cannot be reached (neverSent: a
-// node down has nothing to release until it is back) or the Client
-// closes. A release is token-checked: whichever of two runs second finds
-// nothing.
+// such as LOADING), whatever Unlock's verdict. Left alone, the key would
+// stay on n for the rest of its TTL, and n refuse every lock of the key
+// until then. As releaseUncertain does, it first waits until go-redis is
+// done with the request (settled; at most cleanupTimeout), then sends the
+// release again uncertainPause after each failure until n answers, for
+// cleanupTimeout (and the attempt then under way, which go-redis's read
+// timeout bounds); it stops when n cannot be reached (neverSent: a node
+// down has nothing to release until it is back) or the Client closes.
+// Close waits for an attempt under way, as for any request of the
+// Client's. A release is token-checked: whichever of two runs second
+// finds nothing, and it only raises the fencing counter.
 func (l *Lock) retryRelease(n *node, cause error) {
 	l.c.spawn(func() {
 		ctx, cancel := context.WithTimeout(l.c.ctx, cleanupTimeout)
@@ -335,7 +336,7 @@ func (l *Lock) retryRelease(n *node, cause error) {
 		}
 		ctx, cancel = context.WithTimeout(l.c.ctx, cleanupTimeout)
 		defer cancel()
-		var err error
+		err := cause
 		for pause(ctx, nil, uncertainPause); ctx.Err() == nil; pause(ctx, nil, uncertainPause) {
 			if _, err = n.release(ctx, l.names, l.token, boxToken(&l.token), l.raise, l.keep, false); err == nil {
 				return
@@ -343,8 +344,15 @@ func (l *Lock) retryRelease(n *node, cause error) {
 				break
 			}
 		}
-		l.c.warn("dlock: could not release the lock on a node; it expires there by its TTL",
-			slog.String("key", l.names.key), slog.String("node", n.name), slog.Any("err", cmp.Or(err, ctx.Err())))
+		why := "no answer in time"
+		switch {
+		case l.c.ctx.Err() != nil:
+			why = "the Client was closed first"
+		case neverSent(err):
+			why = "the node cannot be reached"
+		}
+		l.c.warn("dlock: could not release the lock on a node ("+why+"); it expires there by its TTL",
+			slog.String("key", l.names.key), slog.String("node", n.name), slog.Any("err", err))
 	})
 }
 
