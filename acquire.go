@@ -189,14 +189,8 @@ func (c *Client) waitNotified(ctx context.Context, key string, o options, pttl t
 	// missed. With several nodes, a majority's releases wake the waiter.
 	wait := minRetryWait
 	confirmed(ctx, turn.readies, wait) // past this, the retry timer covers
-	if turn.held != nil {
-		// The turn came from a waiter that just obtained the lock: it
-		// is surely taken, so wait for its release before trying. That
-		// holder is of this Client, whose Unlock says so (gates.freed).
-		turn.awaitHolder(ctx, c.done)
-		if c.closed.Load() {
-			return nil, gaveUp(ErrClosed, last)
-		}
+	if err := c.awaitHeld(ctx, turn); err != nil {
+		return nil, gaveUp(err, last)
 	}
 	for {
 		turn.attempting()
@@ -217,6 +211,21 @@ func (c *Client) waitNotified(ctx context.Context, key string, o options, pttl t
 			return nil, gaveUp(stop, last)
 		}
 	}
+}
+
+// awaitHeld waits, if turn came from a waiter that just obtained the
+// lock, for that holder's release before the turn's first attempt: the
+// lock is surely taken. That holder is of this Client, whose Unlock says
+// so (gates.freed). It returns ErrClosed if the Client closed meanwhile.
+func (c *Client) awaitHeld(ctx context.Context, turn *turn) error {
+	if turn.held == nil {
+		return nil
+	}
+	turn.awaitHolder(ctx, c.done)
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	return nil
 }
 
 // awaitRetry waits, in turn, for the next attempt after one that failed
@@ -272,19 +281,23 @@ func pause(ctx context.Context, closed <-chan struct{}, d time.Duration) {
 }
 
 // confirmed waits until every ready is closed, for at most d or until ctx
-// ends.
-func confirmed(ctx context.Context, readies []<-chan struct{}, d time.Duration) {
+// ends, and reports whether they all were.
+func confirmed(ctx context.Context, readies []<-chan struct{}, d time.Duration) bool {
+	if len(readies) == 0 {
+		return true
+	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	for _, ready := range readies {
 		select {
 		case <-ready:
 		case <-t.C:
-			return
+			return false
 		case <-ctx.Done():
-			return
+			return false
 		}
 	}
+	return true
 }
 
 // errSplit marks a Redlock attempt that some nodes granted while a

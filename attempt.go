@@ -32,7 +32,7 @@ type attempt struct {
 	// after holds, for each node where the Client's release of the key
 	// was under way when the attempt began, the releases its acquire
 	// there waits for (inflight.go); nil if none.
-	after map[*node][]chan struct{}
+	after map[*node][]<-chan struct{}
 
 	held *Lock // the lock, if obtained: written before decided is unlocked
 	// decided is locked by try's rounds until try returns; late, which
@@ -148,7 +148,7 @@ func (a *attempt) round() round[grant, *attempt] {
 // acquireOn runs the attempt's acquire on n, after the Client's release
 // of the key on n still under way, if any (inflight.go).
 func (a *attempt) acquireOn(ctx context.Context, n *node) (grant, error) {
-	if !awaitReleases(a.after[n], a.o.nodeTimeoutFor(len(a.c.nodes))) { // positive on several nodes
+	if !confirmed(ctx, a.after[n], a.o.nodeTimeoutFor(len(a.c.nodes))) { // a timeout: positive on several nodes
 		return grant{}, n.fail("acquire", errUnsent)
 	}
 	return n.acquire(ctx, a.nm, a.token, boxToken(&a.token), a.o, a.listens)

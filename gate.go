@@ -223,15 +223,15 @@ func (t *turn) await(ctx context.Context, closed <-chan struct{}, d time.Duratio
 }
 
 // awaitHolder waits, for a turn that was passed on by a waiter that
-// obtained the lock (held), until that holder has released it (true), or
-// its lease has ended, ctx ends or closed is closed (false). A release
+// obtained the lock (held), until that holder has released it, its lease
+// has ended, ctx ends or closed is closed. A release
 // message is not waited for: one that comes now is the release before
 // that holder's. A holder that has not released the lock when its lease
 // ends (it renewed, or lost the lock, or still waits for its Unlock's
 // answers) is tried then: the attempt listens, and the wait goes on
 // with the release messages.
-func (t *turn) awaitHolder(ctx context.Context, closed <-chan struct{}) (released bool) {
-	return waitFor(ctx, closed, t.held, time.Until(t.until))
+func (t *turn) awaitHolder(ctx context.Context, closed <-chan struct{}) {
+	waitFor(ctx, closed, t.held, time.Until(t.until))
 }
 
 // waitFor waits until ch delivers (true), or d passes, ctx ends or closed

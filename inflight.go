@@ -4,7 +4,6 @@ import (
 	"errors"
 	"slices"
 	"sync"
-	"time"
 )
 
 // Releases still on their way when the next acquire begins
@@ -27,7 +26,7 @@ import (
 // which the acquire is sent all the same, as before, and may still meet
 // the release's key there.
 // (The mirror of pending.go, where a release waits for its own lock's
-// acquire.) It waits at most the node timeout (awaitReleases); the
+// acquire.) It waits at most the node timeout (attempt.acquireOn); the
 // caller, who waits for a majority, does not wait for it unless the node
 // is needed for one.
 
@@ -68,48 +67,34 @@ func (f *inflight) end(key string, ch chan struct{}) {
 // attempt takes them before it sends anything, so that what it waits for
 // was started before it: never its own Lock's release, which waits for
 // the attempt's answer (pending.go).
-func (f *inflight) under(key string) []chan struct{} {
+func (f *inflight) under(key string) []<-chan struct{} {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return slices.Clone(f.m[key])
+	var chs []<-chan struct{}
+	for _, ch := range f.m[key] {
+		chs = append(chs, ch)
+	}
+	return chs
 }
 
 // errUnsent is a node's error for an acquire that was not sent, because
 // the Client's release of the key there was still unanswered when the
-// node timeout passed. neverSent knows it (there is nothing to give back),
-// and so does isSlow: the node is slow, not down, and Lock waits for it.
+// node timeout passed (attempt.acquireOn). Not sent: its node has not
+// answered for as long as the attempt waits for any node, and acquires
+// each sent after the release before it had its full timeout would
+// queue a stalled node's acquires one behind another. neverSent knows it
+// (there is nothing to give back), and so does isSlow: the node is slow,
+// not down, and Lock waits for it.
 var errUnsent = errors.New("not sent: the Client's release of the key on this node was still unanswered")
-
-// awaitReleases waits until the releases of chs (under) have ended, for
-// at most bound (the node timeout), and reports whether they have. An acquire
-// that waited in vain is not sent: its node has not answered for as long
-// as the attempt waits for any node, and each acquire waiting for the
-// release before it, each sent after its answer's full timeout, would
-// queue a stalled node's acquires one behind another.
-func awaitReleases(chs []chan struct{}, bound time.Duration) bool {
-	if len(chs) == 0 {
-		return true
-	}
-	t := time.NewTimer(bound)
-	defer t.Stop()
-	for _, ch := range chs {
-		select {
-		case <-ch:
-		case <-t.C:
-			return false
-		}
-	}
-	return true
-}
 
 // releasesUnderWay returns, for each of nodes where the Client's release
 // of key is under way, the channels of those releases; nil if none.
-func releasesUnderWay(nodes []*node, key string) map[*node][]chan struct{} {
-	var m map[*node][]chan struct{}
+func releasesUnderWay(nodes []*node, key string) map[*node][]<-chan struct{} {
+	var m map[*node][]<-chan struct{}
 	for _, n := range nodes {
 		if chs := n.inflight.under(key); chs != nil {
 			if m == nil {
-				m = make(map[*node][]chan struct{})
+				m = make(map[*node][]<-chan struct{})
 			}
 			m[n] = chs
 		}
