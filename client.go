@@ -21,11 +21,14 @@ import (
 type Client struct {
 	nodes []*node
 
-	closed    atomic.Bool
-	ctx       context.Context // ended by Close
-	close     context.CancelFunc
-	done      <-chan struct{} // ctx.Done()
-	closeOnce sync.Once
+	closed atomic.Bool
+	// evictionChecked is set once the nodes' memory policies have been
+	// asked for (eviction.go).
+	evictionChecked atomic.Bool
+	ctx             context.Context // ended by Close
+	close           context.CancelFunc
+	done            <-chan struct{} // ctx.Done()
+	closeOnce       sync.Once
 
 	hooks  atomic.Pointer[hooks]       // observer and tracer (observe.go), nil when neither
 	logger atomic.Pointer[slog.Logger] // see observe.go

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -152,15 +153,29 @@ func (e *Election) leader(ctx context.Context) (Leader, time.Duration, error) {
 	return Leader{Value: value, Term: h.fence}, h.ttl, nil
 }
 
-// Observe returns a channel that receives the current leader, then every
-// change: a new leader (a new Term), or the zero Leader when nobody leads
-// any more. It is closed when ctx ends or the Client is closed. A receiver
-// that falls behind gets the latest state, not every one in between.
-// Changes come by notification: a standby learns of a new leader within
-// milliseconds of its election, and of a leader's lapse within its TTL.
-// While Redis cannot be read, nothing is sent; Observe keeps trying.
-func (e *Election) Observe(ctx context.Context) <-chan Leader {
+// Observe starts watching who leads: its Observation's channel C receives
+// the current leader, then every change: a new leader (a new Term), or the
+// zero Leader when nobody leads any more. A receiver that falls behind
+// gets the latest state, not every one in between. Changes come by
+// notification: a standby learns of a new leader within milliseconds of
+// its election, and of a leader's lapse within its TTL. While Redis cannot
+// be read, nothing is sent; Observe keeps trying.
+//
+// C is closed when ctx ends, when the Client is closed, or at once when
+// no waiting can help: an invalid key (ErrInvalidArgument), or a key held
+// by a lock that is not a campaign (ErrWrongKind). Err then says which.
+// A nil ctx panics, as it does for the standard library's contexts.
+func (e *Election) Observe(ctx context.Context) *Observation {
+	if ctx == nil {
+		panic("dlock: Observe with a nil Context")
+	}
 	out := make(chan Leader)
+	o := &Observation{C: out}
+	if _, err := e.c.prepare(e.key, nil); err != nil {
+		o.err = err
+		close(out)
+		return o
+	}
 	poke := make(chan struct{}, 1)
 	e.c.spawn(func() {
 		defer close(out)
@@ -176,14 +191,38 @@ func (e *Election) Observe(ctx context.Context) <-chan Leader {
 			})
 			defer w.cancel()
 		}
-		e.observe(ctx, out, poke)
+		err := e.observe(ctx, out, poke)
+		o.mu.Lock()
+		o.err = err
+		o.mu.Unlock()
 	})
-	return out
+	return o
+}
+
+// An Observation is a running Observe.
+type Observation struct {
+	// C receives the leader, then every change; it is closed when the
+	// Observation ends (see Err).
+	C <-chan Leader
+
+	mu  sync.Mutex
+	err error
+}
+
+// Err returns why C was closed, once it has been: the context's error,
+// ErrClosed, or an error matching ErrInvalidArgument or ErrWrongKind. It
+// returns nil while C is open.
+func (o *Observation) Err() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.err
 }
 
 // observe is Observe's loop: read the leader, send it if it changed, and
-// wait for a message, the end of the leader's lease, or the backstop.
-func (e *Election) observe(ctx context.Context, out chan<- Leader, poke <-chan struct{}) {
+// wait for a message, the end of the leader's lease, or the backstop. It
+// returns why it stopped: ctx's end (its cause, ErrClosed when the Client
+// closed), or an error no retry can mend.
+func (e *Election) observe(ctx context.Context, out chan<- Leader, poke <-chan struct{}) error {
 	var last Leader
 	sent := false
 	retry := minRetryWait
@@ -192,7 +231,7 @@ func (e *Election) observe(ctx context.Context, out chan<- Leader, poke <-chan s
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return context.Cause(ctx)
 		case <-poke:
 		case <-timer.C:
 		}
@@ -203,9 +242,11 @@ func (e *Election) observe(ctx context.Context, out chan<- Leader, poke <-chan s
 			wait, retry = min(max(ttl, 0)+time.Millisecond, observeBackstop), minRetryWait
 		case errors.Is(err, ErrNoLeader):
 			ld, retry = Leader{}, minRetryWait
+		case errors.Is(err, ErrWrongKind), errors.Is(err, ErrInvalidArgument):
+			return err
 		default:
 			if ctx.Err() != nil {
-				return
+				return context.Cause(ctx)
 			}
 			wait, retry = retry, min(2*retry, maxRetryWait)
 			timer.Reset(wait)
@@ -216,7 +257,7 @@ func (e *Election) observe(ctx context.Context, out chan<- Leader, poke <-chan s
 			case out <- ld:
 				last, sent = ld, true
 			case <-ctx.Done():
-				return
+				return context.Cause(ctx)
 			}
 		}
 		timer.Reset(wait)

@@ -37,7 +37,7 @@ func TestAStandbyTakesOverWhenTheLeaderResigns(t *testing.T) {
 	if _, err := a.Election(k).Leader(ctxT(t)); !errors.Is(err, dlock.ErrNoLeader) {
 		t.Fatalf("Leader before any campaign: %v, want ErrNoLeader", err)
 	}
-	obs := b.Election(k).Observe(ctxT(t))
+	obs := b.Election(k).Observe(ctxT(t)).C
 	if ld := next(t, obs); ld != (dlock.Leader{}) {
 		t.Fatalf("first observation %+v, want nobody", ld)
 	}
@@ -98,7 +98,7 @@ func TestADeadLeaderLapsesAndTheStandbyIsElected(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	obs := b.Election(k).Observe(ctxT(t))
+	obs := b.Election(k).Observe(ctxT(t)).C
 	if ld := next(t, obs); ld.Value != "a" {
 		t.Fatalf("observed %+v, want a", ld)
 	}
@@ -189,7 +189,7 @@ func TestAnElectionOverRedlock(t *testing.T) {
 	if err != nil || ld.Value != "r" || ld.Term != l.Fence() {
 		t.Fatalf("Leader: %+v %v, want r at term %d", ld, err, l.Fence())
 	}
-	obs := c.Election(k).Observe(ctxT(t))
+	obs := c.Election(k).Observe(ctxT(t)).C
 	if got := next(t, obs); got != ld {
 		t.Fatalf("observed %+v, want %+v", got, ld)
 	}
@@ -226,20 +226,66 @@ func TestElectionBadInputAndWrongKind(t *testing.T) {
 }
 
 // Observe's channel closes when its context ends and when the Client is
-// closed.
+// closed, and Err says which.
 func TestObserveEnds(t *testing.T) {
 	c, _ := newClient(t, shared)
 	ctx, cancel := context.WithCancel(ctxT(t))
 	obs := c.Election(key(t)).Observe(ctx)
-	next(t, obs)
+	next(t, obs.C)
 	cancel()
-	for range obs {
+	for range obs.C {
+	}
+	if err := obs.Err(); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Err after the context ended: %v", err)
 	}
 	obs = c.Election(key(t)).Observe(ctxT(t))
-	next(t, obs)
+	next(t, obs.C)
 	c.Close()
-	for range obs {
+	for range obs.C {
 	}
+	if err := obs.Err(); !errors.Is(err, dlock.ErrClosed) {
+		t.Fatalf("Err after Close: %v", err)
+	}
+}
+
+// Observe of a key no election can use closes its channel at once, with
+// the reason: an invalid key, or a key held by a lock or a semaphore.
+func TestObserveOfAKeyNoElectionCanUseEndsAtOnce(t *testing.T) {
+	c, _ := newClient(t, shared)
+	lockKey, semKey := key(t), key(t)
+	l := mustLock(t, c, lockKey)
+	defer l.Unlock(ctxT(t))
+	p, err := c.Semaphore(semKey, 2).TryAcquire(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Unlock(ctxT(t))
+	for _, tc := range []struct {
+		key  string
+		want error
+	}{{"", dlock.ErrInvalidArgument}, {lockKey, dlock.ErrWrongKind}, {semKey, dlock.ErrWrongKind}} {
+		ctx, cancel := context.WithTimeout(ctxT(t), 20*time.Second)
+		obs := c.Election(tc.key).Observe(ctx)
+		for ld := range obs.C {
+			t.Errorf("Observe(%q) sent %+v", tc.key, ld)
+		}
+		if err := obs.Err(); !errors.Is(err, tc.want) || ctx.Err() != nil {
+			t.Errorf("Observe(%q): %v (context: %v), want %v at once", tc.key, err, ctx.Err(), tc.want)
+		}
+		cancel()
+	}
+}
+
+// A nil context panics in the caller's goroutine, as the standard
+// library's do, not in one of the library's.
+func TestObserveWithANilContextPanicsInTheCaller(t *testing.T) {
+	c, _ := newClient(t, shared)
+	defer func() {
+		if recover() == nil {
+			t.Fatal("no panic")
+		}
+	}()
+	c.Election(key(t)).Observe(nil) //nolint:staticcheck // the nil is the test
 }
 
 // A leader renewed past its TTL plus the fence margin keeps its term: the

@@ -248,7 +248,7 @@ func ExampleElection_Observe() {
 	defer cancel()
 
 	election := locks.Election("election:primary")
-	changes := election.Observe(ctx)
+	changes := election.Observe(ctx).C
 	fmt.Printf("leader: %q\n", (<-changes).Value) // nobody yet
 
 	leadership, err := election.Campaign(ctx, "10.0.0.7:8080")

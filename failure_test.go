@@ -3,6 +3,7 @@ package dlock_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -322,5 +323,34 @@ func TestTooLongAReplicaAckTimeoutIsRefusedBeforeAnythingIsSent(t *testing.T) {
 	}
 	if stats := admin.Info(ctxT(t), "commandstats").Val(); strings.Contains(stats, "cmdstat_evalsha") || strings.Contains(stats, "cmdstat_eval:") {
 		t.Fatalf("scripts were sent: %s", stats)
+	}
+}
+
+// A Client on a server whose memory policy may evict its keys says so,
+// once, in its log; one on a server that cannot evict says nothing.
+func TestAnEvictingServerIsWarnedOfOnce(t *testing.T) {
+	s := redistest.Start(t, "--maxmemory", "8mb", "--maxmemory-policy", "allkeys-lru")
+	var logs syncBuffer
+	c := dlock.New(s.Client(t))
+	defer c.Close()
+	c.SetLogger(slog.New(slog.NewTextHandler(&logs, nil)))
+	for range 3 {
+		l := mustLock(t, c, key(t))
+		_ = l.Unlock(ctxT(t))
+	}
+	eventually(t, "the warning", func() bool { return strings.Contains(logs.String(), "maxmemory-policy=allkeys-lru") })
+	c.Close()
+	if n := strings.Count(logs.String(), "may evict"); n != 1 {
+		t.Fatalf("warned %d times:\n%s", n, logs.String())
+	}
+
+	var quiet syncBuffer
+	q, _ := newClient(t, shared)
+	q.SetLogger(slog.New(slog.NewTextHandler(&quiet, nil)))
+	l := mustLock(t, q, key(t))
+	_ = l.Unlock(ctxT(t))
+	q.Close()
+	if strings.Contains(quiet.String(), "evict") {
+		t.Fatalf("warned of a server without a memory limit:\n%s", quiet.String())
 	}
 }

@@ -199,6 +199,9 @@ func NewGuardedScript(src string) *GuardedScript {
 // returns the script's reply. Errors as for Set; a script that fails
 // returns its error as go-redis would.
 func (g *Guard) Run(ctx context.Context, s *GuardedScript, fence int64, keys []string, args ...any) (any, error) {
+	if s == nil {
+		return nil, invalid("guarded script: nil *GuardedScript")
+	}
 	if len(keys) == 0 {
 		return nil, invalid("guarded script: no keys (the first is the resource)")
 	}
@@ -253,12 +256,24 @@ type LockGuard struct {
 // held reports the lock's end, if it has ended.
 func (b *LockGuard) held(key string) error { return stillHeld(b.l, strconv.Quote(key)) }
 
-// stillHeld returns, once l's Context has ended, the error of a write to
-// resource that is not sent: a holder that has been told its lock is gone
-// does not write.
+// stillHeld returns, once l's lease has ended, the error of a write to
+// resource that is not sent: a holder that has been told its lock is gone,
+// or whose lease has run out on its own clock (its timer may not have
+// fired yet), does not write.
+//
+// What remains is the window between this check and the write reaching
+// the resource: a process paused there (a GC pause, SIGSTOP, a VM
+// migration) sends its write after its lease ended. The resource's fence
+// check refuses it once the next holder has written with its higher fence;
+// before that, nothing can tell the stale write apart. Keep the work
+// between taking the lock and writing short, and use a TTL well above the
+// pauses the process may see.
 func stillHeld(l *Lock, resource string) error {
-	if ctx := l.Context(); ctx.Err() != nil {
-		return fmt.Errorf("dlock: guarded write to %s not sent: %w", resource, context.Cause(ctx))
+	if l == nil {
+		return invalid("guarded write to %s: the guard was bound to a nil *Lock", resource)
+	}
+	if l.lease.over() {
+		return fmt.Errorf("dlock: guarded write to %s not sent: %w", resource, l.lease.ended())
 	}
 	return nil
 }

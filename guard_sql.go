@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -60,8 +61,10 @@ func (d SQLDialect) String() string {
 
 // SQLTable is a table whose rows carry a fence column (see the top of
 // guard_sql.go). Its names are SQL identifiers (letters, digits and
-// underscores, the table's optionally schema-qualified), written into the
-// statements as they are: nothing else is accepted.
+// underscores, the table's optionally schema-qualified): nothing else is
+// accepted. They are quoted in the statements, so a column may be named
+// as a keyword ("order"); write them as the database stores them
+// (PostgreSQL stores a name created unquoted in lower case).
 type SQLTable struct {
 	Dialect SQLDialect
 	Table   string // e.g. "accounts" or "billing.accounts"
@@ -85,8 +88,30 @@ func (t SQLTable) fence() string {
 	return t.Fence
 }
 
-// check validates the names and the write before anything is sent.
-func (t SQLTable) check(fence int64, values map[string]any) error {
+// q quotes an identifier for the dialect (checked: no quote inside), so
+// that a column named as a keyword ("order") is a column.
+func (t SQLTable) q(name string) string {
+	if t.Dialect == MySQL {
+		return "`" + name + "`"
+	}
+	return `"` + name + `"`
+}
+
+// table is the table's name, quoted part by part.
+func (t SQLTable) table() string {
+	schema, table, ok := strings.Cut(t.Table, ".")
+	if !ok {
+		return t.q(t.Table)
+	}
+	return t.q(schema) + "." + t.q(table)
+}
+
+// check validates the names, the database handle and the write before
+// anything is sent.
+func (t SQLTable) check(db SQLDB, fence int64, values map[string]any) error {
+	if db == nil || reflect.ValueOf(db).Kind() == reflect.Pointer && reflect.ValueOf(db).IsNil() {
+		return invalid("SQL table %q: nil database handle", t.Table)
+	}
 	if t.Dialect < Postgres || t.Dialect > SQLite {
 		return invalid("SQL table %q: unknown dialect %v", t.Table, t.Dialect)
 	}
@@ -102,6 +127,7 @@ func (t SQLTable) check(fence int64, values map[string]any) error {
 	if strings.EqualFold(t.ID, t.fence()) {
 		return invalid("SQL table %s: the ID and fence columns are both %q", t.Table, t.ID)
 	}
+	seen := make(map[string]string, len(values))
 	for c := range values {
 		if !identifier.MatchString(c) {
 			return invalid("SQL table %s: column name %q: letters, digits and underscores", t.Table, c)
@@ -109,6 +135,12 @@ func (t SQLTable) check(fence int64, values map[string]any) error {
 		if strings.EqualFold(c, t.ID) || strings.EqualFold(c, t.fence()) {
 			return invalid("SQL table %s: column %q is the guard's own, not a value to write", t.Table, c)
 		}
+		// MySQL and SQLite compare column names without case: two values
+		// for one column would leave which lands to the map's order.
+		if other, dup := seen[strings.ToLower(c)]; dup {
+			return invalid("SQL table %s: columns %q and %q are one column", t.Table, other, c)
+		}
+		seen[strings.ToLower(c)] = c
 	}
 	if fence < 1 {
 		return invalid("fence %d for table %s: fences start at 1 (0 is no lock's)", fence, t.Table)
@@ -121,10 +153,10 @@ func (t SQLTable) check(fence int64, values map[string]any) error {
 // ErrInvalidArgument when it does not (with the database's words), or is
 // the database's own when it cannot say. Call it once, at start.
 func (t SQLTable) Check(ctx context.Context, db SQLDB) error {
-	if err := t.check(1, nil); err != nil {
+	if err := t.check(db, 1, nil); err != nil {
 		return err
 	}
-	rows, err := db.QueryContext(ctx, fmt.Sprintf("SELECT %s, %s FROM %s WHERE 1 = 0", t.ID, t.fence(), t.Table))
+	rows, err := db.QueryContext(ctx, fmt.Sprintf("SELECT %s, %s FROM %s WHERE 1 = 0", t.q(t.ID), t.q(t.fence()), t.table()))
 	if err != nil {
 		if missing(err) && ctx.Err() == nil {
 			return invalid("SQL table %s needs the columns %s and %s (a BIGINT fence): %v", t.Table, t.ID, t.fence(), err)
@@ -211,22 +243,23 @@ func columns(values map[string]any) []string {
 // or (outside a transaction) a table without the ID or fence column, as
 // Check says; otherwise it wraps the database's.
 func (t SQLTable) Update(ctx context.Context, db SQLDB, fence int64, id any, values map[string]any) error {
-	if err := t.check(fence, values); err != nil {
+	if err := t.check(db, fence, values); err != nil {
 		return err
 	}
 	s := &statement{d: t.Dialect}
-	s.sql("UPDATE ", t.Table, " SET ")
+	f := t.q(t.fence())
+	s.sql("UPDATE ", t.table(), " SET ")
 	for _, c := range columns(values) {
-		s.sql(c, " = ").arg(values[c]).sql(", ")
+		s.sql(t.q(c), " = ").arg(values[c]).sql(", ")
 	}
-	s.sql(t.fence(), " = ").arg(fence).sql(" WHERE ", t.ID, " = ").arg(id).sql(" AND COALESCE(", t.fence(), ", 0) <= ").arg(fence)
+	s.sql(f, " = ").arg(fence).sql(" WHERE ", t.q(t.ID), " = ").arg(id).sql(" AND COALESCE(", f, ", 0) <= ").arg(fence)
 	return t.exec(ctx, db, s, fence, id, true, values)
 }
 
 // Upsert inserts the row id with values and fence, or, when it exists,
 // updates it as Update does. Errors as for Update (never sql.ErrNoRows).
 func (t SQLTable) Upsert(ctx context.Context, db SQLDB, fence int64, id any, values map[string]any) error {
-	if err := t.check(fence, values); err != nil {
+	if err := t.check(db, fence, values); err != nil {
 		return err
 	}
 	if t.Dialect == MySQL {
@@ -234,13 +267,13 @@ func (t SQLTable) Upsert(ctx context.Context, db SQLDB, fence int64, id any, val
 	}
 	cs := columns(values)
 	s := t.insert(id, cs, values, fence)
-	row, f := t.Table, t.fence()
+	row, f := t.table(), t.q(t.fence())
 	if t.Dialect == Postgres {
 		row = "dlock_row" // the existing row, apart from EXCLUDED (insert names the alias)
 	}
-	s.sql(" ON CONFLICT (", t.ID, ") DO UPDATE SET ")
+	s.sql(" ON CONFLICT (", t.q(t.ID), ") DO UPDATE SET ")
 	for _, c := range cs {
-		s.sql(c, " = EXCLUDED.", c, ", ")
+		s.sql(t.q(c), " = EXCLUDED.", t.q(c), ", ")
 	}
 	s.sql(f, " = EXCLUDED.", f, " WHERE COALESCE(", row, ".", f, ", 0) <= EXCLUDED.", f)
 	return t.exec(ctx, db, s, fence, id, false, values)
@@ -254,11 +287,11 @@ func (t SQLTable) insert(id any, cs []string, values map[string]any, fence int64
 	if t.Dialect == Postgres {
 		alias = " AS dlock_row"
 	}
-	s.sql("INSERT INTO ", t.Table, alias, " (", t.ID)
+	s.sql("INSERT INTO ", t.table(), alias, " (", t.q(t.ID))
 	for _, c := range cs {
-		s.sql(", ", c)
+		s.sql(", ", t.q(c))
 	}
-	s.sql(", ", t.fence(), ") VALUES (").arg(id)
+	s.sql(", ", t.q(t.fence()), ") VALUES (").arg(id)
 	for _, c := range cs {
 		s.sql(", ").arg(values[c])
 	}
@@ -287,7 +320,7 @@ func (t SQLTable) upsertMySQL(ctx context.Context, db SQLDB, fence int64, id any
 			return t.explain(ctx, db, err)
 		}
 		var one int
-		q := (&statement{d: t.Dialect}).sql("SELECT 1 FROM ", t.Table, " WHERE ", t.ID, " = ").arg(id).sql(" FOR UPDATE")
+		q := (&statement{d: t.Dialect}).sql("SELECT 1 FROM ", t.table(), " WHERE ", t.q(t.ID), " = ").arg(id).sql(" FOR UPDATE")
 		if qerr := db.QueryRowContext(ctx, q.b.String(), q.args...).Scan(&one); qerr != nil {
 			return fmt.Errorf("dlock: guarded write to %s: %w", t.Table, err) // another unique key
 		}
@@ -333,7 +366,7 @@ func (t SQLTable) exec(ctx context.Context, db SQLDB, s *statement, fence int64,
 // transaction's snapshot.
 func (t SQLTable) reread(ctx context.Context, db SQLDB, id any, values map[string]any) *sql.Row {
 	q := &statement{d: t.Dialect}
-	q.sql("SELECT ", t.fence(), ", ")
+	q.sql("SELECT ", t.q(t.fence()), ", ")
 	if t.Dialect != MySQL || len(values) == 0 {
 		q.sql("1 = 1")
 	}
@@ -344,9 +377,9 @@ func (t SQLTable) reread(ctx context.Context, db SQLDB, id any, values map[strin
 		if i > 0 {
 			q.sql(" AND ")
 		}
-		q.sql("(", c, " <=> ").arg(values[c]).sql(")")
+		q.sql("(", t.q(c), " <=> ").arg(values[c]).sql(")")
 	}
-	q.sql(" FROM ", t.Table, " WHERE ", t.ID, " = ").arg(id)
+	q.sql(" FROM ", t.table(), " WHERE ", t.q(t.ID), " = ").arg(id)
 	if t.Dialect == MySQL {
 		q.sql(" FOR UPDATE")
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -338,5 +339,58 @@ func TestTheGuardWorksOnACluster(t *testing.T) {
 	both := dlock.NewGuardedScript(`redis.call('SET', KEYS[1], ARGV[1]) return redis.call('SET', KEYS[2], ARGV[1])`)
 	if _, err := g.Run(ctx, both, 5, []string{"{acct:7}:balance", "{acct:7}:history"}, "x"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A guarded write made the moment the lease's deadline passes is not sent,
+// though the lease's timer may not have run yet and no new holder has
+// written: the guard looks at the clock itself.
+func TestAGuardedWriteIsNotSentPastTheLeaseDeadline(t *testing.T) {
+	c, rdb := newClient(t, shared)
+	g := dlock.NewGuard(rdb)
+	for i := 0; i < 30; i++ {
+		k := key(t)
+		l := mustLock(t, c, k, dlock.WithTTL(30*time.Millisecond))
+		dl, _ := l.Context().Deadline()
+		for time.Now().Before(dl) {
+		}
+		err := g.For(l).Set(ctxT(t), k+":res", "late", time.Minute)
+		if !errors.Is(err, dlock.ErrLeaseExpired) {
+			t.Fatalf("round %d: write %v past the deadline: %v, want ErrLeaseExpired", i, time.Since(dl), err)
+		}
+		if n := rdb.Exists(ctxT(t), k+":res").Val(); n != 0 {
+			t.Fatalf("round %d: the late write landed", i)
+		}
+	}
+}
+
+// A guarded script that raises after it wrote leaves its record with the
+// resource's expiry (plus the retention), as a script that returns does;
+// one that raises DLOCKSTALE itself is not taken for the guard's refusal.
+func TestAGuardedScriptThatRaisesAfterWritingIsRecordedAsAWrite(t *testing.T) {
+	rdb := shared.Client(t)
+	g := dlock.NewGuard(rdb).WithRetention(time.Minute)
+	res := key(t)
+	raising := dlock.NewGuardedScript(`redis.call('SET', KEYS[1], 'x', 'PX', 60000) error({err = 'ERR raised after writing'})`)
+	if _, err := g.Run(ctxT(t), raising, 5, []string{res}); err == nil || !strings.Contains(err.Error(), "raised after writing") {
+		t.Fatalf("the script's raise: %v", err)
+	}
+	if pttl := rdb.PTTL(ctxT(t), "dlock:guard:{"+res+"}").Val(); pttl < time.Minute {
+		t.Fatalf("the record's PTTL after a raise: %v, want the resource's minute plus the retention", pttl)
+	}
+	for _, src := range []string{
+		`redis.call('SET', KEYS[1], 'y') error({err = 'DLOCKSTALE 99'})`,
+		`redis.call('SET', KEYS[1], 'z') error('DLOCKSTALE 99', 0)`,
+	} {
+		_, err := g.Run(ctxT(t), dlock.NewGuardedScript(src), 6, []string{res})
+		if err == nil || errors.Is(err, dlock.ErrStaleFence) {
+			t.Fatalf("%s: %v, read as the guard's refusal though the write landed", src, err)
+		}
+	}
+	if _, err := g.Run(ctxT(t), nil, 7, []string{res}); !errors.Is(err, dlock.ErrInvalidArgument) {
+		t.Fatalf("a nil script: %v", err)
+	}
+	if err := g.For(nil).Set(ctxT(t), res, "v", 0); !errors.Is(err, dlock.ErrInvalidArgument) {
+		t.Fatalf("a guard bound to a nil Lock: %v", err)
 	}
 }

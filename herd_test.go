@@ -186,34 +186,40 @@ func handedOver(t *testing.T, c *dlock.Client, k string, opts ...dlock.Option) *
 	return l
 }
 
-// The first command after a hand-off fails (the extension from the claim to
-// the TTL): it is retried within the claim, and the lock survives.
-func TestAHandOffSurvivesAFailedExtension(t *testing.T) {
-	for name, opts := range map[string][]dlock.Option{
-		"plain":      {dlock.WithTTL(30 * time.Second)},
-		"auto-renew": {dlock.WithTTL(30 * time.Second), dlock.WithAutoRenew()},
-	} {
-		t.Run(name, func(t *testing.T) {
-			hook := &failNext{}
-			rdb := shared.Client(t)
-			rdb.AddHook(hook)
-			c := dlock.New(rdb)
-			t.Cleanup(func() { c.Close() })
-			k := key(t)
-			l := handedOver(t, c, k, opts...)
-			hook.armed.Store(true)
-			eventually(t, "the lock is extended to its TTL", func() bool {
-				return !hook.armed.Load() && shared.Client(t).PTTL(ctxT(t), k).Val() > 10*time.Second
-			})
-			time.Sleep(1500 * time.Millisecond) // past the claim
-			if err := l.Context().Err(); err != nil {
-				t.Fatalf("the lock was lost: %v", context.Cause(l.Context()))
-			}
-			if err := l.Unlock(ctxT(t)); err != nil {
-				t.Fatal(err)
-			}
-		})
+// A hand-off to another Client's waiter gives a short claim, which the
+// waiter's join confirms for the whole TTL before its Lock returns. When
+// that join fails, Lock says so, and the claim is passed on: the key is
+// free for others at once, not held up for the TTL.
+func TestAHandOffWhoseConfirmationFailsIsPassedOn(t *testing.T) {
+	hook := &failNext{}
+	rdb := shared.Client(t)
+	rdb.AddHook(hook)
+	c := dlock.New(rdb)
+	t.Cleanup(func() { c.Close() })
+	other, _ := newClient(t, shared)
+	k := key(t)
+	holder := mustLock(t, other, k, dlock.WithTTL(time.Minute))
+	got := make(chan error, 1)
+	go func() {
+		_, err := c.Lock(ctxT(t), k, dlock.WithTTL(30*time.Second))
+		got <- err
+	}()
+	eventually(t, "queued", func() bool { return queueLen(t, shared.Client(t), k) == 1 })
+	hook.armed.Store(true) // the waiter's next script: its confirming join
+	if err := holder.Unlock(ctxT(t)); err != nil {
+		t.Fatal(err)
 	}
+	var ne *dlock.NodeError
+	if err := <-got; !errors.As(err, &ne) {
+		t.Fatalf("Lock: %v, want the failed join's *NodeError", err)
+	}
+	eventually(t, "the claim is passed on", func() bool {
+		l, err := other.TryLock(ctxT(t), k)
+		if err == nil {
+			_ = l.Unlock(ctxT(t))
+		}
+		return err == nil
+	})
 }
 
 // An Extend right after a hand-off is not undone by the extension of the

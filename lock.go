@@ -28,7 +28,7 @@ type Lock struct {
 	keep     time.Duration  // how long the fencing counter is kept from a grant (fence.go)
 	timeout  time.Duration  // per-node timeout (0: none)
 	acquired time.Time      // when the acquire request was sent
-	valid    time.Duration  // how long the key lived from then: the TTL, or a hand-off's claim
+	valid    time.Duration  // how long the key lived from then (a hand-off counts from an earlier step)
 	lease    lease          // a field, not a pointer: one allocation less per lock
 	pending  *pendingGrants // nodes whose acquire had not answered when it was obtained (pending.go)
 	waited   atomic.Bool    // obtained after waiting: others likely wait too (node.release's lean)
@@ -77,13 +77,14 @@ func initLock(l *Lock, c *Client, nm *lockNames, token string, fence int64, o op
 		l.raise = fence
 	}
 	c.watchLoss(l)
+	c.checkEviction()
 	if o.autoRenew {
 		l.lease.watch() // the watchdog stops when the lease ends
 		l.stopped = make(chan struct{})
 		stop := l.stopChan()
 		c.spawn(func() {
 			defer close(l.stopped)
-			l.watchdog(stop, false)
+			l.watchdog(stop)
 		})
 	}
 	return l
@@ -94,20 +95,6 @@ func (l *Lock) onRelease(fn func()) {
 	l.mu.Lock()
 	l.afterRelease = fn
 	l.mu.Unlock()
-}
-
-// claimed is called for a lock handed over with a claim shorter than its
-// TTL: the key must be extended to the TTL before the claim runs out. With
-// WithAutoRenew the watchdog's first renewal does it (it comes a third of
-// the way into the claim); otherwise one renewal does, retried within the
-// claim like the watchdog's, and skipped once an Extend has been asked for,
-// which it must not undo.
-func (l *Lock) claimed() {
-	if l.stopped != nil {
-		return
-	}
-	stop := l.stopChan()
-	l.c.spawn(func() { l.watchdog(stop, true) })
 }
 
 // halt marks the lock as being released or given back, which stops its
@@ -404,23 +391,18 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	}
 	ttl = ttl.Truncate(time.Millisecond)
 	l.extended.Store(int64(ttl))
-	_, err := l.renew(ctx, ttl, false)
+	_, err := l.renew(ctx, ttl)
 	return err
 }
 
-// errExtended is renew's answer in the background when an Extend has made
-// the renewal needless.
-var errExtended = errors.New("dlock: extended by the holder")
-
 // renew extends the lease by ttl (cut at the hold ceiling), one renewal at
-// a time, and returns when the successful request was sent. unlessExtended
-// skips it (errExtended) when an Extend has been asked for.
+// a time, and returns when the successful request was sent.
 //
 // Once the lease is over, nothing extends the key again: a renewal is not
 // sent, and one whose answer came after the lease's end gives the key back
 // (someone else may have been told the lock is free; the holder has been
 // told it is lost).
-func (l *Lock) renew(ctx context.Context, ttl time.Duration, unlessExtended bool) (sent time.Time, err error) {
+func (l *Lock) renew(ctx context.Context, ttl time.Duration) (sent time.Time, err error) {
 	h := l.c.hooks.Load()
 	ctx, end := l.startSpan(h, ctx, SpanRenew)
 	if h != nil {
@@ -432,9 +414,6 @@ func (l *Lock) renew(ctx context.Context, ttl time.Duration, unlessExtended bool
 		defer func() { <-slot }()
 	case <-ctx.Done():
 		return time.Time{}, ctx.Err()
-	}
-	if unlessExtended && l.extended.Load() > 0 {
-		return time.Time{}, errExtended
 	}
 	if l.lease.over() {
 		return time.Time{}, l.overErr()

@@ -135,9 +135,14 @@ func (n *node) scriptBoxed(ctx context.Context, s *redis.Script, keys []string, 
 	return n.co.run(ctx, n.rdb, s, keys, boxed, args...)
 }
 
+// fail returns the error of op on n: a usage error (kindError) as it is,
+// anything else as a *NodeError.
 func (n *node) fail(op string, err error) error {
+	if kerr := kindError(err); kerr != nil {
+		return kerr
+	}
 	n.refresh(err)
-	return &NodeError{Node: n.name, Op: op, Err: kindError(err)}
+	return &NodeError{Node: n.name, Op: op, Err: err}
 }
 
 // refresh asks a cluster client to reload its map of slots when a node

@@ -250,8 +250,10 @@ func (l *Lock) lost() bool {
 // line that no caller is there to see: a background renewal that failed, a
 // lock lost while held, a cleanup (the release of a grant nobody waited
 // for) that failed, a Redlock Lock that waits for slow nodes to answer
-// (once per call). Default: no logging. Lines carry the key and fence,
-// never the token.
+// (once per call). Default: no logging, but for a node whose
+// maxmemory-policy may evict dlock's keys, which is logged once to
+// slog.Default when no logger is set (eviction.go). Lines carry the key
+// and fence, never the token.
 func (c *Client) SetLogger(l *slog.Logger) { c.logger.Store(l) }
 
 // warn logs at warning level, if a logger is set.

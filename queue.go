@@ -75,25 +75,29 @@ import (
 // neither queued nor granted (their grant lapsed unseen), which rejoin.
 //
 // The lease of a hand-off (safety). The release script runs at server
-// time Tg, gives the key PX px = min(TTL, claimTime), and publishes
-// lease = (Tg - Tk) + px, where Tk is when the server ran the group's last
-// step, k, on its own clock (rounded down). The waiter recorded when it
-// sent step k, Sk, before sending it, so Sk <= Tk in real time, and it
-// counts its lease as Sk + lease - drift(lease): no later than Tg + px, when
-// the key expires, with the drift margin for the clocks' rates over the
-// whole interval. This holds however long ago step k was and however late
-// the message arrives; a late message only leaves less of the lease.
+// time Tg, gives the key PX px, and publishes lease = (Tg - Tk) + px, where
+// Tk is when the server ran the group's last step, k, on its own clock
+// (rounded down). The waiter recorded when it sent step k, Sk, before
+// sending it, so Sk <= Tk in real time, and it counts its lease as
+// Sk + lease - drift(lease): no later than Tg + px, when the key expires,
+// with the drift margin for the clocks' rates over the whole interval.
+// This holds however long ago step k was and however late the message
+// arrives; a late message only leaves less of the lease.
+//
+// What a hand-off gives (px). A waiter of the releasing Client's own group
+// gets its TTL: its Client is alive, running the release. Any other gets
+// a claim, min(TTL, claimTime), so that a waiter that died just before it
+// was granted holds the line up for claimTime at most. A waiter granted a
+// claim shorter than its TTL joins again before its Lock returns, and that
+// join, which shows it alive, gives the key its whole TTL: when Lock
+// returns, the key holds the TTL asked for.
 //
 // Progress (liveness). A grant is never refused for the age of the step
-// it counts from. A waiter refuses it only when less than a quarter of px
-// is left; it then joins again at once, keeping its score: if the key still
-// holds its token the join gives it a full px counted from that join, and
-// if the grant lapsed meanwhile the waiter is back at the head of the line.
-// A hand-off gives at most claimTime, so a waiter that died just before it
-// was granted holds the line up for claimTime at most; a granted waiter
-// whose TTL is longer extends the key to its TTL a third of the way into
-// the claim, retrying within the claim (renew.go), and never after an
-// Extend of its holder's.
+// it counts from. A waiter refuses it only when less than a quarter of
+// min(TTL, claimTime) is left; it then joins again at once, keeping its
+// score: if the key still holds its token the join gives it its whole TTL
+// counted from that join, and if the grant lapsed meanwhile the waiter is
+// back at the head of the line.
 //
 // Redlock does not queue: each node would order its waiters on its own, and
 // a release would grant different waiters on different nodes. There,
@@ -175,6 +179,7 @@ type handedOff struct {
 	fence int64
 	seq   int64         // the group's step the lease counts from
 	lease time.Duration // from the send of step seq
+	px    time.Duration // the key's PX from the grant: the TTL, or a shorter claim
 }
 
 func newQueuedWaiter(o options) (*queuedWaiter, error) {
@@ -566,11 +571,7 @@ func (g *waitGroup) join(ctx context.Context, w *queuedWaiter) (l *Lock, err err
 		// when the caller gives up (leave.lua).
 		return nil, errGrantLapsed, false
 	case r.granted:
-		l := newLock(g.c, g.nm, w.token, r.fence, w.o, sent, r.px)
-		if r.px < w.o.ttl {
-			l.claimed()
-		}
-		return g.held(l), nil, false
+		return g.held(newLock(g.c, g.nm, w.token, r.fence, w.o, sent, r.px)), nil, false
 	}
 	w.mu.Lock()
 	w.joined = true
@@ -586,18 +587,19 @@ func (g *waitGroup) join(ctx context.Context, w *queuedWaiter) (l *Lock, err err
 var errGrantLapsed = errors.New("the grant's lease was over when its answer came")
 
 // accept turns a grant delivered to w into its Lock, or returns nil when
-// too little of the lease is left to use (less than a quarter of what a
-// hand-off gives), or its step is no longer known.
+// w must join again first: the grant is a claim shorter than w's TTL
+// (join gives the whole TTL, so that the key holds what Lock was asked
+// for when it returns), too little of the lease is left to use (less than
+// a quarter of what a hand-off gives), or its step is no longer known.
 func (g *waitGroup) accept(w *queuedWaiter, h *handedOff) *Lock {
+	if h.px < w.o.ttl {
+		return nil
+	}
 	from, ok := g.sentAt(h.seq)
 	if !ok || time.Until(validUntil(from, h.lease)) < w.px/4 {
 		return nil
 	}
-	l := newLock(g.c, g.nm, w.token, h.fence, w.o, from, h.lease)
-	if w.px < w.o.ttl {
-		l.claimed()
-	}
-	return g.held(l)
+	return g.held(newLock(g.c, g.nm, w.token, h.fence, w.o, from, h.lease))
 }
 
 // leaveWait is how long a waiter that gives up waits for its leave's
@@ -734,22 +736,24 @@ func (g *waitGroup) message(payload string) {
 	}
 }
 
-// parseGrant reads a hand-off message: "g id fence seq lease_ms". (It
+// parseGrant reads a hand-off message: "g id fence seq lease_ms px_ms". (It
 // runs on a hand-off's path, between the release's answer and the next
 // holder's wake: fields and strconv, not fmt.Sscanf, which took several
 // microseconds.)
 func parseGrant(payload string) (id string, h *handedOff, ok bool) {
 	f := strings.Fields(payload)
-	if len(f) != 5 || f[0] != "g" {
+	if len(f) != 6 || f[0] != "g" {
 		return "", nil, false
 	}
 	fence, err1 := strconv.ParseInt(f[2], 10, 64)
 	seq, err2 := strconv.ParseInt(f[3], 10, 64)
 	lease, err3 := strconv.ParseInt(f[4], 10, 64)
-	if err1 != nil || err2 != nil || err3 != nil || fence <= 0 {
+	px, err4 := strconv.ParseInt(f[5], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil || err4 != nil || fence <= 0 {
 		return "", nil, false
 	}
-	return f[1], &handedOff{fence: fence, seq: seq, lease: time.Duration(lease) * time.Millisecond}, true
+	return f[1], &handedOff{fence: fence, seq: seq,
+		lease: time.Duration(lease) * time.Millisecond, px: time.Duration(px) * time.Millisecond}, true
 }
 
 // keepalive runs the group's keepalive step until the group retires (no
@@ -939,7 +943,7 @@ func (n *node) keepalive(ctx context.Context, nm *lockNames, group string, seq i
 	if len(res) != 2 {
 		return r, n.fail("wait", errors.New("unexpected reply from the keepalive script"))
 	}
-	if g, _ := res[0].([]any); len(g) == 5 {
+	if g, _ := res[0].([]any); len(g) == 6 {
 		r.grantTo, _ = g[0].(string)
 		held, _ := g[1].(int64)
 		r.held = held == 1
@@ -948,6 +952,8 @@ func (n *node) keepalive(ctx context.Context, nm *lockNames, group string, seq i
 		r.grant.seq, _ = g[3].(int64)
 		lease, _ := g[4].(int64)
 		r.grant.lease = time.Duration(lease) * time.Millisecond
+		px, _ := g[5].(int64)
+		r.grant.px = time.Duration(px) * time.Millisecond
 	}
 	missing, _ := res[1].([]any)
 	for _, m := range missing {

@@ -28,8 +28,8 @@ func heldOnANode(t *testing.T, key string) (*redis.Client, *node, *lockNames) {
 }
 
 // A waiter that could not use its grant joins again with its score: if the
-// key still holds its token, the join confirms the grant with a fresh
-// claim; if the grant lapsed, the waiter is back at the head of the line,
+// key still holds its token, the join confirms the grant for its whole
+// TTL; if the grant lapsed, the waiter is back at the head of the line,
 // ahead of those who queued after it.
 func TestARefusedGrantKeepsItsPlace(t *testing.T) {
 	const k = "lock:keep-place"
@@ -53,10 +53,10 @@ func TestARefusedGrantKeepsItsPlace(t *testing.T) {
 	// Too late to use: a joins again while the key still holds its token.
 	rdb.PExpire(ctx, k, 50*time.Millisecond)
 	r, err := n.join(ctx, nm, a, "ga", 2, ra.score)
-	if err != nil || !r.granted || r.px != claimTime {
-		t.Fatalf("confirming join: %+v %v, want granted with a fresh claim", r, err)
+	if err != nil || !r.granted || r.px != a.o.ttl {
+		t.Fatalf("confirming join: %+v %v, want granted for the whole TTL", r, err)
 	}
-	if pttl := rdb.PTTL(ctx, k).Val(); pttl < claimTime/2 {
+	if pttl := rdb.PTTL(ctx, k).Val(); pttl < a.o.ttl/2 {
 		t.Fatalf("PTTL %v after the confirming join", pttl)
 	}
 	// Lapsed: the key expired before a joined again. a queues ahead of b.
@@ -88,13 +88,13 @@ func TestAHandOffsLeaseCountsFromTheGroupsStep(t *testing.T) {
 		t.Fatal(ok, err)
 	}
 	rec := rdb.HGet(ctx, "dlock:waiters:{"+k+"}", "!").Val()
-	// The record is "group id token fence seq lease"; the message the
+	// The record is "group id token fence seq lease px"; the message the
 	// same without group and token.
 	id, h, ok := parseGrant("g w " + rec[len("g w tok-w "):])
 	if !ok || id != "w" {
 		t.Fatalf("grant record %q", rec)
 	}
-	if h.seq != 7 || h.lease < 300*time.Millisecond || h.lease > 2*time.Second {
+	if h.seq != 7 || h.lease < 300*time.Millisecond || h.lease > 2*time.Second || h.px != 100*time.Millisecond {
 		t.Fatalf("grant %+v: want step 7 and a lease of the 200 ms since it plus the 100 ms TTL", h)
 	}
 }
@@ -172,11 +172,11 @@ func TestTheQueueAFirstJoinMakesExpires(t *testing.T) {
 // parseGrant reads exactly the hand-off message the scripts publish and
 // refuses anything else ("released", a malformed or fenceless grant).
 func TestParseGrant(t *testing.T) {
-	id, h, ok := parseGrant("g w1 1700000000000001 7 950")
-	if !ok || id != "w1" || h.fence != 1700000000000001 || h.seq != 7 || h.lease != 950*time.Millisecond {
+	id, h, ok := parseGrant("g w1 1700000000000001 7 950 900")
+	if !ok || id != "w1" || h.fence != 1700000000000001 || h.seq != 7 || h.lease != 950*time.Millisecond || h.px != 900*time.Millisecond {
 		t.Fatalf("parseGrant: %q %+v %v", id, h, ok)
 	}
-	for _, bad := range []string{"", "g", "released", "g w1 0 7 950", "g w1 x 7 950", "g w1 5 7", "x w1 5 7 950", "g w1 5 7 950 extra"} {
+	for _, bad := range []string{"", "g", "released", "g w1 0 7 950 900", "g w1 x 7 950 900", "g w1 5 7 950", "x w1 5 7 950 900", "g w1 5 7 950 900 extra", "g w1 5 7 950 x"} {
 		if _, _, ok := parseGrant(bad); ok {
 			t.Errorf("parseGrant(%q) accepted", bad)
 		}

@@ -238,20 +238,38 @@ type leaseContext struct {
 // Deadline is the lease estimate as it stands now.
 func (c leaseContext) Deadline() (time.Time, bool) { return c.ls.validUntil(), true }
 
+// Done, Err and Value (through which context.Cause reads the cause) end
+// the lease first if its deadline has passed: from the deadline on, the
+// context is done, although the timer that would end it may not have run
+// yet (a timer fires late on a busy machine, and not at all in a process
+// that was paused).
+func (c leaseContext) Done() <-chan struct{} {
+	c.ls.over()
+	return c.Context.Done()
+}
+
+// Err is nil while the lease lasts, and context.Canceled from its end on.
+func (c leaseContext) Err() error {
+	c.ls.over()
+	return c.Context.Err()
+}
+
+// Value is the lease context's value for key (see Done).
+func (c leaseContext) Value(key any) any {
+	c.ls.over()
+	return c.Context.Value(key)
+}
+
 // watchdog renews the lock every TTL/3 until it is stopped, the lock is
 // lost, the hold ceiling leaves no room for another renewal, or the Client
 // is closed. A failed renewal (Redis unreachable) is retried while the lease
 // lasts; if none succeeds in time, the lease's own timer ends the Context.
-// Its first renewal comes a third of the way into what the grant gave: the
-// TTL, or a hand-off's shorter claim.
-//
-// once is for a hand-off without WithAutoRenew (Lock.claimed): a single
-// renewal to the TTL, retried like the watchdog's, and none once an Extend
-// has been asked for.
+// Its first renewal comes a third of the way into what the grant gave
+// (a hand-off's lease counts from an earlier step).
 //
 // Renewals ask for the TTL, or for what the last Extend asked for: nothing
 // in the background undoes an explicit Extend.
-func (l *Lock) watchdog(stop <-chan struct{}, once bool) {
+func (l *Lock) watchdog(stop <-chan struct{}) {
 	interval := l.ttl / 3
 	first := min(l.ttl, l.valid) / 3
 	timer := time.NewTimer(time.Until(l.acquired.Add(first)))
@@ -275,17 +293,15 @@ func (l *Lock) watchdog(stop <-chan struct{}, once bool) {
 		// The hold's span, when traced, is the renewal's parent: its
 		// values, not its caller's cancellation.
 		ctx, cancel := context.WithDeadline(context.WithoutCancel(l.holdContext(context.Background())), l.lease.validUntil())
-		sent, err := l.renew(ctx, ttl, once)
+		sent, err := l.renew(ctx, ttl)
 		cancel()
 		switch {
-		case err == errNoRoom, err == errExtended, errors.Is(err, ErrNotHeld), l.lease.ended() != nil:
-			return // the lease ends at the ceiling, was extended, or has ended
+		case err == errNoRoom, errors.Is(err, ErrNotHeld), l.lease.ended() != nil:
+			return // the lease ends at the ceiling, or has ended
 		case err != nil:
 			// Try again soon, while the lease lasts.
 			l.c.warn("dlock: renewal failed; retrying while the lease lasts", slog.String("key", l.Key()), slog.Int64("fence", l.fence), slog.Any("err", err))
 			timer.Reset(retryDelay(min(interval, first)/4, -1))
-		case once:
-			return
 		default:
 			timer.Reset(time.Until(sent.Add(interval)))
 		}

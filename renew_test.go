@@ -368,3 +368,28 @@ func TestALateRenewalGivesTheKeyBack(t *testing.T) {
 	}
 	eventually(t, "the key is given back", func() bool { return admin.Exists(ctxT(t), k).Val() == 0 })
 }
+
+// From its deadline on, a lease's Context is done, and says why, though
+// the timer that ends it may not have run yet: a holder that looks at the
+// clock's edge is never told it still holds.
+func TestALeaseContextIsDoneFromItsDeadlineOn(t *testing.T) {
+	c, _ := newClient(t, shared)
+	for i := 0; i < 30; i++ {
+		l := mustLock(t, c, key(t), dlock.WithTTL(30*time.Millisecond))
+		ctx := l.Context()
+		dl, _ := ctx.Deadline()
+		for time.Now().Before(dl) {
+		}
+		if ctx.Err() == nil {
+			t.Fatalf("round %d: Err() is nil %v past the deadline", i, time.Since(dl))
+		}
+		if !errors.Is(context.Cause(ctx), dlock.ErrLeaseExpired) {
+			t.Fatalf("round %d: cause %v, want ErrLeaseExpired", i, context.Cause(ctx))
+		}
+		select {
+		case <-ctx.Done():
+		default:
+			t.Fatalf("round %d: Done is open past the deadline", i)
+		}
+	}
+}

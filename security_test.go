@@ -93,7 +93,7 @@ func TestARestrictedACLUserCanLockItsKeysAndNothingElse(t *testing.T) {
 	}
 	w.Unlock(ctxT(t))
 	e := c.Election("lock:elect:" + key(t))
-	obs := e.Observe(ctxT(t))
+	obs := e.Observe(ctxT(t)).C
 	<-obs
 	lead, err := e.Campaign(ctxT(t), "me")
 	if err != nil {

@@ -70,23 +70,30 @@ func primitiveOf(token string) string {
 
 // ErrPermitMismatch is returned when a Semaphore is asked for with a
 // number of permits other than its current holders were granted with:
-// two limits on one key would be no limit. Nothing is changed.
+// two limits on one key would be no limit. The holders' permits follow in
+// parentheses. Nothing is changed. Like ErrWrongKind it is a usage error,
+// never a *NodeError.
 var ErrPermitMismatch = errors.New("dlock: the semaphore's holders have other permits")
 
-// kindError maps a script's error about a key of another kind, or a
-// semaphore's other permits, to ErrWrongKind or ErrPermitMismatch (keeping
-// the server's words).
+// kindError returns the usage error that a script's error reply about a
+// key of another kind, or a semaphore's other permits, stands for
+// (ErrWrongKind or ErrPermitMismatch), or nil for any other error. The
+// reply's script sha and Lua line are left out: they are the server's
+// bookkeeping, not the caller's business.
 func kindError(err error) error {
 	if !isRedisError(err) {
-		return err
+		return nil
 	}
 	switch msg := err.Error(); {
 	case strings.HasPrefix(msg, "WRONGTYPE"):
-		return fmt.Errorf("%w (%w)", ErrWrongKind, err)
+		return ErrWrongKind
 	case strings.HasPrefix(msg, "DLOCKPERMITS "):
-		return fmt.Errorf("%w: %s", ErrPermitMismatch, strings.TrimPrefix(msg, "DLOCKPERMITS "))
+		if f := strings.Fields(msg); len(f) > 1 {
+			return fmt.Errorf("%w (%s)", ErrPermitMismatch, f[1])
+		}
+		return ErrPermitMismatch
 	}
-	return err
+	return nil
 }
 
 // Semaphore is a counting semaphore: at most permits holders of its key at

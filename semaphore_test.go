@@ -3,11 +3,14 @@ package dlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/dlock-go/dlock"
 )
@@ -277,5 +280,103 @@ func TestPermitsAreToldApartInStatusAndLogs(t *testing.T) {
 	}
 	if !strings.Contains(a.String(), "~s100~") || strings.Contains(a.String(), a.Token()) {
 		t.Fatalf("a permit prints as %s", a)
+	}
+}
+
+// queueAliveWaiter puts a waiter with token into key's queue, first in
+// line, as a live Client's join would: its group showed a sign of life
+// just now (prelude.lua has the queue's layout).
+func queueAliveWaiter(t *testing.T, rdb *redis.Client, k, id, token string) {
+	t.Helper()
+	now := rdb.Time(ctxT(t)).Val()
+	us := now.UnixMicro()
+	q, ws := "dlock:queue:{"+k+"}", "dlock:waiters:{"+k+"}"
+	rdb.ZAdd(ctxT(t), q, redis.Z{Score: 1, Member: id})
+	rdb.HSet(ctxT(t), ws, id, token+" 60000 grp-"+id+" 660000", "@grp-"+id, fmt.Sprintf("%d 1", us))
+}
+
+// usageError fails the test unless err is a usage error matching want: not
+// a *NodeError (Redis is fine), and without a script's sha or Lua line.
+func usageError(t *testing.T, what string, err, want error) {
+	t.Helper()
+	var ne *dlock.NodeError
+	switch {
+	case !errors.Is(err, want):
+		t.Fatalf("%s: %v, want %v", what, err, want)
+	case errors.As(err, &ne):
+		t.Fatalf("%s: %v is a *NodeError", what, err)
+	case strings.Contains(err.Error(), "script") || strings.Contains(err.Error(), "@user"):
+		t.Fatalf("%s: %q shows the script", what, err)
+	}
+}
+
+// A waiter asking for other permits than the holders', first in line, is
+// the only one told: the holders' releases succeed, the waiters behind it
+// are served, and nothing raises after a script has written.
+func TestAMisconfiguredWaiterDoesNotFailTheHoldersReleases(t *testing.T) {
+	for _, bad := range []string{"~s4~misconfigured", "~r~reader"} {
+		t.Run(bad, func(t *testing.T) {
+			a, rdb := newClient(t, shared)
+			b, _ := newClient(t, shared)
+			k := key(t)
+			sem := a.Semaphore(k, 3)
+			var holders []*dlock.Lock
+			for range 3 {
+				l, err := sem.TryAcquire(ctxT(t), dlock.WithTTL(time.Minute))
+				if err != nil {
+					t.Fatal(err)
+				}
+				holders = append(holders, l)
+			}
+			queueAliveWaiter(t, rdb, k, "bad", bad)
+			got := make(chan *dlock.Lock, 1)
+			go func() {
+				l, err := b.Semaphore(k, 3).Acquire(ctxT(t), dlock.WithTTL(time.Minute))
+				if err != nil {
+					t.Error(err)
+				}
+				got <- l
+			}()
+			eventually(t, "the good waiter is queued", func() bool { return queueLen(t, rdb, k) == 2 })
+			for i, h := range holders {
+				if err := h.Unlock(ctxT(t)); err != nil {
+					t.Fatalf("holder %d's Unlock: %v", i, err)
+				}
+			}
+			l := <-got
+			if l == nil {
+				t.Fatal("the waiter behind the misconfigured one was not served")
+			}
+			if err := l.Unlock(ctxT(t)); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// A Semaphore(k, 4) that joins a line of Semaphore(k, 3) waiters while the
+// key is empty is queued; once the others hold, it alone gets
+// ErrPermitMismatch, at its next roll call.
+func TestAMisconfiguredWaiterIsToldAtItsRollCall(t *testing.T) {
+	c, rdb := newClient(t, shared)
+	k := key(t)
+	queueAliveWaiter(t, rdb, k, "first", "~s3~first")
+	ctx, cancel := context.WithTimeout(ctxT(t), 20*time.Second)
+	defer cancel()
+	got := make(chan error, 1)
+	go func() {
+		_, err := c.Semaphore(k, 4).Acquire(ctx)
+		got <- err
+	}()
+	// The join of Semaphore(k, 4) granted the first in line its claim: make
+	// it a long hold, as that waiter's own join would.
+	eventually(t, "the first waiter is granted", func() bool { return rdb.ZScore(ctxT(t), k, "~s3~first").Err() == nil })
+	rdb.ZAdd(ctxT(t), k, redis.Z{Score: float64(time.Now().Add(time.Minute).UnixMilli()), Member: "~s3~first"})
+	rdb.PExpire(ctxT(t), k, time.Minute)
+	rdb.PExpire(ctxT(t), "dlock:holders:{"+k+"}", time.Minute)
+	err := <-got
+	usageError(t, "the misconfigured waiter", err, dlock.ErrPermitMismatch)
+	if ctx.Err() != nil {
+		t.Fatalf("told only when its context ended: %v", err)
 	}
 }

@@ -165,7 +165,7 @@ func noteStep(note *acquireNote, err error, left bool) {
 // script's), as opposed to a failure to reach it or a wait that ended.
 func isReply(err error) bool {
 	var re redis.Error
-	return errors.As(err, &re) || errors.Is(err, ErrWrongKind)
+	return errors.As(err, &re) || errors.Is(err, ErrWrongKind) || errors.Is(err, ErrPermitMismatch)
 }
 
 // Observers returns an Observer that passes each Event to every one of

@@ -18,8 +18,8 @@ if refused then
   return refused
 end
 -- Record the fence first, without expiry: whatever the caller's script
--- writes is then covered even if it fails midway (Redis does not roll a
--- script back); the expiry follows the script, as for any write.
+-- writes is then covered even if it fails midway; the expiry follows the
+-- script, as for any write, whether it returns or raises.
 redis.call('SET', rec, fence)
 local keys, argv = {}, {}
 for i = 1, #KEYS - 1 do
@@ -28,9 +28,30 @@ end
 for i = 1, #ARGV - 2 do
   argv[i] = ARGV[i]
 end
-local reply = guarded(keys, argv)
-if type(reply) == 'table' and reply.err and string.sub(reply.err, 1, 11) == 'DLOCKSTALE ' then
-  reply.err = 'ERR ' .. reply.err -- the caller's words, not the guard's refusal
-end
+-- pcall: a script that raises may have written already (Redis does not
+-- roll a script back), so the record gets its expiry all the same, and
+-- the error is raised after it.
+local ok, reply = pcall(guarded, keys, argv)
 record(KEYS[1], rec, fence, retention)
+-- An error of the caller's that reads like the guard's refusal is the
+-- caller's words: prefixed, it cannot be taken for a refused write.
+local function own(e)
+  if type(e) == 'table' and e.err then
+    if string.sub(e.err, 1, 11) == 'DLOCKSTALE ' then
+      e.err = 'ERR ' .. e.err
+    end
+    return e
+  end
+  e = tostring(e)
+  if string.find(e, 'DLOCKSTALE ', 1, true) == 1 then
+    e = 'ERR ' .. e
+  end
+  return e
+end
+if not ok then
+  error(own(reply), 0)
+end
+if type(reply) == 'table' and reply.err then
+  return own(reply)
+end
 return reply

@@ -19,25 +19,25 @@
 -- ARGV[9]  how long to keep the fencing counter, milliseconds (fence.go)
 --
 -- Returns {1, fence, px} when the waiter holds the lock: the key lives px
--- ms counted from this step (the waiter counts its lease from when it sent
--- it). Returns {0, 0, score} when the waiter is queued: its place, to
+-- ms, its whole TTL, counted from this step (the waiter counts its lease
+-- from when it sent it). Returns {0, 0, score} when the waiter is queued: its place, to
 -- rejoin with. (The 0 was the holder's remaining TTL, which no caller
 -- used: reading it cost every join a call.)
-local handoff, now, alive, claim_ms, h = queue(issue_fence)
+local handoff, now, alive, _, h = queue(issue_fence)
 local now_us = now()
 local now_ms = math.floor(now_us / 1000)
 local held, free, value = h.holds(KEYS[1], ARGV[1], now_ms)
 if held then
-  -- Granted by a hand-off: give the hold a full claim from this step,
-  -- with the fence it was granted (should it be gone, a new, higher
-  -- fence will do).
+  -- Granted by a hand-off, which gave a short claim: the waiter is alive
+  -- (it sent this step), so the hold gets its whole TTL from this step,
+  -- with the fence it was granted (should it be gone, a new, higher fence
+  -- will do).
   alive(KEYS[1], KEYS[3], KEYS[4], KEYS[2], ARGV[4], now_us, ARGV[5], value)
-  local px = math.min(tonumber(ARGV[2]), claim_ms)
   local fence = h.fence_of(KEYS[2], KEYS[5], ARGV[1]) or issue_fence(KEYS[2], ARGV[9], nil, true)
-  h.give(KEYS[1], KEYS[5], ARGV[1], px, now_ms, fence)
+  h.give(KEYS[1], KEYS[5], ARGV[1], tonumber(ARGV[2]), now_ms, fence)
   redis.call('ZREM', KEYS[3], ARGV[3])
   redis.call('HDEL', KEYS[4], ARGV[3])
-  return {1, fence, px}
+  return {1, fence, tonumber(ARGV[2])}
 end
 -- A mutex's GET above told whether the key is free; other kinds look at
 -- their holders, and raise a kind error before anything is written.
@@ -67,9 +67,11 @@ if room then
   end
   handoff(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[7], ARGV[8])
   if h.holds(KEYS[1], ARGV[1], now_ms) then
-    -- Everyone ahead was dead or fitted too: the hand-off (claim_ms at
-    -- most, from now) came to this waiter.
-    return {1, h.fence_of(KEYS[2], KEYS[5], ARGV[1]), h.pttl(KEYS[1], ARGV[1], now_ms)}
+    -- Everyone ahead was dead or fitted too: the hand-off came to this
+    -- waiter, which is alive, so its claim becomes the whole TTL.
+    local fence = h.fence_of(KEYS[2], KEYS[5], ARGV[1])
+    h.give(KEYS[1], KEYS[5], ARGV[1], tonumber(ARGV[2]), now_ms, fence)
+    return {1, fence, tonumber(ARGV[2])}
   end
 end
 return {0, 0, score}

@@ -15,7 +15,7 @@
 -- ARGV[5…] waiter ids of the group to check (a roll call; may be none)
 --
 -- Returns {grant, missing}. grant is {} or, when the last hand-off went to
--- a waiter of this group, {id, held, fence, seq, lease_ms}: held is 1 if
+-- a waiter of this group, {id, held, fence, seq, lease_ms, px_ms}: held is 1 if
 -- the key still holds that waiter's token, 0 if the grant is over. missing
 -- lists the roll call's ids that are neither queued nor the last grant's.
 local handoff, now, alive, _, h = queue(issue_fence)
@@ -26,13 +26,13 @@ local now_ms = math.floor(now_us / 1000)
 local grant, granted = {}, nil
 local rec = redis.call('HGET', KEYS[4], '!')
 if rec then
-  local group, id, token, fence, seq, lease = string.match(rec, '^(%S+) (%S+) (%S+) (%d+) (%d+) (%d+)$')
+  local group, id, token, fence, seq, lease, px = string.match(rec, '^(%S+) (%S+) (%S+) (%d+) (%d+) (%d+) (%d+)$')
   if group == ARGV[1] then
     local held = 0
     if h.holds(KEYS[1], token, now_ms) then
       held = 1
     end
-    grant, granted = {id, held, fence, tonumber(seq), tonumber(lease)}, id
+    grant, granted = {id, held, fence, tonumber(seq), tonumber(lease), tonumber(px)}, id
   end
 end
 local missing = {}

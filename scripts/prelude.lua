@@ -19,7 +19,7 @@
 --              @<group> "time_us seq"          the group's last sign of
 --                       life: the server time a step of that Client ran,
 --                       and the step's sequence number
---              !        "group id token fence seq lease_ms" the last
+--              !        "group id token fence seq lease_ms px_ms" the last
 --                       hand-off (the grant record)
 -- A waiter is alive while its group's last sign of life is less than
 -- alive_us old; a dead waiter is dropped when reached.
@@ -65,10 +65,11 @@ local function holders()
     end
   end
 
-  -- fits reports whether token's grant fits beside the current holders
-  -- (purged), and raises an error if they are of another kind: a
-  -- semaphore with other permits, or a read-write lock.
-  local function fits(lock_key, holders_key, token, now)
+  -- fit reports whether token's grant fits beside the current holders
+  -- (purged), or, as its second result, the error reply that says why it
+  -- never can: the holders are of another kind (a semaphore with other
+  -- permits, or a read-write lock). It raises nothing.
+  local function fit(lock_key, holders_key, token, now)
     local k, n = kind(token)
     if k == 'm' then
       return redis.call('EXISTS', lock_key) == 0
@@ -80,15 +81,27 @@ local function holders()
     end
     local fk, fn = kind(redis.call('ZRANGE', lock_key, '0', '0')[1])
     if (k == 's') ~= (fk == 's') then
-      error({err = 'WRONGTYPE dlock: the key holds another kind of lock'})
+      return false, {err = 'WRONGTYPE dlock: the key holds another kind of lock'}
     end
     if k == 's' then
       if n ~= fn then
-        error({err = 'DLOCKPERMITS ' .. fn})
+        return false, {err = 'DLOCKPERMITS ' .. fn}
       end
       return count < n
     end
     return k == 'r' and fk == 'r'
+  end
+
+  -- fits is fit for a caller that has written nothing yet: it raises
+  -- fit's error, which reaches the caller whose token it is. (Redis does
+  -- not undo a script's writes when it raises, so nothing may raise after
+  -- one.)
+  local function fits(lock_key, holders_key, token, now)
+    local ok, err = fit(lock_key, holders_key, token, now)
+    if err then
+      error(err)
+    end
+    return ok
   end
 
   -- holds reports whether token holds the lock now. A key of another
@@ -155,18 +168,6 @@ local function holders()
     return redis.call('HGET', holders_key, token)
   end
 
-  -- pttl returns how long token's hold has left, in ms.
-  local function pttl(lock_key, token, now)
-    if kind(token) == 'm' then
-      return redis.call('PTTL', lock_key)
-    end
-    local exp = redis.call('ZSCORE', lock_key, token)
-    if not exp then
-      return -2
-    end
-    return math.max(tonumber(exp) - now, 0)
-  end
-
   -- wait_ms returns how long a grant that does not fit may have to wait
   -- for a holder to expire: the soonest expiry among the holders.
   local function wait_ms(lock_key, now)
@@ -177,8 +178,8 @@ local function holders()
     return math.max(tonumber(first) - now, 0)
   end
 
-  return {kind = kind, now_ms = now_ms, purge = purge, fits = fits, holds = holds, expire = expire,
-    give = give, drop = drop, fence_of = fence_of, pttl = pttl, wait_ms = wait_ms}
+  return {kind = kind, now_ms = now_ms, purge = purge, fit = fit, fits = fits, holds = holds, expire = expire,
+    give = give, drop = drop, fence_of = fence_of, wait_ms = wait_ms}
 end
 
 -- queue returns the functions that work a lock's wait queue, handoff, now
@@ -225,7 +226,7 @@ local function queue(issue_fence)
   -- waiter that does not fit, so nobody is overtaken). Each grant makes
   -- the waiter a holder for its TTL but at most claim_ms, issues its
   -- fence, writes the grant record and publishes the grant on the wake
-  -- channel ("g id fence seq lease_ms"). Dead waiters met on the way are
+  -- channel ("g id fence seq lease_ms px_ms"). Dead waiters met on the way are
   -- dropped. Returns how many waiters it granted, and the last grant's
   -- message (nil if none).
   --
@@ -256,7 +257,7 @@ local function queue(issue_fence)
       local data = redis.call('HGET', waiters_key, head)
       local token, ttl, group, keep
       if data then
-        token, ttl, group, keep = string.match(data, '^(%S+) (%d+) (%S+) ?(%d*)$')
+        token, ttl, group, keep = string.match(data, '^(%S+) (%d+) (%S+) (%d+)$')
       end
       local life = group and redis.call('HGET', waiters_key, '@' .. group)
       local at, seq
@@ -264,28 +265,44 @@ local function queue(issue_fence)
         at, seq = string.match(life, '^(%d+) (%d+)$')
       end
       if at and tonumber(at) + alive_us >= now_us then
-        if not (absent and granted == 0) and not h.fits(lock_key, holders_key, token, now_ms) then
-          return granted, msg
+        local ok, wrong = true, nil
+        if not (absent and granted == 0) then
+          ok, wrong = h.fit(lock_key, holders_key, token, now_ms)
+        end
+        if not ok and not wrong then
+          return granted, msg -- it does not fit yet, and stays first in line
         end
         redis.call('ZREM', queue_key, head)
         redis.call('HDEL', waiters_key, head)
-        local px = math.min(tonumber(ttl), claim_ms)
-        if keep == '' then -- queued by an older dlock: its default margin
-          keep = tostring(tonumber(ttl) + 600000)
-        end
-        local fence = issue_fence(fence_key, keep, t, true)
-        h.give(lock_key, holders_key, token, px, now_ms, fence)
-        local lease = tostring(math.floor((now_us - tonumber(at)) / 1000) + px)
-        redis.call('HSET', waiters_key, '!', group .. ' ' .. head .. ' ' .. token .. ' ' .. fence .. ' ' .. seq .. ' ' .. lease)
-        msg = 'g ' .. head .. ' ' .. fence .. ' ' .. seq .. ' ' .. lease
-        granted = granted + 1
-        if h.kind(token) == 'm' then
-          if group ~= mine then
-            redis.call(pub, chan, msg)
+        -- A waiter that asks for another kind of lock than the holders
+        -- (a semaphore of other permits) can never fit beside them, and
+        -- must not hold the line up: it is dropped. Missing at its group's
+        -- next roll call, it joins again, and that join raises the error
+        -- to its caller alone.
+        if ok then
+          -- A waiter of the releaser's own group is alive (its Client is
+          -- running this release): it gets its whole TTL. Any other gets
+          -- a claim, which it confirms by joining again (join.lua) before
+          -- its Lock returns, so that a waiter that died unseen holds the
+          -- line up for claim_ms at most.
+          local px = math.min(tonumber(ttl), claim_ms)
+          if group == mine then
+            px = tonumber(ttl)
           end
-          return granted, msg
+          local fence = issue_fence(fence_key, keep, t, true)
+          h.give(lock_key, holders_key, token, px, now_ms, fence)
+          local lease = tostring(math.floor((now_us - tonumber(at)) / 1000) + px) .. ' ' .. px
+          redis.call('HSET', waiters_key, '!', group .. ' ' .. head .. ' ' .. token .. ' ' .. fence .. ' ' .. seq .. ' ' .. lease)
+          msg = 'g ' .. head .. ' ' .. fence .. ' ' .. seq .. ' ' .. lease
+          granted = granted + 1
+          if h.kind(token) == 'm' then
+            if group ~= mine then
+              redis.call(pub, chan, msg)
+            end
+            return granted, msg
+          end
+          redis.call(pub, chan, msg)
         end
-        redis.call(pub, chan, msg)
       else
         redis.call('ZREM', queue_key, head)
         redis.call('HDEL', waiters_key, head)

@@ -36,7 +36,7 @@
 -- Returns 1 when released, 0 when the key does not hold the token (expired,
 -- taken by someone else, or already released): then nothing is changed.
 -- When the release handed the lock to a waiter, it returns the grant's
--- message instead of 1 (the one published, "g id fence seq lease_ms"), so
+-- message instead of 1 (the one published, "g id fence seq lease_ms px_ms"), so
 -- that a releaser whose Client holds that waiter can hand it over without
 -- waiting for the message to come round (queue.go, handOver).
 -- With joins (ARGV[7..]), a release that releases returns a table

@@ -405,3 +405,44 @@ func TestGuardedRowsInTheCornersOfEachDatabase(t *testing.T) {
 		t.Fatalf("clientFoundRows: the same write again: %v", err)
 	}
 }
+
+// Names are quoted: a column named as a keyword is a column on every
+// database. Two values for one column (names that differ in case only),
+// a nil database handle and a guard bound to a nil Lock are bad input,
+// refused before anything is sent.
+func TestKeywordColumnsCaseDuplicatesAndNilArguments(t *testing.T) {
+	for _, s := range stores(t) {
+		t.Run(s.name, func(t *testing.T) {
+			ctx := ctxT(t)
+			table := s.t.Table + "_kw"
+			if _, err := s.db.ExecContext(ctx, "CREATE TABLE "+table+" (id VARCHAR(64) PRIMARY KEY, "+quoted(s, "order")+" BIGINT, fence BIGINT)"); err != nil {
+				t.Fatal(err)
+			}
+			kw := dlock.SQLTable{Dialect: s.t.Dialect, Table: table, ID: "id"}
+			if err := kw.Upsert(ctx, s.db, 1, "a", map[string]any{"order": 7}); err != nil {
+				t.Fatalf("a column named order: %v", err)
+			}
+			if err := kw.Update(ctx, s.db, 2, "a", map[string]any{"order": 8}); err != nil {
+				t.Fatalf("an update of a column named order: %v", err)
+			}
+			for what, err := range map[string]error{
+				"val and VAL":   s.t.Upsert(ctx, s.db, 3, "b", map[string]any{"balance": 1, "BALANCE": 2}),
+				"a nil *sql.DB": s.t.Upsert(ctx, (*sql.DB)(nil), 3, "b", map[string]any{"balance": 1}),
+				"a nil SQLDB":   s.t.Update(ctx, nil, 3, "b", map[string]any{"balance": 1}),
+				"a nil Lock":    s.t.For(nil).Upsert(ctx, s.db, "b", map[string]any{"balance": 1}),
+			} {
+				if !errors.Is(err, dlock.ErrInvalidArgument) {
+					t.Errorf("%s: %v, want ErrInvalidArgument", what, err)
+				}
+			}
+		})
+	}
+}
+
+// quoted quotes a name in s's dialect, for the test's own DDL.
+func quoted(s store, name string) string {
+	if s.t.Dialect == dlock.MySQL {
+		return "`" + name + "`"
+	}
+	return `"` + name + `"`
+}
