@@ -25,7 +25,7 @@ type attempt struct {
 	nm    *lockNames
 	token string
 	o     options
-	sent  time.Time // when the request was sent: the lease counts from here (renew.go)
+	sent  time.Time // when the request was sent: the lease counts from here (lease.go)
 
 	listens bool // the caller will wait for release messages (try)
 
@@ -37,10 +37,8 @@ type attempt struct {
 	held *Lock // the lock, if obtained: written before decided is unlocked
 	// decided is locked by try's rounds until try returns; late, which
 	// only those rounds call, waits for it (tryInline's attempt is never
-	// locked: nothing calls late on it). (A
-	// mutex, not a channel: no allocation of its own; and cheaper than a
-	// WaitGroup, whose Add cost 1% of the client's CPU per uncontended
-	// lock+unlock on one CPU.)
+	// locked: nothing calls late on it). A mutex, not a channel or a
+	// WaitGroup: it allocates nothing and costs the least.
 	decided sync.Mutex
 }
 
@@ -85,10 +83,9 @@ func (c *Client) try(ctx context.Context, key string, o options, listens bool) (
 // the attempt, which keeps what late answers and give-backs need, is made
 // only when a failed try may have left something to give back (settle).
 // The Lock is made first, so that the acquire can send its token field
-// (boxToken); a try that fails leaves those bytes unused (a refused
-// TryLock: 8 allocations, 688 B or so, as many as before and 128 B more).
-// Against the round of try, an uncontended lock+unlock makes one
-// allocation less and passes through four functions less.
+// (boxToken); a try that fails leaves those bytes unused. Against the
+// round of try, an uncontended lock+unlock allocates less and passes
+// through fewer functions (docs/design.md, "Measurements").
 func (c *Client) tryInline(ctx context.Context, nm *lockNames, token string, o options, listens bool) (*Lock, time.Duration, error) {
 	l := &Lock{token: token}
 	sent := time.Now()

@@ -95,7 +95,7 @@
 // at the WithMaxHold ceiling; context.Cause tells which (ErrReleased,
 // ErrLost, ErrLeaseExpired, ErrMaxHold). WithAutoRenew renews the lease every
 // TTL/3 while the lock is held; Do runs a function under an auto-renewed lock
-// and reports ErrLost if the lock was lost meanwhile. renew.go has the model.
+// and reports ErrLost if the lock was lost meanwhile. lease.go has the model.
 //
 // # What it does not guarantee
 //
@@ -143,5 +143,13 @@
 // while waiting; then the error matches ctx.Err() too). ErrNotHeld means the
 // lock is no longer this Lock's. A Redis failure — connection refused,
 // timeout, READONLY, NOPERM, OOM — is a *NodeError, which never matches
-// either. Bad input matches ErrInvalidArgument.
+// either. Bad input matches ErrInvalidArgument; a key used as another
+// kind of lock, ErrWrongKind; a semaphore asked for with other permits
+// than its holders', ErrPermitMismatch. These usage errors are never a
+// *NodeError.
+//
+// A nil context panics in the caller's goroutine, as the standard
+// library's calls do; so does a nil client given to New or NewGuard. Any
+// other nil argument (a *Lock given to For, a *GuardedScript, a database
+// handle) is ErrInvalidArgument.
 package dlock

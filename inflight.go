@@ -15,9 +15,9 @@ import (
 // where it may run before the release and find the key held by the lock
 // just released: a refusal there, and a notify key that makes every
 // acquire and release of the key on that node mark, announce and take the
-// full path for the notify window (3 s). In a loop of Lock and Unlock on
-// five nodes (bench/, one goroutine), that was 77 commands per cycle,
-// scripts and the commands they ran counted alike; 52.4 once it waits.
+// full path for the notify window (3 s), which made a loop of Lock and
+// Unlock on several nodes run half as many commands again as it needs
+// (docs/design.md, "Measurements").
 //
 // So a Client's acquire of a key on a node waits until the Client's
 // release of that key there has ended: answered, which means that the

@@ -123,7 +123,7 @@ func namesOf(key string) *lockNames {
 }
 
 // namesCache remembers the names derived from recently used lock keys:
-// deriving them takes several allocations, and most programs lock the same
+// deriving them allocates, and most programs lock the same
 // keys over and over. It forgets everything once it has taken in
 // namesCacheSize keys, so that a program locking ever new keys does not
 // grow it without bound.

@@ -160,7 +160,7 @@ func (l *Lock) Fence() int64 { return l.fence }
 
 // Context returns a context that ends when the lock is released, lost, or
 // may have expired. Its deadline is the holder's conservative estimate of the
-// lease (see renew.go): the time the acquire or last successful renewal was
+// lease (see lease.go): the time the acquire or last successful renewal was
 // sent, plus the TTL, minus a drift margin, and never past the WithMaxHold
 // ceiling. It ends by that deadline even if Redis stops answering, so the
 // holder is told before the server can let anyone else in. context.Cause

@@ -250,9 +250,8 @@ func (n *node) runAcquire(ctx context.Context, nm *lockNames, listens bool, args
 // acquired reads the acquire script's reply res (and, with
 // WithReplicaAck, how many replicas acknowledged it: acked) as a grant.
 // The script answers a grant's fence as a string and a refusal's pttl as
-// an integer: one value rather than a table, which the server builds and
-// sends on every uncontended acquire (part of a change measured at
-// 1.13-1.24x the fenced floor's server CPU before, 1.12x after).
+// an integer: one value rather than a table, which the server would build
+// and send on every uncontended acquire.
 func acquired(res any, acked int, o options) (grant, error) {
 	switch r := res.(type) {
 	case string:
@@ -279,7 +278,7 @@ type durationArgs struct {
 
 // durations returns ttl and keep as acquire arguments. The node keeps the
 // last pair, which the next acquire reuses if it has the same (most
-// programs use one TTL): boxing the two numbers anew costs two allocations.
+// programs use one TTL), so that the numbers are not boxed anew each time.
 func (n *node) durations(ttl, keep time.Duration) *durationArgs {
 	if d := n.lastDurations.Load(); d != nil && d.ttlD == ttl && d.keepD == keep {
 		return d

@@ -90,13 +90,7 @@ func newCoalescer(rdb RedisClient) *coalescer {
 // hand-off keeps in flight (the releaser's script, the next waiter's,
 // a keepalive) go straight, each without waiting for a batch, and only
 // the many of a busy Client (many goroutines over many keys, a herd
-// joining) are batched. Measured (bench/, 3-s rounds): with 4, 64
-// goroutines over 64 keys cost the server 1.00-1.15x what rueidislock's
-// did per lock+unlock (pipelining from 2 scripts in flight, full duplex:
-// 1.23-1.56x), and hot keys of 16 and 64 goroutines kept their rates
-// (16 without a critical section, paired with the earlier design:
-// 3030 and 2982/s against 2262 and 2454/s). A full-duplex pipeline for
-// the few beside this one for the many was worse there (803-829/s).
+// joining) are batched (docs/design.md, "Measurements", has why 4).
 const coalesceAbove = 4
 
 // run runs script s on the node: through the pipeliner when more than
@@ -126,8 +120,8 @@ func (c *coalescer) run(ctx context.Context, rdb RedisClient, s *redis.Script, k
 // runScript runs s on rdb itself, as go-redis's Script.Run does (EVALSHA,
 // then EVAL if the server answers NOSCRIPT), but with the command built
 // here (evalsha): keys already boxed are not boxed again, and args, which
-// are only copied, can stay on the caller's stack. Against Script.Run, that
-// is three allocations fewer per script of two keys. Only for a
+// are only copied, can stay on the caller's stack, so it allocates less
+// than Script.Run. Only for a
 // *redis.Client, whose EvalSha is this same command sent through Do.
 func runScript(ctx context.Context, rdb RedisClient, s *redis.Script, keys []string, boxed []any, args []any) *redis.Cmd {
 	cmd := rdb.Do(ctx, evalsha(hashArg(s), keys, boxed, args)...)
@@ -192,8 +186,7 @@ func (c *coalescer) pipelined(ctx context.Context, ap *redis.AutoPipeliner, rdb 
 
 // noScript reports whether err is the server's NOSCRIPT reply. A nil err,
 // the usual case, is looked at first: redis.HasErrorPrefix's errors.As
-// costs an allocation and a reflective walk even then (4.6% of the
-// client's CPU on 64 goroutines over 64 keys).
+// costs an allocation and a reflective walk even then.
 func noScript(err error) bool {
 	return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT")
 }
@@ -408,8 +401,7 @@ func (c *coalescer) pipeliner() *redis.AutoPipeliner {
 // stalls. Closing the connections ends those reads at once, where the
 // pipeliner's Close alone would wait for them up to its own bound, 30 s.
 // (Client.Close still waits first for its calls in flight, each bounded
-// by c.bound, and for the cleanups of late grants they leave: on a paused
-// server with 64 goroutines mid-cycle that was measured at 24-30 s.)
+// by c.bound, and for the cleanups of late grants they leave.)
 func (c *coalescer) close() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -457,22 +449,10 @@ type direct struct{ *redis.Client }
 // batches cost the server less per script, and the pause is short beside
 // the round trip the scripts wait for anyway.
 //
-// Measured on 64 goroutines over 64 keys, go-redis v9.23.0 (a probe of
-// dlock alone and rueidislock alone, 3-s rounds, alternating; then
-// bench/, two runs of each setting): three batches with a 30-µs delay,
-// the setting before this one, made 76-80k lock+unlock/s where
-// rueidislock made 79-85k (0.93-0.95x; in bench/ 0.96-0.97x); five with
-// 15 µs made 82-87k (1.00-1.05x; in bench/ 0.97-0.99x) at 1.00-1.04x
-// rueidislock's server CPU per lock+unlock; four, six and eight batches
-// (10-20 µs) made 80-86k, and full duplex 86-89k at 1.07x its server
-// CPU. Without a delay, three batches made 62k. Hot keys (16 and 64
-// goroutines, with and without a 1-ms critical section) and the herd
-// kept their rates and waits with five batches.
-// A script in a batch waits for the batch ahead of it, which would slow a
-// hand-off's chain of scripts (16 goroutines on one key without a
-// critical section fell from 2100-2500 to 830-920 lock+unlock/s when
-// every script after the first in flight was batched); coalesceAbove
-// keeps those out of the batches.
+// The numbers are the best of those tried (docs/design.md,
+// "Measurements"). A script in a batch waits for the batch ahead of it,
+// which would slow a hand-off's chain of scripts: coalesceAbove keeps
+// those out of the batches.
 func pipelineOptions() *redis.AutoPipelineOptions {
 	return &redis.AutoPipelineOptions{MaxConcurrentBatches: 5, Unordered: true, MaxFlushDelay: 15 * time.Microsecond}
 }

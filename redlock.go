@@ -17,7 +17,7 @@ import (
 //     so a stalled node costs at most that timeout.
 //  2. The lock is obtained when a majority, N/2+1, granted it and the time
 //     elapsed is below the TTL. Its validity is TTL - elapsed - drift,
-//     counted from step 1 (renew.go). Once a majority has granted it, the
+//     counted from step 1 (lease.go). Once a majority has granted it, the
 //     other nodes are not waited for: a grant that comes later joins the
 //     lock, or is released at once if an Extend or renewal has begun
 //     meanwhile (which may have reached that node first). Unlock releases

@@ -13,12 +13,9 @@ import (
 // caller's context can end (call.go; unless it is an acquire that waits in
 // the pipeliner, awaitOn), runs in a goroutine of its own. A new
 // goroutine starts on a small stack, and go-redis's call path is deep: the
-// stack is grown and copied on every call, 13% of the client's CPU on a
-// five-node TryLock+Unlock (runtime.newstack in a profile of
-// BenchmarkRedlockTryLockUnlock). A goroutine that has run one call keeps
-// its grown stack for the next. Measured (bench/, Redlock 5 nodes,
-// uncontended, three runs of each build in turn): 1.07-1.12x redsync's
-// lock+unlock rate, against 0.97-1.01x with a goroutine per call.
+// stack is grown and copied on every call. A goroutine that has run one
+// call keeps its grown stack for the next (docs/design.md,
+// "Measurements").
 //
 // A call goes to an idle worker if one is waiting, else to a new one; a
 // worker that finishes waits for the next call while fewer than maxIdle

@@ -19,8 +19,7 @@
 -- key is free and the counter marked (nothing is changed but the counter,
 -- raised by one unissued fence). The reply's type tells the two apart: one
 -- value, not a table, because building and sending a table is more work
--- for the server on the uncontended path (node.go's acquire says what was
--- measured). A key that holds something other than a string (a
+-- for the server on the uncontended path. A key that holds something other than a string (a
 -- semaphore's sorted set) is a WRONGTYPE error; a key that already holds
 -- this token (the request ran twice) is its fence.
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then

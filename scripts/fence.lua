@@ -1,9 +1,8 @@
 -- fence: issue_fence, prepended (scripts.go) to every script that grants
 -- locks. It is its own file so that acquire_lean.lua, the script of every
 -- uncontended lock, is built with it alone: a function declared in a
--- script is built again on every run, and prelude.lua's two cost the
--- uncontended acquire about 0.2 us of server CPU per lock+unlock (scripts
--- alone, in pipelines of 64: 9.9-10.3 us with them, 9.7-10.0 without).
+-- script is built again on every run, and prelude.lua's would cost every
+-- uncontended acquire (docs/design.md, "Measurements").
 
 -- issue_fence issues the next fencing token of a lock: max(counter + 1,
 -- server time in microseconds), and keeps the counter for keep_ms (the

@@ -14,14 +14,9 @@
 --   the lock key to compare it with its token): a mutex's value with a '+'
 --   after the token ("<token>+") is marked.
 --
--- Measured with the scripts alone, in pipelines of 64: 8.7-9.1 us of
--- server CPU per lock+unlock with two EXISTS on two more keys each,
--- 7.8-8.2 with the counter's mark read by both scripts. With the release
--- reading the counter too (one more declared key and a GET), one goroutine
--- on one CPU with its server (bench/, "one CPU") cost the server 0.7-1.4 us
--- more per lock+unlock than with the release declaring the lock key alone,
--- 5-9% of the cycle (any command on the counter cost about the same: GET,
--- EXISTS, STRLEN, MGET of both keys).
+-- A mark read from a key the script reads anyway costs less than a look
+-- at the queue and the notify key, and the release declares the lock key
+-- alone (docs/design.md, "Measurements", has the figures).
 --
 -- On a mark, the lean scripts change nothing and leave the decision to the
 -- full scripts (acquire, release), which look at the queue and the notify

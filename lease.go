@@ -37,7 +37,7 @@ import (
 //   - the WithMaxHold ceiling is reached (ErrMaxHold).
 
 // drift returns the margin for clock drift subtracted from every lease
-// estimate: 1% of the TTL plus 2 ms, as the Redis guidance suggests.
+// estimate: a hundredth of the TTL plus 2 ms, as the Redis guidance suggests.
 func drift(ttl time.Duration) time.Duration {
 	return ttl/100 + 2*time.Millisecond
 }
@@ -60,8 +60,7 @@ type lease struct {
 	timer    *time.Timer // ends the lease at the deadline; nil until watched
 	// ctx ends, with cause why, when the lease does. Made by watch, with
 	// the timer: a lock that is only taken and released never needs it,
-	// and making and cancelling it would cost an uncontended lock+unlock
-	// 2 allocations more (it makes 14).
+	// and would pay for making and cancelling it.
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 }

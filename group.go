@@ -1,0 +1,291 @@
+package dlock
+
+// A wait group: a Client's waiters on one key, with their subscription,
+// their steps, their joins and their leaving (queue.go has the design).
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// waitGroup is a Client's waiters on one key: it owns their subscription
+// to the wake channel, their keepalive step and the log of when each step
+// was sent.
+type waitGroup struct {
+	c     *Client
+	n     *node
+	nm    *lockNames
+	id    string          // this group's name in the queue
+	ready <-chan struct{} // closed once the wake channel is subscribed
+	watch *watch
+
+	mu       sync.Mutex
+	waiters  map[string]*queuedWaiter
+	departed map[string]string // id -> token: gone, leave not yet confirmed
+	seq      int64
+	sent     []stepSent      // recent steps, in seq order
+	emptied  chan struct{}   // the last waiter has gone (see groupLinger)
+	holder   *Lock           // the mutex lock last granted to one of its waiters, until released
+	deferred []*queuedWaiter // waiters deferring their first join (deferJoin)
+	idle     time.Time       // since when the group has had no waiter; zero while it has
+	stopped  bool
+}
+
+// groupLinger is how long a group stays, subscribed and without a step,
+// after its last waiter has gone, for the Client's next waiter on the key:
+// two goroutines taking turns on a key would otherwise unsubscribe and
+// subscribe again, and wait for the subscription, on every turn.
+const groupLinger = 100 * time.Millisecond
+
+type stepSent struct {
+	seq int64
+	at  time.Time
+}
+
+// groups is a Client's wait groups, by key.
+type groups struct {
+	mu sync.Mutex
+	m  map[string]*waitGroup
+	// n is len(m), written under mu: releasing reads it without mu, so
+	// that a Client with no waiters (the uncontended case) takes no lock
+	// and looks nothing up per release.
+	n atomic.Int32
+	// deferFor, when set (by a test, before any call), stands in for
+	// joinDefer.
+	deferFor time.Duration
+}
+
+// held records l, granted to one of the group's waiters, as its holder.
+func (g *waitGroup) held(l *Lock) *Lock {
+	if l != nil && !shared(l.token) {
+		g.mu.Lock()
+		g.holder = l
+		g.mu.Unlock()
+	}
+	return l
+}
+
+// enter adds w to the Client's group for nm's key, starting the group if
+// there is none.
+func (gs *groups) enter(c *Client, nm *lockNames, w *queuedWaiter) *waitGroup {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	g := gs.m[nm.key]
+	if g == nil {
+		g = newWaitGroup(c, nm)
+		if gs.m == nil {
+			gs.m = map[string]*waitGroup{}
+		}
+		gs.m[nm.key] = g
+		gs.n.Store(int32(len(gs.m)))
+	}
+	g.mu.Lock()
+	g.waiters[w.id] = w
+	g.idle = time.Time{}
+	g.mu.Unlock()
+	return g
+}
+
+func newWaitGroup(c *Client, nm *lockNames) *waitGroup {
+	var id [8]byte
+	_, _ = rand.Read(id[:])
+	g := &waitGroup{
+		c: c, n: c.nodes[0], nm: nm, id: hex.EncodeToString(id[:]),
+		waiters: map[string]*queuedWaiter{}, departed: map[string]string{},
+		emptied: make(chan struct{}, 1),
+	}
+	g.watch, g.ready = g.n.sub.watch(nm.wake, g.message)
+	c.spawn(g.keepalive)
+	return g
+}
+
+// stamp numbers a step and records when it is sent (just before it is).
+func (g *waitGroup) stamp() (int64, time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.seq++
+	now := time.Now()
+	for len(g.sent) > 0 && now.Sub(g.sent[0].at) > 3*aliveWindow {
+		g.sent = g.sent[1:]
+	}
+	g.sent = append(g.sent, stepSent{g.seq, now})
+	return g.seq, now
+}
+
+// sentAt returns when step seq was sent, if it is still in the log (a
+// grant names a step at most aliveWindow older than the grant).
+func (g *waitGroup) sentAt(seq int64) (time.Time, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	i := sort.Search(len(g.sent), func(i int) bool { return g.sent[i].seq >= seq })
+	if i < len(g.sent) && g.sent[i].seq == seq {
+		return g.sent[i].at, true
+	}
+	return time.Time{}, false
+}
+
+// join runs the join script for w: its first join, or a rejoin that keeps
+// its place (and confirms a grant that came too late). It returns the lock
+// when granted, or an error; inFlight reports that the step was left
+// unanswered (ctx ended, or the node timeout), in which case the step's
+// answer is followed by w's leave.
+func (g *waitGroup) join(ctx context.Context, w *queuedWaiter) (l *Lock, err error, inFlight bool) {
+	if err := ctx.Err(); err != nil { // nothing sent: nothing to follow
+		return nil, err, false
+	}
+	w.mu.Lock()
+	score := w.score
+	w.mu.Unlock()
+	seq, sent := g.stamp()
+	r, err, left := await(ctx, g.c, w.o.nodeTimeoutFor(1),
+		func(ctx context.Context) (joinReply, error) { return g.n.join(ctx, g.nm, w, g.id, seq, score) },
+		func(joinReply, error) { g.leave(w.id, w.token, 0) })
+	noteStep(w.o.note, err, left)
+	switch {
+	case left:
+		return nil, g.n.unanswered("wait", err), true
+	case err != nil:
+		return nil, err, false
+	case r.granted && !time.Now().Before(validUntil(sent, r.px)):
+		// Granted, but the answer came after the lease it gives was over
+		// (a round trip longer than the TTL, less the drift margin): the
+		// key may already be someone else's. As for a first attempt
+		// (judge), such a grant is not a lock. The caller joins again,
+		// which confirms the grant with a fresh lease, or passes it on
+		// when the caller gives up (leave.lua).
+		return nil, errGrantLapsed, false
+	case r.granted:
+		return g.held(newLock(g.c, g.nm, w.token, r.fence, w.o, sent, r.px)), nil, false
+	}
+	w.mu.Lock()
+	w.joined = true
+	if w.score == "0" {
+		w.score = r.score
+	}
+	w.mu.Unlock()
+	return nil, nil, false
+}
+
+// errGrantLapsed is join's error for a grant whose lease was over when its
+// answer came: the waiter joins again (wait).
+var errGrantLapsed = errors.New("the grant's lease was over when its answer came")
+
+// accept turns a grant delivered to w into its Lock, or returns nil when
+// w must join again first: the grant is a claim shorter than w's TTL
+// (join gives the whole TTL, so that the key holds what Lock was asked
+// for when it returns), too little of the lease is left to use (less than
+// a quarter of what a hand-off gives), or its step is no longer known.
+func (g *waitGroup) accept(w *queuedWaiter, h *handedOff) *Lock {
+	if h.px < w.o.ttl {
+		return nil
+	}
+	from, ok := g.sentAt(h.seq)
+	if !ok || time.Until(validUntil(from, h.lease)) < w.px/4 {
+		return nil
+	}
+	return g.held(newLock(g.c, g.nm, w.token, h.fence, w.o, from, h.lease))
+}
+
+// leaveWait is how long a waiter that gives up waits for its leave's
+// answer before Lock returns: enough for a server that answers at all, so
+// that a release right after Lock returned meets a queue without it; not
+// so long that Lock outlasts its context by more than a moment when the
+// server has stalled. A leave still running then finishes in the
+// background, in work that Close waits for, and until it lands a grant to
+// the departed waiter is passed on by its group.
+const leaveWait = 50 * time.Millisecond
+
+// exit takes w out of the group; leave says whether its leave must be sent
+// now (it has not been granted, and no step of its is in flight).
+func (g *waitGroup) exit(w *queuedWaiter, leave bool) {
+	g.mu.Lock()
+	delete(g.waiters, w.id)
+	if leave {
+		g.departed[w.id] = w.token
+	}
+	g.mu.Unlock()
+	if leave {
+		wait := leaveWait
+		if w.o.hasNodeTimeout {
+			wait = min(wait, w.o.nodeTimeout)
+		}
+		// Also while Close runs: it waits for this call (waitQueued
+		// holds it), so a leave still in flight then was spawned as work
+		// Close waits for, and the caller returns with its context.
+		g.leave(w.id, w.token, wait)
+	}
+	g.c.groups.release(g)
+}
+
+// leave sends the leave script for a departed waiter; once the server has
+// it, the group forgets the waiter. It waits for the answer at most
+// timeout (none if 0); a leave still running then finishes in the
+// background.
+func (g *waitGroup) leave(id, token string, timeout time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	_, err, left := await(ctx, g.c, timeout,
+		func(ctx context.Context) (bool, error) { return g.n.leave(ctx, g.nm, token, id) },
+		func(_ bool, err error) { g.left(id, token, err) })
+	if !left {
+		g.left(id, token, err)
+	}
+}
+
+// left records the answer to a leave: a failed one is tried again.
+func (g *waitGroup) left(id, token string, err error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if err == nil {
+		delete(g.departed, id)
+		return
+	}
+	g.departed[id] = token
+	g.c.warn("dlock: a waiter that gave up could not leave the queue; retrying while its Client waits for the key",
+		slog.String("key", g.nm.key), slog.Any("err", err))
+}
+
+// release tells the group's keepalive that its last waiter has gone: the
+// group stops groupLinger later unless a waiter comes meanwhile (retire).
+func (gs *groups) release(g *waitGroup) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.waiters) > 0 || g.stopped {
+		return
+	}
+	g.idle = time.Now()
+	select {
+	case g.emptied <- struct{}{}:
+	default:
+	}
+}
+
+// retire stops the group if it has had no waiter for groupLinger, and
+// reports whether it did; otherwise, if it has none, it returns how much
+// longer it lingers (0 while it has waiters). A group that is stopped is
+// out of the map, so the next waiter starts a new one.
+func (gs *groups) retire(g *waitGroup) (stopped bool, lingers time.Duration) {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.waiters) > 0 || g.idle.IsZero() {
+		return false, 0
+	}
+	if left := groupLinger - time.Since(g.idle); left > 0 {
+		return false, left
+	}
+	g.stopped = true
+	if gs.m[g.nm.key] == g {
+		delete(gs.m, g.nm.key)
+		gs.n.Store(int32(len(gs.m)))
+	}
+	return true, 0
+}

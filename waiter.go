@@ -1,0 +1,125 @@
+package dlock
+
+// A queued waiter: one Lock call waiting in its key's queue (queue.go has
+// the design), and what it does with what its group delivers.
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"sync"
+	"time"
+)
+
+// queuedWaiter is one Lock call waiting in line. The group delivers to it
+// through its mailbox; its own goroutine (in wait) acts on what arrives.
+type queuedWaiter struct {
+	id, token string
+	o         options
+	px        time.Duration // what a hand-off gives: min(TTL, claimTime)
+
+	signal chan struct{} // something is in the mailbox
+	mu     sync.Mutex    // guards the mailbox and joined
+	grant  *handedOff    // the latest grant delivered
+	check  bool          // rejoin: a grant lapsed, or the roll call missed it
+	err    error         // the group's keepalive failed
+	joined bool          // answered a join: the roll call may include it
+	score  string        // its place in line, from its first join
+	fold   foldState     // its first join's, when a release makes it (joinFold)
+}
+
+func newQueuedWaiter(o options) (*queuedWaiter, error) {
+	token, err := newToken(o)
+	if err != nil {
+		return nil, err
+	}
+	var id [8]byte
+	_, _ = rand.Read(id[:])
+	return &queuedWaiter{
+		id: hex.EncodeToString(id[:]), token: token, o: o,
+		px: min(o.ttl, claimTime), signal: make(chan struct{}, 1), score: "0",
+	}, nil
+}
+
+// deliver puts a grant, a request to rejoin, or an error in the mailbox.
+// Called by the group, never blocking.
+func (w *queuedWaiter) deliver(h *handedOff, check bool, err error) {
+	w.mu.Lock()
+	if h != nil {
+		w.grant = h
+	}
+	w.check = w.check || check
+	if err != nil && w.err == nil {
+		w.err = err
+	}
+	w.mu.Unlock()
+	select {
+	case w.signal <- struct{}{}:
+	default:
+	}
+}
+
+func (w *queuedWaiter) take() (h *handedOff, check bool, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	h, check, err = w.grant, w.check, w.err
+	w.grant, w.check, w.err = nil, false, nil
+	return h, check, err
+}
+
+// wait joins the queue and waits for the grant. Whenever it returns without
+// the lock, the waiter has left the queue (or its leave is under way after
+// a step still in flight, or remembered by the group).
+func (w *queuedWaiter) wait(ctx context.Context, g *waitGroup) (*Lock, error) {
+	fold, err := w.deferJoin(ctx, g)
+	if err != nil {
+		// Nothing to leave if it never joined, or gave up while a release
+		// joined it (that releaser has it leave); else it is in line, or
+		// may be (a release that failed may have joined it).
+		g.exit(w, fold == foldJoined || fold == foldFailed)
+		return nil, err
+	}
+	check := fold != foldJoined // the first join, unless a release made it
+	if !check {
+		w.deliver(nil, false, nil) // look: the release's grant may be in the mailbox already
+	}
+	for {
+		if check {
+			l, err, inFlight := g.join(ctx, w)
+			if errors.Is(err, errGrantLapsed) {
+				continue // check stays true: join again
+			}
+			if l != nil || err != nil {
+				g.exit(w, l == nil && !inFlight)
+				return l, err
+			}
+		}
+		select {
+		case <-w.signal:
+		case <-ctx.Done():
+			g.exit(w, true)
+			return nil, ctx.Err()
+		}
+		var l *Lock
+		if l, check, err = w.received(g); l != nil || err != nil {
+			g.exit(w, err != nil)
+			return l, err
+		}
+	}
+}
+
+// received acts on what is in w's mailbox: the lock, from a grant with
+// enough of its lease left; an error (the group's keepalive failed); or
+// check, w must join again (a rejoin was asked for, or a grant had too
+// little left to use: the join confirms it, or gets w back in line).
+func (w *queuedWaiter) received(g *waitGroup) (l *Lock, check bool, err error) {
+	h, check, err := w.take()
+	if err != nil || h == nil {
+		return nil, check, err
+	}
+	if l := g.accept(w, h); l != nil {
+		return l, false, nil
+	}
+	return nil, true, nil
+}
