@@ -56,7 +56,9 @@ func (st *Status) describeHolder(token string) {
 }
 
 // Inspect reports the state of the lock on key, as the nodes see it now,
-// without changing anything. It needs no token.
+// without changing anything. It needs no token. A key held under another
+// version of dlock's format on Redis is reported, with an error matching
+// ErrProtocol.
 func (c *Client) Inspect(ctx context.Context, key string) (Status, error) {
 	o, err := c.prepare(key, nil)
 	if err != nil {
@@ -77,7 +79,7 @@ func (c *Client) Inspect(ctx context.Context, key string) (Status, error) {
 	}
 	st.Held, st.Holder, st.TTL = true, redact(h.token), h.ttl
 	st.describeHolder(h.token)
-	return st, nil
+	return st, otherVersion(h.token)
 }
 
 // holder is who holds a key on a majority of nodes: its token, its TTL
@@ -165,7 +167,8 @@ func holding(answers []answer[keyState], token string) (v votes, d time.Duration
 // ErrNotHeld if not. The Lock's Context deadline comes from the remaining
 // TTL; its Fence is the fence the holding nodes remember. opts apply to what
 // the Lock does from now on: WithTTL sets the TTL of renewals,
-// WithAutoRenew starts a watchdog, WithMaxHold counts from now.
+// WithAutoRenew starts a watchdog, WithMaxHold counts from now. A token of
+// another version of dlock's format on Redis is ErrProtocol.
 func (c *Client) Attach(ctx context.Context, key, token string, opts ...Option) (*Lock, error) {
 	o, err := c.prepare(key, opts)
 	if err != nil {
@@ -173,6 +176,9 @@ func (c *Client) Attach(ctx context.Context, key, token string, opts ...Option) 
 	}
 	if token == "" {
 		return nil, invalid("empty token")
+	}
+	if err := otherVersion(token); err != nil {
+		return nil, err
 	}
 	sent := time.Now()
 	answers := c.inspectAll(ctx, key, token, o.nodeTimeoutFor(len(c.nodes)), "inspect")

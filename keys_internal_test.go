@@ -2,6 +2,7 @@ package dlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -241,6 +242,32 @@ func TestReleaseScriptDerivesTheWakeChannel(t *testing.T) {
 		nm := namesOf(k)
 		if got := wakePrefix + strings.TrimPrefix(nm.releaseKeys()[5], notifyPrefix); got != nm.wake {
 			t.Errorf("key %q: channel from the notify key %q, keys.go names %q", k, got, nm.wake)
+		}
+	}
+}
+
+// Every token carries the protocol's version, which mark.lua reads with the
+// same tag as protocol.go writes; a token of another version is told apart.
+func TestTokensCarryTheProtocolVersion(t *testing.T) {
+	for _, o := range []options{{}, {kind: "~s3~"}, {kind: readPrefix}, {candidate: true, value: "host"}} {
+		tok, err := newToken(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, ok := tokenVersion(tok); !ok || v != protocolVersion || otherVersion(tok) != nil {
+			t.Errorf("token %q: version %d %v", tok, v, ok)
+		}
+	}
+	if !strings.Contains(markSrc, "'"+versionTag+"'") {
+		t.Errorf("mark.lua does not mark tokens tagged %q", versionTag)
+	}
+	old := strings.Repeat("a", 27) + "-v2"
+	if err := otherVersion(old); !errors.Is(err, ErrProtocol) {
+		t.Errorf("a v2 token: %v", err)
+	}
+	for _, notOurs := range []string{"by-hand", strings.Repeat("a", 27), ""} {
+		if _, ok := tokenVersion(notOurs); ok || otherVersion(notOurs) != nil {
+			t.Errorf("%q read as a dlock token", notOurs)
 		}
 	}
 }

@@ -146,7 +146,7 @@ func (l *Lock) Key() string { return l.names.key }
 
 // Token returns this acquisition's random owner token: the value stored at
 // the key while the lock is held (160 bits from crypto/rand, URL-safe
-// base64; a mutex's ends with "-hm"), with a '+' after it while others may
+// base64, and the protocol's version, "-v1"), with a '+' after it while others may
 // wait or listen for the key (scripts/mark.lua). Treat it as a secret:
 // whoever has it can release the lock.
 func (l *Lock) Token() string { return l.token }
@@ -519,12 +519,10 @@ func (l *Lock) isReleased() bool {
 
 // newToken returns 160 random bits from crypto/rand as URL-safe text: the
 // Redis guidance asks for about 20 random bytes, unique across all clients
-// and all acquisitions. A mutex's token ends with "-hm" (so it is still
-// URL-safe base64, 30 characters), which tells the scripts that its holder
-// reads the holder's mark (scripts/mark.lua; older versions' tokens are the
-// random part alone). A campaign's token also carries the candidate's
-// value (election.go); a semaphore permit's or read-write hold's starts
-// with its kind (semaphore.go).
+// and all acquisitions. The random part ends with the protocol's version
+// tag, "-v1" (protocol.go). A campaign's token also carries the
+// candidate's value (election.go); a semaphore permit's or read-write
+// hold's starts with its kind (semaphore.go).
 //
 // The token is put together in a buffer on the stack, so that making it
 // costs one allocation: the string.
@@ -535,9 +533,7 @@ func newToken(o options) (string, error) {
 	}
 	token := append(make([]byte, 0, 64), o.kind...)
 	token = base64.RawURLEncoding.AppendEncode(token, b[:])
-	if o.kind == "" {
-		token = append(token, holderMarkSuffix...)
-	}
+	token = append(token, versionTag...)
 	if o.candidate {
 		token = append(token, '.')
 		token = base64.RawURLEncoding.AppendEncode(token, []byte(o.value))

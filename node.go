@@ -464,27 +464,12 @@ func (n *node) releaseFull(ctx context.Context, nm *lockNames, token string, fen
 	return false, nil
 }
 
-// holderMarkSuffix ends a mutex token of a version that reads the holder's
-// mark (newToken, scripts/mark.lua).
-const holderMarkSuffix = "-hm"
-
-// readsHolderMark reports whether token's holder reads the holder's mark,
-// by the rule of mark.lua's marked_value: 27 URL-safe base64 characters
-// and "-hm", then nothing or '.' and a candidate's value. Waiters mark no
-// other holder, so only such a token's release may be lean; one given to
-// Client.Attach by an older version's caller may have waiters that marked
-// the counter alone.
+// readsHolderMark reports whether token is a mutex token of this
+// protocol version, whose holder the waiters mark (mark.lua's
+// marked_value has the same rule): only its release may be lean.
 func readsHolderMark(token string) bool {
-	id, _, _ := strings.Cut(token, ".")
-	if len(id) != 30 || !strings.HasSuffix(id, holderMarkSuffix) {
-		return false
-	}
-	for i := range 27 {
-		if !urlSafe[id[i]] {
-			return false
-		}
-	}
-	return true
+	v, ok := tokenVersion(token)
+	return ok && v == protocolVersion && !shared(token)
 }
 
 // urlSafe tells the bytes of URL-safe base64 text.

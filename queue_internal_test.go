@@ -271,10 +271,10 @@ func TestAJoinBehindItsClientsHolderWaitsForTheRelease(t *testing.T) {
 	}
 }
 
-// markAware is a token of the shape newToken makes (27 characters and
-// "-hm"), which tells the scripts that its holder reads the holder's mark
-// (mark.lua).
-func markAware(name string) string { return name + strings.Repeat("x", 27-len(name)) + "-hm" }
+// markAware is a token of the shape newToken makes (27 characters and the
+// version tag), which tells the scripts that its holder reads the holder's
+// mark (mark.lua).
+func markAware(name string) string { return name + strings.Repeat("x", 27-len(name)) + versionTag }
 
 // release_lean deletes a key only when its holder's mark says nobody waits
 // or listens; when someone may, it changes nothing and answers 2, and
@@ -385,12 +385,10 @@ func TestALeanReleaseLeavesAContendedKeyToTheFullOne(t *testing.T) {
 	}
 }
 
-// A waiter marks only a holder whose token has newToken's shape: it leaves
-// the token of an older version's holder (20 random bytes, 27 characters,
-// no "-hm") as it is, since that version's release, extension and checks
-// compare the key's value with the token exactly, and so is a value of
-// any other shape, which dlock did not write. The Go side's rule, which
-// decides whether a release may be lean, is the same.
+// A waiter marks only a holder whose token has newToken's shape and this
+// protocol version: it leaves a token of another version as it is, and so
+// is a value of any other shape, which dlock did not write. The Go side's
+// rule, which decides whether a release may be lean, is the same.
 func TestAWaiterMarksOnlyAHolderThatReadsTheMark(t *testing.T) {
 	rdb := redistest.Start(t).Client(t)
 	n, ctx := newNode(rdb, 0), context.Background()
@@ -399,19 +397,21 @@ func TestAWaiterMarksOnlyAHolderThatReadsTheMark(t *testing.T) {
 		value string
 		marks bool
 	}{
-		{a27 + "-hm", true},
-		{a27 + "-hm.Y2FuZGlkYXRl", true}, // a campaign's token, with its value
-		{"Zk3-Q9_Lw2Rt7vBn4Hc8Jd1Fs6G-hm", true},
-		{a27, false}, // an older version's token
+		{a27 + "-v1", true},
+		{a27 + "-v1.Y2FuZGlkYXRl", true}, // a campaign's token, with its value
+		{"Zk3-Q9_Lw2Rt7vBn4Hc8Jd1Fs6G-v1", true},
+		{a27 + "-v2", false}, // another version's token
+		{a27 + "-v12", false},
+		{a27, false},
 		{a27 + ".Y2FuZGlkYXRl", false},
 		{strings.Repeat("b", 28), false},
 		{strings.Repeat("b", 29), false},
 		{"tok-old", false},
 		{a27 + "+x", false},
-		{a27 + "-hmx", false},
-		{strings.Repeat("a", 26) + "-hm", false},
-		{strings.Repeat("a", 28) + "-hm", false},
-		{strings.Repeat("a", 26) + "!-hm", false},
+		{a27 + "-v1x", false},
+		{strings.Repeat("a", 26) + "-v1", false},
+		{strings.Repeat("a", 28) + "-v1", false},
+		{strings.Repeat("a", 26) + "!-v1", false},
 		{"worker-0123456789-abcdefghij.pod.cluster.local", false},
 		{"Zk3mQ9xLw2Rt7vBn4Hc8Jd1Fs6Gp", false},
 		{strings.Repeat("a", 28) + ".node1", false},

@@ -34,20 +34,14 @@
 -- listens) takes the lock with it. A mark lost with the data goes with
 -- what it marks (a lost lock key has no holder left to release it); the
 -- waiters' keepalive then hands over the key that was freed unannounced,
--- and marks again. (Older dlock versions neither set nor keep the marks:
--- README, "Upgrading".)
+-- and marks again.
 --
--- Only a holder whose version reads the holder's mark gets one: its token
--- is 27 random characters and "-hm" (newToken), where the tokens of older
--- versions, which compare the lock key's value with their token exactly,
--- are the 27 characters alone; theirs are left as they are, and so is a
--- value of any other shape, which dlock did not write. (A release of a
--- token without "-hm", which Client.Attach may be given, is never lean:
--- its waiters mark the counter only.)
+-- Only a mutex token of this protocol version gets the holder's mark
+-- (marked_value); a value of any other shape, which dlock did not write,
+-- is left as it is, and its release is never lean.
 --
 -- Lua's tonumber and Go's strconv.ParseInt both read "+123" as 123, so a
--- marked counter is still the number it was to every reader, older dlock
--- versions included.
+-- marked counter is still the number it was to every reader.
 
 -- set_mark marks the counter at fence_key (on) or clears its mark, and
 -- leaves it as it is if it already is so. v is the counter's value if the
@@ -69,14 +63,14 @@ local function set_mark(fence_key, on, keep_ms, v)
 end
 
 -- marked_value is what a mutex's key holds for token when someone may wait
--- or listen: the token and a '+', if its holder reads the holder's mark
--- (27 URL-safe base64 characters and "-hm", then nothing or '.' and a
--- candidate's value: newToken; node.go's readsHolderMark has the same
--- rule); the token itself otherwise, as for an older version's token or a
--- value dlock did not write.
+-- or listen: the token and a '+', if it is a token of this protocol
+-- version (27 URL-safe base64 characters and the version tag, '-v1', then
+-- nothing or '.' and a candidate's value: protocol.go, whose
+-- readsHolderMark has the same rule, and a test holds the two together);
+-- the value itself otherwise, as for a value dlock did not write.
 local function marked_value(token)
   local after = string.byte(token, 31) -- none, or '.'
-  if string.sub(token, 28, 30) == '-hm' and (after == nil or after == 46)
+  if string.sub(token, 28, 30) == '-v1' and (after == nil or after == 46)
       and not string.find(string.sub(token, 1, 27), '[^%w_%-]') then
     return token .. '+'
   end
