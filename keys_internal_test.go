@@ -271,3 +271,12 @@ func TestTokensCarryTheProtocolVersion(t *testing.T) {
 		}
 	}
 }
+
+// The lean scripts' answers have one name on each side: token.lua's MARKED
+// and WAITED are node.go's leanMarked and leanWaited.
+func TestTheLeanAnswersHaveOneNameOnEachSide(t *testing.T) {
+	want := fmt.Sprintf("local MARKED, WAITED = %d, %d", leanMarked, leanWaited)
+	if !strings.Contains(tokenSrc, want) {
+		t.Fatalf("token.lua does not say %q", want)
+	}
+}

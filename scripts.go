@@ -7,13 +7,18 @@ import (
 )
 
 // One script per server-side operation, each a file in scripts/ whose header
-// names its KEYS and ARGV. The scripts that grant locks share issue_fence
+// names its KEYS and ARGV. The scripts that read a mutex's key share
+// holds_token and the lean answers' names (token.lua); those that grant
+// locks share issue_fence
 // (fence.lua); those that mark the fencing counter, set_mark (mark.lua);
 // and those that work the queue or several holders the functions of
 // prelude.lua, prepended here. A script is sent as EVALSHA, and as EVAL
 // when the server answers NOSCRIPT (coalescer.run), so it is loaded once
 // per server, not per call.
 var (
+	//go:embed scripts/token.lua
+	tokenSrc string
+
 	//go:embed scripts/fence.lua
 	fenceSrc string
 
@@ -25,15 +30,15 @@ var (
 
 	// queuing is what the scripts that work the queue or several holders
 	// start with.
-	queuing = fenceSrc + markSrc + preludeSrc
+	queuing = tokenSrc + fenceSrc + markSrc + preludeSrc
 
 	//go:embed scripts/acquire_lean.lua
 	acquireLeanSrc    string
-	acquireLeanScript = redis.NewScript(fenceSrc + acquireLeanSrc)
+	acquireLeanScript = redis.NewScript(tokenSrc + fenceSrc + acquireLeanSrc)
 
 	//go:embed scripts/acquire.lua
 	acquireSrc    string
-	acquireScript = redis.NewScript(fenceSrc + markSrc + acquireSrc)
+	acquireScript = redis.NewScript(tokenSrc + fenceSrc + markSrc + acquireSrc)
 
 	//go:embed scripts/release.lua
 	releaseSrc    string
@@ -41,7 +46,7 @@ var (
 
 	//go:embed scripts/release_lean.lua
 	releaseLeanSrc    string
-	releaseLeanScript = redis.NewScript(releaseLeanSrc)
+	releaseLeanScript = redis.NewScript(tokenSrc + releaseLeanSrc)
 
 	//go:embed scripts/join.lua
 	joinSrc    string
@@ -57,7 +62,7 @@ var (
 
 	//go:embed scripts/extend.lua
 	extendSrc    string
-	extendScript = redis.NewScript(extendSrc)
+	extendScript = redis.NewScript(tokenSrc + extendSrc)
 
 	//go:embed scripts/shared_acquire.lua
 	sharedAcquireSrc    string

@@ -1,7 +1,7 @@
 -- acquire: take the lock if it is free and nobody is queued for it, and
 -- issue its fencing token; for a caller that listens for release messages
 -- (Redlock, WithReplicaAck), or after acquire_lean found the counter
--- marked (mark.lua). (fence.lua and mark.lua are prepended.)
+-- marked (mark.lua). (token.lua, fence.lua and mark.lua are prepended.)
 --
 -- KEYS[1]  lock key: set to the token with an expiry, only if absent
 -- KEYS[2]  fencing counter of the lock key
@@ -38,11 +38,9 @@ if redis.call('EXISTS', KEYS[3]) == 0 and redis.call('SET', KEYS[1], ARGV[1], 'N
   end
   return fence
 end
--- The same request run twice: its grant again, as in acquire_lean.lua
--- (written out in both: a function shared through fence.lua would be
--- built on every run of the lean acquire).
+-- The same request run twice: its grant again, as in acquire_lean.lua.
 local value = redis.call('GET', KEYS[1])
-if value == ARGV[1] or value == ARGV[1] .. '+' then -- perhaps marked since (mark.lua)
+if holds_token(value, ARGV[1]) then
   local last = redis.call('GET', KEYS[2]) -- perhaps marked: "+123" reads as 123
   if (tonumber(last) or 0) > 0 then
     return last

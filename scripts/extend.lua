@@ -1,6 +1,7 @@
 -- extend: reset the lock's expiry only if it still holds this token, and
 -- keep its fencing counter at least as long as the new TTL plus the fence
 -- margin (fence.go: the counter outlives the lock, renewed or not).
+-- (token.lua is prepended.)
 --
 -- KEYS[1]  lock key
 -- KEYS[2]  fencing counter of the lock key (same hash slot)
@@ -18,7 +19,7 @@ if type(value) == 'table' then
   end
   return value
 end
-if value ~= ARGV[1] and value ~= ARGV[1] .. '+' then -- perhaps marked (mark.lua)
+if not holds_token(value, ARGV[1]) then
   return 0
 end
 if redis.call('PTTL', KEYS[2]) < tonumber(ARGV[3]) then

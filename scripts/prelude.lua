@@ -124,7 +124,7 @@ local function holders()
       error(v)
     end
     if m then
-      return v == token or v == token .. '+', v == false, v -- perhaps marked (mark.lua)
+      return holds_token(v, token), v == false, v
     end
     return v ~= false and tonumber(v) > now, false, false
   end

@@ -2,8 +2,8 @@
 -- fencing counter to the holder's fence, and hand the lock to the first
 -- live waiter, or else announce that it is free to those who listen.
 -- It also clears the counter's mark (mark.lua) when nobody waits or listens
--- any more, so that the next release can be lean. (fence.lua, mark.lua and
--- prelude.lua are prepended.)
+-- any more, so that the next release can be lean. (token.lua, fence.lua,
+-- mark.lua and prelude.lua are prepended.)
 --
 -- KEYS[1]  lock key
 -- KEYS[2]  fencing counter of the lock key
@@ -62,7 +62,7 @@ if type(value) == 'table' then
   end
   return value
 end
-if value ~= ARGV[1] and value ~= ARGV[1] .. '+' then -- perhaps marked (mark.lua)
+if not holds_token(value, ARGV[1]) then
   return 0
 end
 local joined -- the scores of the waiters that joined, if any did
