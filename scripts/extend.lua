@@ -12,14 +12,7 @@
 -- Returns 1 when extended, 0 when the key does not hold the token (or the
 -- token with the holder's mark, mark.lua): then nothing is changed (in
 -- particular, an expired lock is not re-created).
-local value = redis.pcall('GET', KEYS[1])
-if type(value) == 'table' then
-  if string.sub(value.err, 1, 9) == 'WRONGTYPE' then
-    return 0 -- another kind of lock took the key: it holds nothing of ours
-  end
-  return value
-end
-if not holds_token(value, ARGV[1]) then
+if not holds_token(mutex_value(KEYS[1]), ARGV[1]) then
   return 0
 end
 if redis.call('PTTL', KEYS[2]) < tonumber(ARGV[3]) then

@@ -55,14 +55,7 @@
 -- maximum over several nodes: whoever wins this node next must get a higher
 -- one (redlock.go has the argument). On one node the counter is already at
 -- least the fence, and this changes nothing.
-local value = redis.pcall('GET', KEYS[1])
-if type(value) == 'table' then
-  if string.sub(value.err, 1, 9) == 'WRONGTYPE' then
-    return 0 -- another kind of lock took the key: it holds nothing of ours
-  end
-  return value
-end
-if not holds_token(value, ARGV[1]) then
+if not holds_token(mutex_value(KEYS[1]), ARGV[1]) then
   return 0
 end
 local joined -- the scores of the waiters that joined, if any did

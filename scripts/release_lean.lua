@@ -12,15 +12,12 @@
 -- release.lua: nothing is changed), and WAITED (2) when it holds the token marked
 -- (nothing is changed). Any error but WRONGTYPE is raised, as in
 -- release.lua.
-local value = redis.pcall('GET', KEYS[1])
+local value = mutex_value(KEYS[1])
 if value == ARGV[1] then
   redis.call('DEL', KEYS[1])
   return 1
 end
-if type(value) == 'table' and string.sub(value.err, 1, 9) ~= 'WRONGTYPE' then
-  return value
-end
 if value == ARGV[1] .. '+' then
   return WAITED
 end
-return 0 -- another kind of lock took the key, or another holder
+return 0 -- another holder, or another kind of lock

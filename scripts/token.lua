@@ -12,3 +12,17 @@ local MARKED, WAITED = -3, 2
 local function holds_token(value, token)
   return value == token or value == token .. '+'
 end
+
+-- mutex_value reads a mutex's key: its value, or false when it is absent
+-- or holds another kind of lock (a semaphore's sorted set: WRONGTYPE),
+-- which holds nothing of ours. Any other error is raised.
+local function mutex_value(key)
+  local v = redis.pcall('GET', key)
+  if type(v) == 'table' then
+    if string.sub(v.err, 1, 9) == 'WRONGTYPE' then
+      return false
+    end
+    error(v)
+  end
+  return v
+end
