@@ -109,39 +109,39 @@ func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (l *Lock,
 // Client make it pointless, and the wait. contended is set when the lock
 // was, or likely is, taken.
 func (c *Client) lock(ctx context.Context, key string, o options, contended *bool) (*Lock, error) {
-	notified := len(c.nodes) > 1 || o.replicas > 0
+	listens := len(c.nodes) > 1 || o.replicas > 0 // Redlock and WithReplicaAck do not queue: they listen for releases
 	switch {
-	case !notified && c.groups.waiting(key):
+	case !listens && c.groups.waiting(key):
 		// Others of this Client wait for the key, or one holds it
 		// through the line: the lock is likely taken, and the join takes
 		// it if it is free and nobody is ahead, so a first attempt would
 		// be one round trip too many.
 		*contended = true
 		return c.waitQueued(ctx, c.names.get(key), o)
-	case notified && !c.gates.first(key):
+	case listens && !c.gates.first(key):
 		// Another Lock of this Client is making its first attempt on
 		// the key: to the gate, without one (gates.first).
 		*contended = true
-		return c.waitNotified(ctx, key, o, 0, nil, contended)
+		return c.waitListening(ctx, key, o, 0, nil, contended)
 	}
-	l, pttl, err := c.tryFirst(ctx, key, o, notified)
+	l, pttl, err := c.tryFirst(ctx, key, o, listens)
 	if err == nil || !c.mayWait(ctx, err) {
 		return l, err
 	}
 	*contended = isContended(ctx, err)
-	if !notified {
+	if !listens {
 		return c.waitQueued(ctx, c.names.get(key), o)
 	}
-	return c.waitNotified(ctx, key, o, pttl, err, contended)
+	return c.waitListening(ctx, key, o, pttl, err, contended)
 }
 
-// tryFirst is Lock's first attempt; a notified one, which listens
-// (waitNotified), is under way for gates.first until it returns.
-func (c *Client) tryFirst(ctx context.Context, key string, o options, notified bool) (*Lock, time.Duration, error) {
-	if notified {
+// tryFirst is Lock's first attempt; a listening one
+// (waitListening) is under way for gates.first until it returns.
+func (c *Client) tryFirst(ctx context.Context, key string, o options, listens bool) (*Lock, time.Duration, error) {
+	if listens {
 		defer c.gates.firstDone(key)
 	}
-	return c.try(ctx, key, o, notified)
+	return c.try(ctx, key, o, listens)
 }
 
 // leaseEnd is when l's lease ends; zero for no lock.
@@ -152,7 +152,7 @@ func leaseEnd(l *Lock) time.Time {
 	return l.lease.validUntil()
 }
 
-// waitNotified is Lock's wait with Redlock or WithReplicaAck, after a first
+// waitListening is Lock's wait with Redlock or WithReplicaAck, after a first
 // attempt that failed with err (the holder's TTL pttl), or none (err nil:
 // another Lock of this Client was making its first, gates.first): the
 // waiter waits for a release message from any node, or a jittered timer,
@@ -173,7 +173,7 @@ func leaseEnd(l *Lock) time.Time {
 // (Before, when such turns waited for the message, a herd of 300
 // goroutines on five nodes whose first attempts did not listen served
 // 79-108 critical sections a second, against 424-441.)
-func (c *Client) waitNotified(ctx context.Context, key string, o options, pttl time.Duration, err error, contended *bool) (*Lock, error) {
+func (c *Client) waitListening(ctx context.Context, key string, o options, pttl time.Duration, err error, contended *bool) (*Lock, error) {
 	last := err // the last attempt's error
 	slow := slowNodes{c: c, key: key}
 	slow.note(err)

@@ -74,14 +74,14 @@ func (c *Client) try(ctx context.Context, key string, o options, listens bool) (
 		a.held.pending = newPendingGrants(c.nodes, answers)
 		return a.held, 0, nil
 	}
-	return a.settle(ctx, answers, out)
+	return a.conclude(ctx, answers, out)
 }
 
 // tryInline is try on one node when nothing can end the wait (a context
 // that never ends, no node timeout): the acquire runs in the caller's
 // goroutine, as awaitOn would run it there, so no answer comes late, and
 // the attempt, which keeps what late answers and give-backs need, is made
-// only when a failed try may have left something to give back (settle).
+// only when a failed try may have left something to give back (conclude).
 // The Lock is made first, so that the acquire can send its token field
 // (boxToken); a try that fails leaves those bytes unused. Against the
 // round of try, an uncontended lock+unlock allocates less and passes
@@ -100,13 +100,13 @@ func (c *Client) tryInline(ctx context.Context, nm *lockNames, token string, o o
 		return nil, out.holderTTL, out.err
 	}
 	a := &attempt{c: c, nm: nm, token: token, o: o, sent: sent, listens: listens}
-	return a.settle(ctx, answers[:], out)
+	return a.conclude(ctx, answers[:], out)
 }
 
-// settle deals with an attempt that did not obtain the lock (out): it
+// conclude deals with an attempt that did not obtain the lock (out): it
 // gives back the grants that came in time, releases in the background
 // those an error may hide, and returns try's answer.
-func (a *attempt) settle(ctx context.Context, answers []answer[grant], out outcome) (*Lock, time.Duration, error) {
+func (a *attempt) conclude(ctx context.Context, answers []answer[grant], out outcome) (*Lock, time.Duration, error) {
 	c := a.c
 	if !a.giveBack(ctx, c.nodesAt(out.giveBack)) && ctx.Err() != nil && !errors.Is(out.err, ctx.Err()) {
 		// The caller stopped waiting for the give-back: a retry may still

@@ -34,7 +34,7 @@ type Client struct {
 	logger atomic.Pointer[slog.Logger] // see observe.go
 	names  namesCache                  // see keys.go
 	groups groups                      // waiters by key, single node (queue.go)
-	gates  gates                       // notified waiters by key (gate.go)
+	gates  gates                       // listening waiters by key (gate.go)
 	work   *workers                    // the goroutines spawn runs on (workers.go)
 
 	// Background work Close waits for: bgN goroutines running, counted
@@ -194,9 +194,9 @@ func (c *Client) spawn(fn func()) {
 	})
 }
 
-// hold registers a call that Close must wait for; done ends it. ok is
+// begin registers a call that Close must wait for; done ends it. ok is
 // false (and nothing is registered) once the Client is closed.
-func (c *Client) hold() (done func(), ok bool) { return c.track(true) }
+func (c *Client) begin() (done func(), ok bool) { return c.track(true) }
 
 // track registers work that Close must wait for: refused once Close has
 // begun if fresh (a new call), else once Close has returned.

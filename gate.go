@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// gates keeps a Client's notified waiters (Redlock, WithReplicaAck) on one
+// gates keeps a Client's listening waiters (Redlock, WithReplicaAck) on one
 // key from all trying at once: each key's gate lets one waiter at a time
 // listen for releases and try, and the others wait in arrival order,
 // without a word to Redis. A release then costs each Client one attempt,
@@ -21,7 +21,7 @@ type gates struct {
 	trying map[string]bool // the keys with a first attempt under way (first)
 }
 
-// first reports whether a notified Lock call may make its first attempt on
+// first reports whether a listening Lock call may make its first attempt on
 // key: whether none of the Client's other Lock calls is making one, in
 // which case this one's is under way until firstDone. If another is, this
 // one goes to the gate without one: the two would find the key alike,

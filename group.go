@@ -62,8 +62,8 @@ type groups struct {
 	deferFor time.Duration
 }
 
-// held records l, granted to one of the group's waiters, as its holder.
-func (g *waitGroup) held(l *Lock) *Lock {
+// granted records l, granted to one of the group's waiters, as its holder.
+func (g *waitGroup) granted(l *Lock) *Lock {
 	if l != nil && !shared(l.token) {
 		g.mu.Lock()
 		g.holder = l
@@ -162,7 +162,7 @@ func (g *waitGroup) join(ctx context.Context, w *queuedWaiter) (l *Lock, err err
 		// when the caller gives up (leave.lua).
 		return nil, errGrantLapsed, false
 	case r.granted:
-		return g.held(newLock(g.c, g.nm, w.token, r.fence, w.o, sent, r.px)), nil, false
+		return g.granted(newLock(g.c, g.nm, w.token, r.fence, w.o, sent, r.px)), nil, false
 	}
 	w.mu.Lock()
 	w.joined = true
@@ -190,7 +190,7 @@ func (g *waitGroup) accept(w *queuedWaiter, h *handedOff) *Lock {
 	if !ok || time.Until(validUntil(from, h.lease)) < w.px/4 {
 		return nil
 	}
-	return g.held(newLock(g.c, g.nm, w.token, h.fence, w.o, from, h.lease))
+	return g.granted(newLock(g.c, g.nm, w.token, h.fence, w.o, from, h.lease))
 }
 
 // leaveWait is how long a waiter that gives up waits for its leave's
@@ -221,7 +221,7 @@ func (g *waitGroup) exit(w *queuedWaiter, leave bool) {
 		// Close waits for, and the caller returns with its context.
 		g.leave(w.id, w.token, wait)
 	}
-	g.c.groups.release(g)
+	g.c.groups.lastLeft(g)
 }
 
 // leave sends the leave script for a departed waiter; once the server has
@@ -252,9 +252,9 @@ func (g *waitGroup) left(id, token string, err error) {
 		slog.String("key", g.nm.key), slog.Any("err", err))
 }
 
-// release tells the group's keepalive that its last waiter has gone: the
+// lastLeft tells the group's keepalive that its last waiter has gone: the
 // group stops groupLinger later unless a waiter comes meanwhile (retire).
-func (gs *groups) release(g *waitGroup) {
+func (gs *groups) lastLeft(g *waitGroup) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if len(g.waiters) > 0 || g.stopped {

@@ -9,7 +9,7 @@ import (
 // release script of the lock they deferred for (scripts/release.lua),
 // before it releases: what their own joins, sent just before the release,
 // would have done, in one script run and one request less on the hand-off's
-// path. The release's answer tells each waiter how its join went (settle);
+// path. The release's answer tells each waiter how its join went (answered);
 // a waiter the release did not join, or may not have (an error, a reply
 // without the scores), joins itself, which a join made meanwhile or later
 // makes no difference to (a join keeps a queued waiter's place, and
@@ -29,12 +29,12 @@ func (f *joinFold) args(dst []any) []any {
 	return dst
 }
 
-// settle tells each waiter of f how its join went: scores holds their
+// answered tells each waiter of f how its join went: scores holds their
 // places, in order, when the release script joined them all, and is nil
 // when it did not or may not have. A waiter that gave up meanwhile
 // (foldGone) is made to leave, as a waiter whose join was in flight is
 // when its answer comes (join). Nil-safe.
-func (f *joinFold) settle(scores []string) {
+func (f *joinFold) answered(scores []string) {
 	if f == nil {
 		return
 	}
@@ -76,7 +76,7 @@ const (
 // (joinFold), and returns it: foldJoined (w is in line), or foldFailed (w
 // joins itself; it may be in line already). If ctx ends first, or w's node
 // timeout passes (as it would bound w's own join), w is marked foldGone,
-// and the releaser has it leave once the release has answered (settle);
+// and the releaser has it leave once the release has answered (answered);
 // if ctx ends after the word, the caller leaves. (Without a node timeout
 // the wait is the releaser's request's, bounded by go-redis's timeouts.)
 func (w *queuedWaiter) folded(ctx context.Context, g *waitGroup) (foldState, error) {

@@ -431,12 +431,12 @@ func (l *Lock) renew(ctx context.Context, ttl time.Duration) (sent time.Time, er
 		},
 		yes: isYes,
 	}.ask(nil, ctx, l.c, l.c.nodes)
-	return sent, l.settleRenewal(ctx, count(answers, isYes), sent, ttl, cut)
+	return sent, l.renewalVerdict(ctx, count(answers, isYes), sent, ttl, cut)
 }
 
-// settleRenewal applies the verdict v of a renewal sent at sent for ttl (cut at
+// renewalVerdict applies the verdict v of a renewal sent at sent for ttl (cut at
 // the hold ceiling) to the lease.
-func (l *Lock) settleRenewal(ctx context.Context, v votes, sent time.Time, ttl time.Duration, cut bool) error {
+func (l *Lock) renewalVerdict(ctx context.Context, v votes, sent time.Time, ttl time.Duration, cut bool) error {
 	switch v.of(len(l.c.nodes)) {
 	case agreed:
 		// Only an extension confirmed within the current validity

@@ -443,7 +443,7 @@ func (n *node) releaseFull(ctx context.Context, nm *lockNames, token string, fen
 	// Before handOver: the next holder's critical section begins there,
 	// and waking the waiters after it began would make a timer it sets
 	// fire later (Go's network poller sleeps whole milliseconds).
-	f.settle(scores)
+	f.answered(scores)
 	if err != nil {
 		return false, n.fail("release", err)
 	}

@@ -14,11 +14,11 @@ import (
 // and "g id fence seq lease" when they hand it to a queued waiter
 // (queue.go). A node's subscriber carries every channel this Client
 // watches and passes each message to the channel's watchers: a wait group
-// (which delivers a grant to the waiter it names) or a notified waiter.
+// (which delivers a grant to the waiter it names) or a listening waiter.
 //
 // Messages make waiting prompt; they are never needed for progress or
 // safety. A queued waiter's group also finds its grants with its keepalive,
-// and a notified waiter retries on a timer, which covers what pub/sub
+// and a listening waiter retries on a timer, which covers what pub/sub
 // cannot: a lock that expires instead of being released, a message lost
 // while the subscription reconnects, a subscription that could not be made
 // at all (e.g. an ACL without channel permissions).

@@ -114,7 +114,7 @@ func keepalivePeriod(ttl time.Duration) time.Duration {
 // waitQueued waits in key's queue until the lock is granted or ctx ends.
 // It is Lock's path on a single node after a failed first attempt.
 func (c *Client) waitQueued(ctx context.Context, nm *lockNames, o options) (*Lock, error) {
-	done, ok := c.hold() // Close waits for this call, leave included
+	done, ok := c.begin() // Close waits for this call, leave included
 	if !ok {
 		return nil, notObtained(ErrClosed)
 	}

@@ -37,7 +37,7 @@ import (
 // One deployment only: on a Redlock Client each node would grant permits
 // on its own, and a majority of "fewer than N" on each node is not fewer
 // than N in all; Semaphore and RWMutex there fail with an error matching
-// errors.ErrUnsupported (as does WithReplicaAck, whose notified wait they
+// errors.ErrUnsupported (as does WithReplicaAck, whose listening wait they
 // do not have).
 
 // Kind prefixes of shared tokens.
@@ -160,26 +160,26 @@ func (c *Client) RWMutex(key string) *RWMutex { return &RWMutex{c: c, key: key} 
 // a resource can refuse a stale writer or a reader that still believes
 // it reads.
 func (m *RWMutex) Lock(ctx context.Context, opts ...Option) (*Lock, error) {
-	return m.hold(ctx, writePrefix, true, opts)
+	return m.take(ctx, writePrefix, true, opts)
 }
 
 // TryLock makes one attempt at the write hold.
 func (m *RWMutex) TryLock(ctx context.Context, opts ...Option) (*Lock, error) {
-	return m.hold(ctx, writePrefix, false, opts)
+	return m.take(ctx, writePrefix, false, opts)
 }
 
 // RLock waits for a read hold: shared with other readers, not with a
 // writer, and behind any writer that waits.
 func (m *RWMutex) RLock(ctx context.Context, opts ...Option) (*Lock, error) {
-	return m.hold(ctx, readPrefix, true, opts)
+	return m.take(ctx, readPrefix, true, opts)
 }
 
 // TryRLock makes one attempt at a read hold.
 func (m *RWMutex) TryRLock(ctx context.Context, opts ...Option) (*Lock, error) {
-	return m.hold(ctx, readPrefix, false, opts)
+	return m.take(ctx, readPrefix, false, opts)
 }
 
-func (m *RWMutex) hold(ctx context.Context, prefix string, wait bool, opts []Option) (*Lock, error) {
+func (m *RWMutex) take(ctx context.Context, prefix string, wait bool, opts []Option) (*Lock, error) {
 	if err := m.c.oneDeployment("RWMutex"); err != nil {
 		return nil, err
 	}
