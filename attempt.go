@@ -315,7 +315,7 @@ func (a *attempt) giveBackOn(ctx context.Context, n *node) (struct{}, error) {
 // release gives the attempt's token back on n, raising n's fencing counter
 // to fence (if positive).
 func (a *attempt) release(ctx context.Context, n *node, fence int64) {
-	if _, err := n.release(ctx, a.nm, a.token, boxToken(&a.token), fence, a.o.fenceKeep(), true); err != nil {
+	if _, err := a.c.release(ctx, n, a.nm, a.token, boxToken(&a.token), fence, a.o.fenceKeep(), true); err != nil {
 		a.warnLeft(n, err)
 	}
 }
@@ -371,7 +371,7 @@ func (a *attempt) releaseAnswered(n *node, fence int64, answered bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
 	for {
-		released, err := n.release(ctx, a.nm, a.token, boxToken(&a.token), fence, a.o.fenceKeep(), true)
+		released, err := a.c.release(ctx, n, a.nm, a.token, boxToken(&a.token), fence, a.o.fenceKeep(), true)
 		switch {
 		case released || (err == nil && answered):
 			return

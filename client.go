@@ -104,9 +104,6 @@ func New[C RedisClient](nodes ...C) *Client {
 		}
 		c.nodes = append(c.nodes, n)
 	}
-	if len(c.nodes) == 1 { // the FIFO queue is one node's (queue.go)
-		c.nodes[0].handOver, c.nodes[0].releasing = c.groups.handOver, c.groups.releasing
-	}
 	c.ctx, c.close = context.WithCancel(context.Background())
 	c.done = c.ctx.Done()
 	c.work = newWorkers()

@@ -4,6 +4,8 @@ package dlock
 // publishes (or returns to its own Client), and its delivery.
 
 import (
+	"context"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -72,4 +74,32 @@ func parseGrant(payload string) (id string, h *handedOff, ok bool) {
 	}
 	return f[1], &handedOff{fence: fence, seq: seq,
 		lease: time.Duration(lease) * time.Millisecond, px: time.Duration(px) * time.Millisecond}, true
+}
+
+// release releases token's hold of nm's key on n (node.release), and the
+// queue decides the hand-off: on one node, the release names the Client's
+// group waiting for the key, if any, so that a grant to one of its waiters
+// comes back in the reply instead of being published, and carries the
+// joins of the group's deferred waiters (joinFold); the grant is then
+// delivered here, after the joined waiters have been told.
+func (c *Client) release(ctx context.Context, n *node, nm *lockNames, token string, arg any, fence int64, keep time.Duration, lean bool) (bool, error) {
+	var group string
+	var f *joinFold
+	if len(c.nodes) == 1 && !shared(token) { // the FIFO queue is one node's (queue.go)
+		group, f = c.groups.releasing(nm.key, token)
+	}
+	r, err := n.release(ctx, nm, token, arg, fence, keep, lean, group, f.args(nil))
+	// Before the hand-off: the next holder's critical section begins
+	// there, and waking the waiters after it began would make a timer it
+	// sets fire later (Go's network poller sleeps whole milliseconds).
+	f.answered(r.scores)
+	if r.grant != "" {
+		c.groups.handOver(nm.key, r.grant)
+		// The waiter just readied would otherwise run only once this
+		// goroutine blocks (its caller's next request, say): let it run
+		// now, since the lock's next holder is the one that keeps a hot
+		// key busy.
+		runtime.Gosched()
+	}
+	return r.released, err
 }

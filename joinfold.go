@@ -22,6 +22,9 @@ type joinFold struct {
 
 // args appends the release script's arguments for the joins.
 func (f *joinFold) args(dst []any) []any {
+	if f == nil {
+		return dst
+	}
 	dst = append(dst, f.seq)
 	for _, w := range f.ws {
 		dst = append(dst, w.token, w.o.ttl.Milliseconds(), w.id, w.o.fenceKeep().Milliseconds())
@@ -108,25 +111,6 @@ func (w *queuedWaiter) folded(ctx context.Context, g *waitGroup) (foldState, err
 			unanswered = g.n.unanswered("wait", errNodeTimeout)
 		}
 	}
-}
-
-// foldReply splits a release's answer with n joins (joinFold) into the
-// release's own answer and the joined waiters' scores; without them (the
-// script joined nobody: the key held another kind of lock), scores is nil.
-func foldReply(r any, n int) (any, []string) {
-	t, ok := r.([]any)
-	if !ok || len(t) != 1+n {
-		return r, nil
-	}
-	scores := make([]string, n)
-	for i, v := range t[1:] {
-		s, ok := v.(string)
-		if !ok {
-			return t[0], nil
-		}
-		scores[i] = s
-	}
-	return t[0], scores
 }
 
 // waiting reports whether the Client has waiters on key, or holds it

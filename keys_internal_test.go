@@ -169,7 +169,7 @@ func TestLeavingAfterAGrantPassesTheLockOn(t *testing.T) {
 			t.Fatalf("waiter %d: %+v %v", i, st, err)
 		}
 	}
-	if ok, err := n.release(ctx, nm, "holder", nil, 0, 0, false); err != nil || !ok {
+	if ok, err := releaseOn(ctx, n, nm, "holder", 0, 0, false); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
 	if got := rdb.Get(ctx, k).Val(); got != "tok-first" {

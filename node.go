@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -71,15 +70,6 @@ type node struct {
 	native  atomic.Int32
 	sub     *subscriber
 	co      *coalescer // how its scripts travel (pipeline.go)
-	// handOver, if set, receives the grant message of a release that
-	// handed the lock to a waiter (one node: the Client's groups), and
-	// releasing, told of a release about to be sent, names the Client's
-	// group waiting for the key, if any (its grants come back in the
-	// release's reply, unpublished), and returns the joins of the waiters
-	// that deferred them, for the release to make (queue.go, joinFold).
-	handOver  func(key, msg string)
-	releasing func(key, token string) (group string, f *joinFold)
-
 	// inflight holds the Client's Redlock releases under way on this
 	// node, which its acquires of the same key wait for (inflight.go).
 	inflight inflight
@@ -358,13 +348,17 @@ func holderTTL(v any) time.Duration {
 // release deletes the key if it holds token, raises its fencing counter to at
 // least fence (when fence > 0; the counter is then kept for keep), and hands
 // the lock to the first live waiter, or else announces it free to those who
-// listen. It reports whether the key held the token. lean says that nobody
-// is likely to wait or listen (the lock was not waited for): a mutex on one
-// node, with no fence to raise and none of this Client's waiters on the
-// key, is then released by release_lean, which declares one key instead
-// of six and, should the holder's mark say that someone may wait or
-// listen (mark.lua), changes nothing, so that the full release follows
+// listen. It reports whether the key held the token, and what the release
+// said besides (releaseReply). lean says that nobody is likely to wait or
+// listen (the lock was not waited for): a mutex with no fence to raise and
+// no group named is then released by release_lean, which declares one key
+// instead of six and, should the holder's mark say that someone may wait
+// or listen (mark.lua), changes nothing, so that the full release follows
 // (one round trip more, on a key that has just become contended).
+//
+// group and joins are the queue's (Client.release): the releasing Client's
+// group waiting for the key, whose grant comes back in the reply instead
+// of being published, and the joins the release makes for it.
 //
 // It is always a script, even where DELEX exists: the delete and the
 // hand-off to the next waiter must be one atomic step, or a newcomer could
@@ -372,27 +366,36 @@ func holderTTL(v any) time.Duration {
 //
 // arg is token boxed as a script argument (boxToken), for the lean
 // release, or nil to box it here.
-func (n *node) release(ctx context.Context, nm *lockNames, token string, arg any, fence int64, keep time.Duration, lean bool) (bool, error) {
+func (n *node) release(ctx context.Context, nm *lockNames, token string, arg any, fence int64, keep time.Duration, lean bool, group string, joins []any) (releaseReply, error) {
 	if shared(token) {
 		v, err := n.script(ctx, sharedReleaseScript, nm.queueKeys(), token, n.publish(), nm.wake).Int64()
 		if err != nil {
-			return false, n.fail("release", err)
+			return releaseReply{}, n.fail("release", err)
 		}
-		return v == 1, nil
+		return releaseReply{released: v == 1}, nil
 	}
-	group, f := n.releasingGroup(nm.key, token)
 	if lean && fence == 0 && group == "" && readsHolderMark(token) {
 		arg = n.tokenArg(token, arg)
 		keys, boxed := nm.leanReleaseKeys()
 		v, err := n.scriptBoxed(ctx, releaseLeanScript, keys, boxed, arg).Int64()
 		if err != nil {
-			return false, n.fail("release", err)
+			return releaseReply{}, n.fail("release", err)
 		}
 		if v != leanWaited {
-			return v == 1, nil
+			return releaseReply{released: v == 1}, nil
 		}
 	}
-	return n.releaseFull(ctx, nm, token, fence, keep, group, f)
+	return n.releaseFull(ctx, nm, token, fence, keep, group, joins)
+}
+
+// releaseReply is what a release said: whether it released, the grant it
+// made to a waiter of the group it was given (the message, unpublished),
+// and the places of the waiters it joined (nil when it joined nobody, or
+// may not have).
+type releaseReply struct {
+	released bool
+	grant    string
+	scores   []string
 }
 
 // boxToken returns the token at p as a script argument: the pointer,
@@ -417,51 +420,45 @@ func (n *node) tokenArg(token string, arg any) any {
 	return arg
 }
 
-// releasingGroup tells the Client's groups of the release about to be sent
-// (releasing) and returns the name of its group waiting for key, or "",
-// and the joins the release is to make, or nil.
-func (n *node) releasingGroup(key, token string) (string, *joinFold) {
-	if n.releasing == nil {
-		return "", nil
-	}
-	return n.releasing(key, token)
-}
-
-// releaseFull runs release.lua, with the joins of f if any, and hands a
-// grant it made to a waiter of this Client's group over at once
-// (handOver), then tells f's waiters how their joins went.
-func (n *node) releaseFull(ctx context.Context, nm *lockNames, token string, fence int64, keep time.Duration, group string, f *joinFold) (bool, error) {
+// releaseFull runs release.lua, with the joins given if any (four
+// arguments a waiter, after the group's step number).
+func (n *node) releaseFull(ctx context.Context, nm *lockNames, token string, fence int64, keep time.Duration, group string, joins []any) (releaseReply, error) {
 	args := n.releaseArgs(token, fence, keep, group)
-	if f != nil {
-		args = f.args(args)
-	}
+	args = append(args, joins...)
 	r, err := n.script(ctx, releaseScript, nm.releaseKeys(), args...).Result()
-	var scores []string
-	if f != nil && err == nil {
-		r, scores = foldReply(r, len(f.ws))
-	}
-	// Before handOver: the next holder's critical section begins there,
-	// and waking the waiters after it began would make a timer it sets
-	// fire later (Go's network poller sleeps whole milliseconds).
-	f.answered(scores)
 	if err != nil {
-		return false, n.fail("release", err)
+		return releaseReply{}, n.fail("release", err)
+	}
+	var rr releaseReply
+	if len(joins) > 0 {
+		r, rr.scores = foldReply(r, (len(joins)-1)/4)
 	}
 	switch r := r.(type) {
 	case int64:
-		return r == 1, nil
-	case string: // released, and handed to a waiter: its grant
-		if n.handOver != nil {
-			n.handOver(nm.key, r)
-			// The waiter just readied would otherwise run only once this
-			// goroutine blocks (its caller's next request, say): let it run
-			// now, since the lock's next holder is the one that keeps a hot
-			// key busy.
-			runtime.Gosched()
-		}
-		return true, nil
+		rr.released = r == 1
+	case string: // released, and handed to a waiter of group: its grant
+		rr.released, rr.grant = true, r
 	}
-	return false, nil
+	return rr, nil
+}
+
+// foldReply splits a release's answer with n joins (joinFold) into the
+// release's own answer and the joined waiters' scores; without them (the
+// script joined nobody: the key held another kind of lock), scores is nil.
+func foldReply(r any, n int) (any, []string) {
+	t, ok := r.([]any)
+	if !ok || len(t) != 1+n {
+		return r, nil
+	}
+	scores := make([]string, n)
+	for i, v := range t[1:] {
+		s, ok := v.(string)
+		if !ok {
+			return t[0], nil
+		}
+		scores[i] = s
+	}
+	return t[0], scores
 }
 
 // readsHolderMark reports whether token is a mutex token of this

@@ -22,7 +22,7 @@ func BenchmarkScriptsAlone(b *testing.B) {
 		if err != nil || !g.ok {
 			b.Fatal(g, err)
 		}
-		if ok, err := n.release(ctx, nm, "token", nil, 0, 0, true); err != nil || !ok {
+		if ok, err := releaseOn(ctx, n, nm, "token", 0, 0, true); err != nil || !ok {
 			b.Fatal(ok, err)
 		}
 	}
