@@ -18,8 +18,20 @@ import (
 	dlockprom "github.com/dlock-go/dlock/prometheus"
 )
 
-// dashboardQueries returns every PromQL query of the shipped dashboard.
-func dashboardQueries(t *testing.T) []string {
+// dashboardQueries returns every PromQL query of the shipped dashboard,
+// with its metric prefix variable replaced by prefix.
+func dashboardQueries(t *testing.T, prefix string) []string {
+	qs := rawQueries(t)
+	for i, q := range qs {
+		qs[i] = strings.NewReplacer("${prefix}", prefix, "$prefix", prefix).Replace(q)
+	}
+	return qs
+}
+
+// rawQueries returns every PromQL query of the shipped dashboard, as the
+// file has it.
+func rawQueries(t *testing.T) []string {
+	t.Helper()
 	data, err := os.ReadFile("grafana/dlock.json")
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +62,7 @@ func dashboardQueries(t *testing.T) []string {
 		}
 	}
 	for _, v := range d.Templating.List {
-		if q, ok := v.Query.(string); ok && strings.Contains(q, "dlock_") {
+		if q, ok := v.Query.(string); ok && strings.Contains(q, "label_values") {
 			qs = append(qs, q)
 		}
 	}
@@ -68,13 +80,14 @@ var (
 )
 
 // exported runs a real workload that gives every outcome the dashboard
-// shows, and returns what the adapter exports: metric families by name.
-func exported(t *testing.T) map[string]*dto.MetricFamily {
+// shows, and returns what the adapter, made with o, exports: metric
+// families by name.
+func exported(t *testing.T, o dlockprom.Options) map[string]*dto.MetricFamily {
 	s := redistest.Start(t)
 	rdb := s.Client(t)
 	c := dlock.New(rdb)
 	defer c.Close()
-	m := dlockprom.New(dlockprom.Options{})
+	m := dlockprom.New(o)
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(m)
 	c.SetObserver(m.Observe)
@@ -137,8 +150,8 @@ func family(fams map[string]*dto.MetricFamily, name string) (*dto.MetricFamily, 
 // adapter exports, and finds series under a real workload: a dashboard
 // that lies about the metrics shows empty panels, silently.
 func TestTheDashboardQueriesWhatTheAdapterExports(t *testing.T) {
-	fams := exported(t)
-	for _, q := range dashboardQueries(t) {
+	fams := exported(t, dlockprom.Options{})
+	for _, q := range dashboardQueries(t, "dlock") {
 		expr := strings.NewReplacer("$__rate_interval", "5m", "$lock", ".*", "$primitive", ".*").Replace(q)
 		sels := selector.FindAllStringSubmatch(expr, -1)
 		if len(sels) == 0 {
@@ -208,4 +221,62 @@ func anySeries(f *dto.MetricFamily, matchers [][]string) bool {
 		}
 	}
 	return false
+}
+
+// The dashboard takes the metrics' prefix from a variable (default
+// "dlock"), so that it shows the metrics of an adapter with a Namespace:
+// no query names a metric outright, and every metric such an adapter
+// exports is queried.
+func TestTheDashboardTakesTheMetricPrefixFromAVariable(t *testing.T) {
+	data, err := os.ReadFile("grafana/dlock.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Templating struct {
+			List []struct {
+				Name    string `json:"name"`
+				Query   any    `json:"query"`
+				Current struct {
+					Value any `json:"value"`
+				} `json:"current"`
+			} `json:"list"`
+		} `json:"templating"`
+	}
+	if err := json.Unmarshal(data, &d); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, v := range d.Templating.List {
+		if v.Name == "prefix" {
+			found = v.Query == "dlock" && v.Current.Value == "dlock"
+		}
+	}
+	if !found {
+		t.Errorf("the dashboard has no variable prefix with the default dlock")
+	}
+	for _, q := range rawQueries(t) {
+		if strings.Contains(q, "dlock_") {
+			t.Errorf("query names a metric outright, not through $prefix: %s", q)
+		}
+	}
+	fams := exported(t, dlockprom.Options{Namespace: "myapp"})
+	queries := dashboardQueries(t, "myapp_dlock")
+	names := regexp.MustCompile(`\bmyapp_dlock_[a-z_]+`)
+	queried := map[string]bool{}
+	for _, q := range queries {
+		for _, name := range names.FindAllString(q, -1) {
+			f, ok := family(fams, name)
+			if !ok {
+				t.Errorf("query %q: an adapter with Namespace myapp exports no %s", q, name)
+				continue
+			}
+			queried[f.GetName()] = true
+		}
+	}
+	for name := range fams {
+		if !queried[name] {
+			t.Errorf("the dashboard does not query %s", name)
+		}
+	}
 }

@@ -132,3 +132,67 @@ dlock_releases_total{lock="",primitive="write",result="ok"} 1
 		t.Fatalf("acquire series: %d, want one per primitive", n)
 	}
 }
+
+// A hold is visible while it lasts: the holds gauge counts it from the
+// grant to its release or loss, and the oldest hold's age grows meanwhile.
+func TestHoldsAreVisibleWhileTheyLast(t *testing.T) {
+	s := redistest.Start(t)
+	c := dlock.New(s.Client(t))
+	defer c.Close()
+	m := dlockprom.New(dlockprom.Options{Classify: func(key string) string { return "job" }})
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(m)
+	c.SetObserver(m.Observe)
+	ctx := context.Background()
+	gauge := func(name string) float64 {
+		t.Helper()
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == name {
+				for _, m := range mf.GetMetric() {
+					if labels := m.GetLabel(); len(labels) == 2 && labels[0].GetValue() == "job" && labels[1].GetValue() == "lock" {
+						return m.GetGauge().GetValue()
+					}
+				}
+			}
+		}
+		return -1
+	}
+	a, err := c.TryLock(ctx, "job:1", dlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := c.TryLock(ctx, "job:2", dlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := gauge("dlock_holds"); n != 2 {
+		t.Fatalf("dlock_holds %v while two locks are held, want 2", n)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for gauge("dlock_oldest_hold_seconds") <= 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the oldest hold's age never grew")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := a.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := gauge("dlock_holds"); n != 1 {
+		t.Fatalf("dlock_holds %v after one release, want 1", n)
+	}
+	s.Client(t).Set(ctx, "job:2", "someone-else", time.Minute)
+	_ = b.Extend(ctx, time.Minute) // finds the lock gone: lost
+	<-b.Context().Done()
+	_ = b.Unlock(ctx)
+	if n, age := gauge("dlock_holds"), gauge("dlock_oldest_hold_seconds"); n != 0 || age != 0 {
+		t.Fatalf("after the release and the loss: dlock_holds %v, oldest %v; want 0 and 0", n, age)
+	}
+	if problems, err := testutil.CollectAndLint(m); err != nil || len(problems) > 0 {
+		t.Fatal(problems, err)
+	}
+}

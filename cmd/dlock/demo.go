@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -33,8 +34,11 @@ instead (it only uses keys under demo:). If redis-server is on PATH (or with
 it starts on loopback and stops: a Sentinel failover that loses the
 lock, and Redlock over five nodes with two, then three, of them down.
 
+Its text fits 80 columns, or the terminal's width when $COLUMNS gives it.
+
 Exit codes: 0 every experiment passed; 1 one failed; 64 usage; 69 Redis
-unreachable or refused (a wrong password, say).
+unreachable or refused (a wrong password, say); 70 the embedded Redis did
+not start.
 
 Examples:
   dlock demo
@@ -72,7 +76,7 @@ func demoMain(args []string, stdout, stderr io.Writer) int {
 	where := "embedded Redis (miniredis)"
 	if *url != "" {
 		var err error
-		if opts, err = parseRedisURL(*url); err != nil {
+		if opts, err = parseRedisURL(*url, fromFlag); err != nil {
 			return usageError(stderr, "demo: %v", err)
 		}
 		where = redact(*url)
@@ -86,8 +90,9 @@ func demoMain(args []string, stdout, stderr io.Writer) int {
 		defer m.Close()
 		opts = &redis.Options{Addr: m.Addr()}
 	}
+	width := demoWidth()
 	fmt.Fprintf(stdout, "dlock demo against %s\n\n", where)
-	fmt.Fprint(stdout, wrap(demoIntro, 100, "", ""), "\n")
+	fmt.Fprint(stdout, wrap(demoIntro, width, "", ""), "\n")
 
 	newClient := func() *redis.Client { return redis.NewClient(opts) }
 	rdb, rdb2 := newClient(), newClient()
@@ -96,7 +101,7 @@ func demoMain(args []string, stdout, stderr io.Writer) int {
 	ctx := context.Background()
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		// Said once: every experiment would fail the same way.
-		fmt.Fprintf(stderr, "dlock: demo: cannot use %s: %v\n", where, scrub(err, *url))
+		fmt.Fprintf(stderr, "dlock: demo: cannot use %s: %v\n", where, err)
 		return exitRedis
 	}
 	e := &env{rdb: rdb, locks: dlock.New(rdb), other: dlock.New(rdb2)}
@@ -116,13 +121,9 @@ func demoMain(args []string, stdout, stderr io.Writer) int {
 			verdict = "FAIL"
 			failed++
 		}
-		name := x.name
-		if pad := 100 - len(name) - len(verdict) - 2; pad > 0 {
-			name += strings.Repeat(" ", pad)
-		}
-		fmt.Fprintf(stdout, "%s  %s\n", name, verdict)
-		fmt.Fprint(stdout, wrap("expected: "+x.expect, 100, "    ", "      "))
-		fmt.Fprint(stdout, wrap("happened: "+happened, 100, "    ", "      "))
+		fmt.Fprint(stdout, verdictLine(x.name, verdict, width))
+		fmt.Fprint(stdout, wrap("expected: "+x.expect, width, "    ", "      "))
+		fmt.Fprint(stdout, wrap("happened: "+happened, width, "    ", "      "))
 	}
 	for _, x := range experiments {
 		ctx, cancel := context.WithTimeout(ctx, time.Minute)
@@ -138,7 +139,7 @@ func demoMain(args []string, stdout, stderr io.Writer) int {
 			row(x, happened, ok, err)
 		}
 	} else {
-		fmt.Fprintln(stdout, "(failover and Redlock experiments skipped: they need redis-server on PATH; see --spawn)")
+		fmt.Fprint(stdout, wrap("(failover and Redlock experiments skipped: they need redis-server on PATH; see --spawn)", width, "", ""))
 	}
 	if failed > 0 {
 		fmt.Fprintf(stdout, "\n%d experiment(s) failed\n", failed)
@@ -146,6 +147,33 @@ func demoMain(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stdout, "\nall experiments passed")
 	return exitOK
+}
+
+// demoColumns is the demo's width when the terminal's is not known, and
+// minColumns the narrowest $COLUMNS it follows.
+const (
+	demoColumns = 80
+	minColumns  = 40
+)
+
+// demoWidth is the width the demo's text fits: the terminal's, when
+// $COLUMNS gives it (shells set it for their own use; export it to pass
+// it on), else demoColumns.
+func demoWidth() int {
+	if n, err := strconv.Atoi(os.Getenv("COLUMNS")); err == nil && n >= minColumns {
+		return n
+	}
+	return demoColumns
+}
+
+// verdictLine is a row's first line: its name, and its verdict at the
+// right margin, beside the name if both fit in width, else on a line of
+// its own.
+func verdictLine(name, verdict string, width int) string {
+	if pad := width - len(name) - len(verdict); pad >= 2 {
+		return name + strings.Repeat(" ", pad) + verdict + "\n"
+	}
+	return fmt.Sprintf("%s\n%*s\n", name, width, verdict)
 }
 
 // demoIntro says what the rows refer to.

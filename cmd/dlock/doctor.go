@@ -16,9 +16,10 @@ import (
 const doctorHelp = `
 Audit a live Redis for the mistakes in the troubleshooting table that ends
 the Redis guidance on locks, read-only: SCAN with TYPE (never KEYS), PTTL,
-GET, ZRANGE, HGET and TIME; nothing is written. PATTERN (default *lock*) selects
-the lock keys to audit, dlock's or anyone's; dlock's own keys (dlock:*) are
-read for what they say about the locks.
+GET, ZRANGE, HGET, TIME and CONFIG GET; nothing is written. PATTERN
+(default *lock*, as for ls) selects the lock keys to audit, dlock's or
+anyone's; dlock's own keys (dlock:*) are read for what they say about the
+locks.
 
 Each finding names the table's row, the keys (values shortened: a token is
 never printed whole) and the fix:
@@ -38,6 +39,13 @@ never printed whole) and the fix:
                 when reached, but their queue tells of it)
   kept-fence    a fence counter without expiry: kept forever (written by
                 hand, or by a dlock from before counters expired)
+  eviction      a memory limit (maxmemory) with an eviction policy that
+                may evict dlock's keys: allkeys-* any key, volatile-* keys
+                with a TTL, which all of dlock's have. An evicted lock key
+                lets a second holder in; an evicted fence counter, queue or
+                guard record breaks fencing and the wait order. Only
+                noeviction is safe. A user whose ACL refuses CONFIG is told
+                the policy could not be checked.
 
 Exit codes: 0 nothing found; 1 findings; 64 usage; 69 Redis unreachable.
 
@@ -48,7 +56,7 @@ Examples:
 
 // finding is one thing doctor found.
 type finding struct {
-	Check string   `json:"check"` // no-expiry, huge-ttl, fixed-value, long-hold, dead-waiters, kept-fence
+	Check string   `json:"check"` // no-expiry, huge-ttl, fixed-value, long-hold, dead-waiters, kept-fence, eviction
 	Row   string   `json:"row"`   // the guidance's symptom
 	Keys  []string `json:"keys"`
 	What  string   `json:"what"`
@@ -79,7 +87,7 @@ func doctorMain(args []string, stdout, stderr io.Writer) int {
 	if *limit <= 0 {
 		return usageError(stderr, "doctor: --limit must be positive")
 	}
-	pattern := "*lock*"
+	pattern := defaultPattern
 	if fs.NArg() == 1 {
 		pattern = fs.Arg(0)
 	}
@@ -93,6 +101,12 @@ func doctorMain(args []string, stdout, stderr io.Writer) int {
 	var all []finding
 	for _, rdb := range rdbs {
 		fs, err := audit(ctx, rdb, pattern, *limit)
+		if err == nil {
+			var f *finding
+			if f, err = eviction(ctx, rdb, stderr); f != nil {
+				fs = append(fs, *f)
+			}
+		}
 		if err != nil {
 			fmt.Fprintf(stderr, "dlock: doctor: %s: %v\n", rdb.Options().Addr, err)
 			return exitRedis
@@ -370,6 +384,41 @@ func deadWaiters(ctx context.Context, rdb *redis.Client, queues []string, now ti
 	return []finding{{Check: "dead-waiters", Row: "waiters that never get the lock",
 		Keys: dead, What: fmt.Sprintf("queued waiters whose client has shown no sign of life for %v (crashed processes)", deadAfter),
 		Fix: "nothing to do for dlock's queue (a dead waiter is skipped when reached, and its queue expires); find out why those processes died while waiting"}}, nil
+}
+
+// eviction checks the server's eviction policy: under a memory limit,
+// allkeys-* may evict any of dlock's keys, volatile-* those with a TTL,
+// which all of them have (lock keys, fence counters, queues, guard
+// records); noeviction refuses writes instead, which dlock reports. A
+// server whose CONFIG the user may not run (an ACL, a renamed command) is
+// said, on stderr, not to have been checked; err is for a Redis that did
+// not answer.
+func eviction(ctx context.Context, rdb *redis.Client, stderr io.Writer) (*finding, error) {
+	conf := map[string]string{}
+	for _, name := range []string{"maxmemory", "maxmemory-policy"} {
+		v, err := rdb.ConfigGet(ctx, name).Result()
+		var reply redis.Error
+		if errors.As(err, &reply) {
+			fmt.Fprintf(stderr, "dlock: doctor: %s: could not check the eviction policy (CONFIG GET %s: %v); it must be noeviction, or maxmemory 0\n", rdb.Options().Addr, name, err)
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		conf[name] = v[name]
+	}
+	policy := conf["maxmemory-policy"]
+	if conf["maxmemory"] == "0" || conf["maxmemory"] == "" || policy == "noeviction" {
+		return nil, nil // no limit: nothing is evicted, whatever the policy
+	}
+	what := "any key"
+	if strings.HasPrefix(policy, "volatile-") {
+		what = "keys with a TTL, which every dlock key has"
+	}
+	return &finding{Check: "eviction", Row: "occasional double entry",
+		Keys: []string{fmt.Sprintf("%s (maxmemory %s, maxmemory-policy %s)", rdb.Options().Addr, conf["maxmemory"], policy)},
+		What: fmt.Sprintf("with memory full, %s evicts %s: an evicted lock key lets a second holder in, an evicted fence counter, wait queue or guard record breaks fencing and the wait order", policy, what),
+		Fix:  "CONFIG SET maxmemory-policy noeviction, and maxmemory-policy noeviction in redis.conf (or CONFIG REWRITE) so that a restart keeps it; writes then fail when memory is full, which dlock reports, instead of dropping locks; keep locks on a Redis apart from a cache that needs eviction"}, nil
 }
 
 // shorten keeps the first characters of a value that may be a token.

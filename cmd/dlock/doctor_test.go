@@ -90,3 +90,41 @@ func TestDoctorFindsNothingWhereDlockIsUsed(t *testing.T) {
 		t.Fatalf("two patterns: exit %d, want %d", code, exitUsage)
 	}
 }
+
+// An eviction policy that may evict dlock's keys (allkeys-*, volatile-*)
+// under a memory limit is a finding, with the fix; noeviction, or no
+// limit, is not; a user that may not read the configuration is told the
+// policy could not be checked.
+func TestDoctorWarnsOfAnEvictionPolicyThatDropsLocks(t *testing.T) {
+	for _, tc := range []struct {
+		policy, maxmemory string
+		warns             bool
+	}{
+		{"allkeys-lru", "8mb", true},
+		{"volatile-lfu", "8mb", true},
+		{"noeviction", "8mb", false},
+		{"allkeys-random", "0", false},
+	} {
+		s := redistest.Start(t, "--maxmemory", tc.maxmemory, "--maxmemory-policy", tc.policy)
+		code, out, errOut := run(t, "doctor", "--redis", "redis://"+s.Addr())
+		if !tc.warns {
+			if code != 0 || !strings.Contains(out, "no findings") {
+				t.Errorf("%s, maxmemory %s: exit %d, want no findings:\n%s%s", tc.policy, tc.maxmemory, code, out, errOut)
+			}
+			continue
+		}
+		if code != 1 || !strings.Contains(out, "eviction") || !strings.Contains(out, tc.policy) ||
+			!strings.Contains(out, "CONFIG SET maxmemory-policy noeviction") || !strings.Contains(out, "redis.conf") {
+			t.Errorf("%s, maxmemory %s: exit %d, want an eviction finding with its fix:\n%s%s", tc.policy, tc.maxmemory, code, out, errOut)
+		}
+	}
+	s := redistest.Start(t)
+	rdb := s.Client(t)
+	if err := rdb.Do(context.Background(), "ACL", "SETUSER", "auditor", "on", ">auditor-pw", "~*", "&*", "+@all", "-config").Err(); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := run(t, "doctor", "--redis", "redis://auditor:auditor-pw@"+s.Addr())
+	if code != 0 || !strings.Contains(out+errOut, "could not check the eviction policy") {
+		t.Errorf("a user without CONFIG: exit %d, want 0 and a word that the policy was not checked:\n%s%s", code, out, errOut)
+	}
+}

@@ -24,9 +24,10 @@ and DLOCK_TOKEN in its environment. If the leadership is lost while CMD
 runs, dlock says so, sends SIGTERM to CMD's process group (SIGKILL after
 --kill-after) and exits 76, as 'dlock run' does.
 
-Exit codes: CMD's status; 76 leadership lost while CMD ran; 75 not elected
-within --wait; 130 interrupted (SIGINT, SIGTERM) while campaigning; 69
-Redis unavailable; 64 usage; 126/127 CMD not runnable/found.
+Exit codes: CMD's status (128+N if killed by signal N); 76 leadership lost
+while CMD ran; 75 not elected within --wait (the election has a leader);
+130 interrupted (SIGINT, SIGTERM, SIGHUP) while campaigning; 69 Redis
+unavailable; 64 usage; 126/127 CMD not runnable/found; 70 internal error.
 
 Examples:
   dlock elect --key scheduler -- ./scheduler        # one scheduler at a time
@@ -41,7 +42,7 @@ func electMain(args []string, stdout, stderr io.Writer) int {
 		rf        redisFlags
 		wait      waitFlag
 		key       = fs.String("key", "", "election `NAME` (required)")
-		value     = fs.String("value", host, "what Leader reports for this candidate (default: the host name)")
+		value     = fs.String("value", "", "what Leader reports for this candidate (default: the host name)")
 		ttl       = durationFlag(fs, "ttl", dlock.DefaultTTL, "leadership lease, renewed every TTL/3: how long a dead leader blocks its standbys")
 		killAfter = durationFlag(fs, "kill-after", 10*time.Second, "after a lost leadership, SIGKILL CMD this long after SIGTERM")
 	)
@@ -51,6 +52,9 @@ func electMain(args []string, stdout, stderr io.Writer) int {
 	fs.Var(&wait, "wait", "how long to campaign (default: until elected)")
 	if stop, code := parse(fs, args); stop {
 		return code
+	}
+	if *value == "" {
+		*value = host
 	}
 	cmdArgs := fs.Args()
 	switch {
@@ -84,9 +88,27 @@ func electMain(args []string, stdout, stderr io.Writer) int {
 		return c.Election(*key).Campaign(ctx, *value, dlock.WithTTL(*ttl))
 	})
 	if err != nil {
+		if errors.Is(err, dlock.ErrNotObtained) && !errors.Is(err, dlock.ErrNoQuorum) {
+			return notElected(stderr, c, *key, wait.d)
+		}
 		return acquireFailed(stderr, *key, err, exitConflict)
 	}
-	return supervise(root, lock, *key, "leadership of", cmdArgs, tr.env(root), *killAfter, sigs, stdout, stderr)
+	code, _ := supervise(root, lock, *key, "leadership of", cmdArgs, tr.env(root), *killAfter, sigs, stdout, stderr)
+	return code
+}
+
+// notElected reports a campaign that --wait ended: the election has a
+// leader (it says whom, when it can still read it), which is no lock held
+// by someone else. It returns exitConflict.
+func notElected(stderr io.Writer, c *dlock.Client, key string, wait time.Duration) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if ld, err := c.Election(key).Leader(ctx); err == nil {
+		fmt.Fprintf(stderr, "dlock: %q has a leader: %q (term %d); not elected within --wait %v\n", key, ld.Value, ld.Term, wait)
+	} else {
+		fmt.Fprintf(stderr, "dlock: %q: not elected within --wait %v (others were in line or leading)\n", key, wait)
+	}
+	return exitConflict
 }
 
 const leaderHelp = `
@@ -170,7 +192,7 @@ func leaderMain(args []string, stdout, stderr io.Writer) int {
 		wctx, stop := context.WithCancel(context.Background())
 		defer stop()
 		go func() { <-sigs; stop() }()
-		for ld := range e.Observe(wctx) {
+		for ld := range e.Observe(wctx).C {
 			show(ld, ld != (dlock.Leader{}))
 		}
 		return exitOK

@@ -105,7 +105,7 @@ func acquireFailed(stderr io.Writer, key string, err error, conflict int) int {
 	switch {
 	case errors.Is(err, context.Canceled):
 		fmt.Fprintf(stderr, "dlock: interrupted while waiting for %q\n", key)
-		return 130
+		return exitInterrupted
 	case errors.Is(err, dlock.ErrNotObtained) && errors.Is(err, dlock.ErrNoQuorum):
 		// The wait ran out while too few Redlock nodes answered in time.
 		fmt.Fprintf(stderr, "dlock: cannot lock %q: no majority of nodes answered before the wait ended: %v\n", key, err)
@@ -131,14 +131,26 @@ func acquireFailed(stderr io.Writer, key string, err error, conflict int) int {
 // wrong), 69 otherwise. A key that holds something other than a lock is
 // said to, instead of quoting a script's error.
 func redisFailed(stderr io.Writer, what, key string, err error) int {
+	var unreachable *unreachableError
+	var qe *dlock.QuorumError
 	switch msg := err.Error(); {
+	case errors.As(err, &unreachable) && !errors.As(err, &qe):
+		// One node: its address and where it came from say it all.
+		fmt.Fprintf(stderr, "dlock: %s %q: %v\n", what, key, unreachable)
+		return exitRedis
+	case strings.Contains(msg, "NOAUTH"):
+		fmt.Fprintf(stderr, "dlock: %s %q: %v\n", what, key, err)
+		fmt.Fprintln(stderr, "dlock: the server needs a password: give it in its URL, redis://:PASSWORD@HOST:PORT (percent-encode @ : / # ? % in it)")
+		return exitRedis
 	case errors.Is(err, dlock.ErrInvalidArgument):
 		fmt.Fprintln(stderr, err)
 		return exitUsage
 	case strings.Contains(msg, "DB index is out of range"):
 		fmt.Fprintf(stderr, "dlock: the database number in the Redis URL is out of range for this server (%s %q)\n", what, key)
 		return exitUsage
-	case strings.Contains(msg, "WRONGTYPE"):
+	case strings.Contains(msg, "WRONGTYPE") || errors.Is(err, dlock.ErrWrongKind):
+		// ErrWrongKind from what takes any kind of lock (Inspect): no
+		// lock of dlock's at all.
 		fmt.Fprintf(stderr, "dlock: %s %q: the key is not a lock: it holds another kind of value (redis-cli TYPE shows which)\n", what, key)
 		return exitRedis
 	}

@@ -82,7 +82,7 @@ func guardMain(args []string) int {
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
 			return exitNoExec
 		}
-		return 126
+		return exitNotRunnable
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()

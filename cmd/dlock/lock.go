@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"strings"
 	"time"
 
@@ -19,9 +20,13 @@ it: its key, token and fence, as shell assignments (or JSON with --json).
 The lock is not renewed: extend it with 'dlock extend' before its TTL runs
 out, and release it with 'dlock unlock'.
 
-Exit codes: 0 obtained; 75 not obtained (see --conflict-exit-code); 69 Redis
-unavailable; 64 usage. With --json, "result" is obtained, not_obtained (held
-by someone else), unavailable (Redis failed or refused), invalid (usage) or
+SIGINT, SIGTERM or SIGHUP while it waits (--wait) ends the wait: it leaves
+the lock's queue and exits 130, as 'dlock run' does.
+
+Exit codes: 0 obtained; 75 not obtained (see --conflict-exit-code); 130
+interrupted (SIGINT, SIGTERM, SIGHUP) while waiting; 69 Redis unavailable;
+64 usage. With --json, "result" is obtained, not_obtained (held by someone
+else), unavailable (Redis failed or refused), invalid (usage) or
 interrupted.
 
 Examples:
@@ -78,7 +83,7 @@ func lockMain(args []string, stdout, stderr io.Writer) int {
 	)
 	rf.register(fs)
 	wait.set = true // one try unless --wait says otherwise
-	fs.Var(&wait, "wait", "how long to wait for the lock; 0 is one try")
+	fs.Var(&wait, "wait", "how long to wait for the lock (0: one try)")
 	if stop, code := parse(fs, args); stop {
 		return code
 	}
@@ -93,7 +98,14 @@ func lockMain(args []string, stdout, stderr io.Writer) int {
 		return usageError(stderr, "%v", err)
 	}
 	defer closeAll()
-	l, err := acquire(context.Background(), c, *key, wait, dlock.WithTTL(*ttl))
+	// A signal ends the wait through its context, so that the library
+	// leaves the queue (dying by the signal would leave the entry behind
+	// until it expires, and print nothing).
+	sigs := notifySignals()
+	defer signal.Stop(sigs)
+	l, err := untilSignalled(context.Background(), sigs, func(ctx context.Context) (*dlock.Lock, error) {
+		return acquire(ctx, c, *key, wait, dlock.WithTTL(*ttl))
+	})
 	if err != nil {
 		code := acquireFailed(stderr, *key, err, *conflict)
 		if *asJSON {
@@ -117,7 +129,7 @@ func acquireResult(code, conflict int) string {
 		return "not_obtained"
 	case exitUsage:
 		return "invalid"
-	case 130:
+	case exitInterrupted:
 		return "interrupted"
 	}
 	return "unavailable"

@@ -8,7 +8,11 @@
 //	dlock elect --key NAME [--value V] [--ttl 30s] [--wait D] -- CMD ARGS...
 //	dlock leader [--json] [--watch] NAME
 //	dlock status [--json] KEY
+//	dlock ls [--json] [PATTERN]
+//	dlock doctor [--json] [PATTERN]
 //	dlock demo [--redis URL] [--spawn]
+//	dlock torture [--quick] [--scenario NAME] [--report DIR]
+//	dlock version
 //
 // Run `dlock help` or `dlock COMMAND --help` for details and examples.
 package main
@@ -20,21 +24,27 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// Exit codes. They are part of the interface: scripts test for them.
+// Exit codes. They are part of the interface: scripts test for them, and
+// usage and the README's table document every one (a test holds them
+// together).
 const (
-	exitOK       = 0
-	exitFree     = 1  // status: the lock is not held
-	exitUsage    = 64 // bad flags or arguments (EX_USAGE)
-	exitRedis    = 69 // Redis unreachable, or it refused (EX_UNAVAILABLE)
-	exitSoftware = 70 // an internal error (EX_SOFTWARE)
-	exitConflict = 75 // not obtained: someone else holds the lock (EX_TEMPFAIL); --conflict-exit-code changes it
-	exitLost     = 76 // the lock was lost while the command ran, or is not held by this token
-	exitNoExec   = 127
+	exitOK          = 0
+	exitFree        = 1   // status: the lock is not held; leader: nobody leads; doctor: findings; demo, torture: a failure
+	exitUsage       = 64  // bad flags or arguments (EX_USAGE)
+	exitRedis       = 69  // Redis unreachable, or it refused (EX_UNAVAILABLE)
+	exitSoftware    = 70  // an internal error: CMD's status unreadable, torture's run broke (EX_SOFTWARE)
+	exitConflict    = 75  // not obtained: someone else holds the lock (EX_TEMPFAIL); --conflict-exit-code changes it
+	exitLost        = 76  // the lock was lost while the command ran, or is not held by this token
+	exitNotRunnable = 126 // CMD could not be run
+	exitNoExec      = 127 // CMD was not found
+	exitSignalled   = 128 // plus N: CMD was killed by signal N (as a shell says)
+	exitInterrupted = 130 // a signal (SIGINT, SIGTERM, SIGHUP) ended the wait for a lock or an election
 )
 
 // command is one subcommand.
@@ -59,6 +69,7 @@ func init() {
 		{"doctor", "audit a Redis for the guidance's lock mistakes (read-only)", doctorMain},
 		{"demo", "reproduce the Redis guidance's lock experiments", demoMain},
 		{"torture", "inject faults into real processes and check what holds", tortureMain},
+		{"version", "print dlock's version and the Go version it was built with", versionMain},
 	}
 }
 
@@ -85,6 +96,8 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 		}
 		usage(stdout)
 		return exitOK
+	case "-version", "--version":
+		return versionMain(args[1:], stdout, stderr)
 	}
 	for _, c := range commands {
 		if c.name == args[0] {
@@ -104,7 +117,7 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "dlock: distributed locks on Redis")
-	fmt.Fprintln(w, "\nUsage: dlock COMMAND [flags] [args]")
+	fmt.Fprintln(w, "\nUsage: dlock COMMAND [flags] [args]    (dlock --version: the version)")
 	fmt.Fprintln(w, "\nCommands:")
 	for _, c := range commands {
 		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
@@ -114,13 +127,17 @@ Run 'dlock COMMAND --help' for a command's flags and examples.
 
 Redis: --redis URL (repeat it for Redlock over several masters), default
 $DLOCK_REDIS (URLs separated by commas), then redis://127.0.0.1:6379.
-URLs: redis://[user:password@]host:port[/db], rediss:// for TLS.
+URLs: redis://[user:password@]host:port[/db], rediss:// for TLS; in a
+password, percent-encode @ : / # ? %% (as %%40 %%3A %%2F %%23 %%3F %%25).
 
-Exit codes: 0 ok; 1 not held (status), nobody leads (leader); 64 usage; 69
-Redis unavailable or refused; 75 not obtained (someone else holds the lock);
-76 lock or leadership lost, or not held by this token; 126/127 command not
-runnable/found; 130 interrupted while waiting; otherwise run's or elect's
-command's own exit status (128+N when killed by signal N).
+Exit codes: 0 ok; 1 not held (status), nobody leads (leader), findings
+(doctor), a failed experiment or scenario (demo, torture); 64 usage; 69
+Redis unavailable or refused; 70 internal error; 75 not obtained (someone
+else holds the lock; --conflict-exit-code changes it); 76 lock or
+leadership lost, or not held by this token; 126/127 command not
+runnable/found; 130 interrupted (SIGINT, SIGTERM, SIGHUP) while waiting
+(run, elect, lock); otherwise run's or elect's command's own exit status
+(128+N when killed by signal N).
 `)
 }
 
@@ -135,11 +152,42 @@ func newFlagSet(name, synopsis, help string, stderr io.Writer) *flag.FlagSet {
 	}
 	helps[fs] = func(out io.Writer) {
 		fmt.Fprintf(out, "Usage: dlock %s %s\n\n%s\n\nFlags:\n", name, synopsis, strings.TrimSpace(help))
-		fs.SetOutput(out)
-		fs.PrintDefaults()
-		fs.SetOutput(stderr)
+		printDefaults(fs, out)
 	}
 	return fs
+}
+
+// printDefaults is flag's PrintDefaults, naming what the command's own
+// flag types take (a duration) where flag would say only "value".
+func printDefaults(fs *flag.FlagSet, w io.Writer) {
+	fs.VisitAll(func(f *flag.Flag) {
+		var b strings.Builder
+		fmt.Fprintf(&b, "  -%s", f.Name)
+		name, usage := flag.UnquoteUsage(f)
+		switch f.Value.(type) {
+		case *durationValue, *waitFlag:
+			if name == "value" {
+				name = "duration"
+			}
+		}
+		if name != "" {
+			b.WriteString(" " + name)
+		}
+		if b.Len() <= 4 { // a one-letter bool flag: the usage fits beside it
+			b.WriteString("\t")
+		} else {
+			b.WriteString("\n    \t")
+		}
+		b.WriteString(strings.ReplaceAll(usage, "\n", "\n    \t"))
+		if zero := reflect.New(reflect.TypeOf(f.Value).Elem()).Interface().(flag.Value); f.DefValue != zero.String() {
+			if fmt.Sprintf("%T", f.Value) == "*flag.stringValue" {
+				fmt.Fprintf(&b, " (default %q)", f.DefValue)
+			} else {
+				fmt.Fprintf(&b, " (default %v)", f.DefValue)
+			}
+		}
+		fmt.Fprintln(w, b.String())
+	})
 }
 
 // helps holds each flag set's full --help text.

@@ -7,6 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -14,6 +17,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -317,13 +322,13 @@ func TestEverySubcommandHasHelpWithExamples(t *testing.T) {
 
 func TestDemoPassesWithNoRedisConfigured(t *testing.T) {
 	cmd := exec.Command(bin, "demo")
-	cmd.Env = append(os.Environ(), "DLOCK_REDIS=")
+	cmd.Env = append(os.Environ(), "DLOCK_REDIS=", "COLUMNS=")
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "all experiments passed") || strings.Contains(string(out), "FAIL") {
 		t.Fatalf("dlock demo: %v\n%s", err, out)
 	}
 	for _, line := range strings.Split(string(out), "\n") {
-		if n := len([]rune(line)); n > 100 {
+		if n := len([]rune(line)); n > 80 {
 			t.Errorf("a demo line is %d columns wide: %q", n, line)
 		}
 	}
@@ -406,7 +411,7 @@ func TestRunServesMetrics(t *testing.T) {
 		if err == nil {
 			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			if strings.Contains(string(body), `dlock_acquires_total{lock="",primitive="lock",result="obtained"} 1`) {
+			if strings.Contains(string(body), `dlock_acquires_total{lock="`+k+`",primitive="lock",result="obtained"} 1`) {
 				return
 			}
 		}
@@ -644,10 +649,157 @@ func TestMaskingLeavesTheRestOfAURLAlone(t *testing.T) {
 		"redis://127.0.0.1:6441/0?client_name=me@box": "redis://127.0.0.1:6441/0?client_name=me@box",
 		"rediss://u:pw@cache.example:6380/1":          "rediss://u:xxxxx@cache.example:6380/1",
 		"redis://:pw@127.0.0.1:6379/0":                "redis://:xxxxx@127.0.0.1:6379/0",
+		"redis://:pw@127.0.0.1:6379/0#frag":           "redis://:xxxxx@127.0.0.1:6379/0#xxxxx",
+		"redis://:p@ss:w/rd@127.0.0.1:30785":          "redis://xxxxx@127.0.0.1:30785",
+		"redis://u:pw@h:6379/0?client_name=me#f":      "redis://u:xxxxx@h:6379/0?client_name=me#xxxxx",
+		"redis://u:pw@h:6379/0?password=x&db=1#f":     "redis://xxxxx@h:6379/0?password=xxxxx&db=1#xxxxx", // does not parse
 		"redis://127.0.0.1:6379 ":                     "redis://127.0.0.1:6379 ",
 	} {
 		if got := masked(u); got != want {
 			t.Errorf("masked(%q) = %q, want %q", u, got, want)
+		}
+	}
+}
+
+// dlock --version and dlock version say the module's version and the Go
+// version it was built with.
+func TestVersionSaysTheModuleAndGoVersions(t *testing.T) {
+	for _, args := range [][]string{{"--version"}, {"version"}} {
+		code, out, stderr := run(t, args...)
+		if code != 0 || !strings.HasPrefix(out, "dlock ") || !strings.Contains(out, runtime.Version()) {
+			t.Errorf("dlock %s: exit %d, %q %q; want the version and %s", args[0], code, out, stderr, runtime.Version())
+		}
+	}
+}
+
+// Every flag's help names what a duration flag takes, and gives its
+// default once.
+func TestHelpNamesDurationsAndGivesEachDefaultOnce(t *testing.T) {
+	untyped := regexp.MustCompile(`(?m)^\s+-[a-z-]+ value\b`)
+	for _, c := range commands {
+		_, out, _ := run(t, c.name, "--help")
+		if m := untyped.FindAllString(out, -1); len(m) > 0 {
+			t.Errorf("dlock %s --help shows flags without a type: %q", c.name, m)
+		}
+		for _, para := range strings.Split(out, "\n  -") {
+			if n := strings.Count(para, "(default"); n > 1 {
+				t.Errorf("dlock %s --help gives a default %d times: -%s", c.name, n, para)
+			}
+		}
+	}
+	for _, name := range []string{"run", "lock", "elect"} {
+		if _, out, _ := run(t, name, "--help"); !strings.Contains(out, "-ttl duration") || !strings.Contains(out, "-wait duration") {
+			t.Errorf("dlock %s --help does not say -ttl and -wait take a duration:\n%s", name, out)
+		}
+	}
+}
+
+// Every exit code the command uses is documented, the same, in the
+// top-level help and in the README.
+func TestEveryExitCodeIsDocumented(t *testing.T) {
+	codes := exitCodes(t)
+	_, help, _ := run(t, "help")
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, _ := strings.Cut(string(readme), "| exit code | meaning |")
+	table, _, _ = strings.Cut(table, "\n\n")
+	_, helpCodes, _ := strings.Cut(help, "Exit codes:")
+	for name, code := range codes {
+		n := strconv.Itoa(code)
+		if !regexp.MustCompile(`\b` + n + `\b`).MatchString(helpCodes) {
+			t.Errorf("dlock help does not document exit %s (%s):\n%s", n, name, helpCodes)
+		}
+		if !regexp.MustCompile(`(?m)^\| [^|]*\b` + n + `\b[^|]*\|`).MatchString(table) {
+			t.Errorf("the README's table does not document exit %s (%s)", n, name)
+		}
+	}
+}
+
+// exitCodes returns the exit* constants of the command's sources, and
+// fails the test for a literal exit code returned anywhere else.
+func exitCodes(t *testing.T) map[string]int {
+	t.Helper()
+	fset := token.NewFileSet()
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	codes := map[string]int{}
+	literal := regexp.MustCompile(`return\s+(1[0-9][0-9]|[2-9][0-9])\b`)
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		src, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := literal.FindAllString(string(src), -1); len(m) > 0 {
+			t.Errorf("%s returns literal exit codes %q: name them with the exit constants", name, m)
+		}
+		f, err := parser.ParseFile(fset, name, src, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			vs, ok := n.(*ast.ValueSpec)
+			if !ok {
+				return true
+			}
+			for i, id := range vs.Names {
+				if !strings.HasPrefix(id.Name, "exit") || i >= len(vs.Values) {
+					continue
+				}
+				if lit, ok := vs.Values[i].(*ast.BasicLit); ok && lit.Kind == token.INT {
+					codes[id.Name], _ = strconv.Atoi(lit.Value)
+				}
+			}
+			return true
+		})
+	}
+	if len(codes) < 8 {
+		t.Fatalf("found only the exit codes %v", codes)
+	}
+	return codes
+}
+
+// An election that does not elect within --wait says that it has a
+// leader, and who, not that a lock is held by someone else.
+func TestElectNotElectedInTimeNamesTheLeader(t *testing.T) {
+	k := key(t)
+	c := dlock.New(rdb(t))
+	defer c.Close()
+	ctx := context.Background()
+	l, err := c.Election(k).Campaign(ctx, "leader-host:8080")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock(ctx)
+	code, _, stderr := run(t, "elect", "--key", k, "--wait", "500ms", "--", "true")
+	if code != exitConflict || !strings.Contains(stderr, `has a leader: "leader-host:8080"`) || strings.Contains(stderr, "held by someone else") {
+		t.Fatalf("elect --wait 500ms: exit %d, %q; want %d and the leader named", code, stderr, exitConflict)
+	}
+}
+
+// The demo fits 80 columns, or the terminal's width when $COLUMNS gives
+// it.
+func TestDemoFitsEightyColumnsOrTheTerminal(t *testing.T) {
+	for _, width := range []int{80, 64} {
+		cmd := exec.Command(bin, "demo", "--spawn=false")
+		cmd.Env = append(os.Environ(), "DLOCK_REDIS=", "COLUMNS=")
+		if width != 80 {
+			cmd.Env = append(cmd.Env, "COLUMNS="+strconv.Itoa(width))
+		}
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("dlock demo: %v\n%s", err, out)
+		}
+		for _, line := range strings.Split(string(out), "\n") {
+			if n := len([]rune(line)); n > width {
+				t.Errorf("COLUMNS=%d: a demo line is %d columns wide: %q", width, n, line)
+			}
 		}
 	}
 }

@@ -93,11 +93,17 @@ func (f *otlpFlag) command(c *dlock.Client, metrics *dlockprom.Metrics, name str
 func otlpOptions(endpoint string) ([]otlptracehttp.Option, error) {
 	u, err := url.Parse(endpoint)
 	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err // the url package quotes the whole URL
+		// Say what is wrong from the masked URL, which holds no password
+		// for the parser's message to quote (as parseRedisURL does).
+		why := "its user name or password does not parse"
+		if _, merr := url.Parse(masked(endpoint)); merr != nil {
+			var ue *url.Error
+			if errors.As(merr, &ue) {
+				merr = ue.Err // the url package quotes the whole URL
+			}
+			why = merr.Error()
 		}
-		return nil, fmt.Errorf("--otlp-endpoint %q: %s", shown(endpoint), scrubOTLP(err, endpoint))
+		return nil, fmt.Errorf("--otlp-endpoint %q: %s", shown(endpoint), why)
 	}
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("--otlp-endpoint %q: want http://HOST:PORT or https://HOST:PORT (OTLP over HTTP)", shown(endpoint))
@@ -130,17 +136,28 @@ func shown(endpoint string) string {
 	return masked(endpoint)
 }
 
-// scrubOTLP removes the endpoint's password from err's text, plainly and
-// as the basic-authentication header carries it (a collector's reply may
-// echo the header).
+// scrubOTLP removes the endpoint's credentials from err's text, plainly,
+// escaped and as the basic-authentication header carries them: an
+// exporter's error, or a collector's reply, is text of someone else's that
+// may echo them anywhere, so they are looked for as substrings (unlike a
+// URL's, masked by position). The endpoint parsed, or there would be no
+// exporter.
 func scrubOTLP(err error, endpoint string) error {
-	err = scrub(err, endpoint)
 	u, perr := url.Parse(endpoint)
 	if perr != nil || u.User == nil {
 		return err
 	}
 	text := err.Error()
-	for _, cred := range []string{u.User.Username() + ":" + password(u), u.User.String()} {
+	pw, escaped := password(u), ""
+	if i := strings.Index(u.User.String(), ":"); i >= 0 {
+		escaped = u.User.String()[i+1:]
+	}
+	for _, s := range []string{pw, escaped} {
+		if len(s) >= 3 { // shorter, it would replace unrelated text
+			text = strings.ReplaceAll(text, s, "xxxxx")
+		}
+	}
+	for _, cred := range []string{u.User.Username() + ":" + pw, u.User.String()} {
 		if b64 := base64.StdEncoding.EncodeToString([]byte(cred)); len(cred) > 1 {
 			text = strings.ReplaceAll(text, b64, "xxxxx")
 			text = strings.ReplaceAll(text, strings.TrimRight(b64, "="), "xxxxx")

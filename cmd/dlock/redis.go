@@ -1,14 +1,15 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/url"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -20,6 +21,13 @@ import (
 
 // defaultRedis is used when neither --redis nor $DLOCK_REDIS is given.
 const defaultRedis = "redis://127.0.0.1:6379"
+
+// Where the Redis URLs came from, for messages that name the address.
+const (
+	fromFlag    = "--redis"
+	fromEnv     = "$DLOCK_REDIS"
+	fromDefault = "the default"
+)
 
 // redisFlags holds the flags every subcommand that talks to Redis shares.
 type redisFlags struct {
@@ -37,34 +45,61 @@ func (r *redisFlags) register(fs *flag.FlagSet) {
 	fs.Var(r, "redis", "Redis `URL`; repeat for Redlock over several independent masters (default $DLOCK_REDIS, then "+defaultRedis+")")
 }
 
-// list returns the URLs to use: the flags, else $DLOCK_REDIS, else the
-// default.
-func (r *redisFlags) list() []string {
+// list returns the URLs to use, and where they came from: the flags, else
+// $DLOCK_REDIS, else the default.
+func (r *redisFlags) list() (urls []string, source string) {
 	if len(r.urls) > 0 {
-		return r.urls
+		return r.urls, fromFlag
 	}
 	if env := os.Getenv("DLOCK_REDIS"); env != "" {
-		var urls []string
-		for _, u := range strings.Split(env, ",") {
-			if u = strings.TrimSpace(u); u != "" {
-				urls = append(urls, u)
-			}
-		}
-		return urls
+		return splitURLs(env), fromEnv
 	}
-	return []string{defaultRedis}
+	return []string{defaultRedis}, fromDefault
+}
+
+// splitURLs splits a comma-separated list of URLs, as $DLOCK_REDIS holds
+// them: at the commas followed by a Redis URL's scheme (hasScheme), so
+// that a comma in a password does not cut the URL in two (each half of
+// which would be shown as a URL of its own in an error).
+func splitURLs(list string) (urls []string) {
+	parts := strings.Split(list, ",")
+	for i, p := range parts {
+		if i > 0 && len(urls) > 0 && !hasScheme(strings.TrimSpace(p)) {
+			urls[len(urls)-1] += "," + p // a comma of the URL before
+			continue
+		}
+		urls = append(urls, p)
+	}
+	out := urls[:0]
+	for _, u := range urls {
+		if u = strings.TrimSpace(u); u != "" {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// hasScheme reports whether u starts with a scheme go-redis takes and
+// "://".
+func hasScheme(u string) bool {
+	scheme, _, ok := strings.Cut(u, "://")
+	switch strings.ToLower(scheme) {
+	case "redis", "rediss", "unix":
+		return ok
+	}
+	return false
 }
 
 // connect builds go-redis clients for the URLs and a dlock Client over them,
 // which logs its warnings (a failed renewal, a Redlock wait for slow nodes)
 // to stderr. close closes all of it. A URL that does not parse is an error
 // (the callers' usage error) that says what is wrong and shows the URL with
-// its userinfo masked; no error ever shows a password.
+// its userinfo masked; no error ever shows a password (parseRedisURL).
 func (r *redisFlags) connect(stderr io.Writer) (c *dlock.Client, rdbs []*redis.Client, close func(), err error) {
 	var opts []*redis.Options
-	urls := r.list()
+	urls, source := r.list()
 	for _, u := range urls {
-		o, err := parseRedisURL(u)
+		o, err := parseRedisURL(u, source)
 		if err != nil {
 			return nil, nil, nil, err
 		}
@@ -97,132 +132,169 @@ func (r *redisFlags) connect(stderr io.Writer) (c *dlock.Client, rdbs []*redis.C
 	}, nil
 }
 
-// parseRedisURL parses a Redis URL as go-redis does, with errors that say
-// what is wrong, show the URL masked, and suggest the scheme when it is
-// missing.
-func parseRedisURL(u string) (*redis.Options, error) {
+// parseRedisURL parses a Redis URL from source (fromFlag, fromEnv or
+// fromDefault) as go-redis does, and prepares its connections (connected).
+// Its errors show the URL masked and say what is wrong without quoting the
+// parser on u itself, whose messages quote the URL's pieces, the password's
+// among them: what is wrong is found by parsing the masked URL, which holds
+// no secret left to quote, or, when that parses, is in the masked part.
+func parseRedisURL(u, source string) (*redis.Options, error) {
 	opts, err := redis.ParseURL(u)
-	if _, _, odd := secretSpans(u); err == nil && odd {
+	m := masked(u)
+	_, odd := secretSpans(u)
+	_, _, suspect := userinfo(u)
+	switch {
+	case err == nil && odd:
 		// go-redis would dial a host named after the password.
-		return nil, fmt.Errorf("bad Redis URL %q: a port that is not a number (is the '@' after a password missing?)", masked(u))
+		return nil, fmt.Errorf("invalid Redis URL %q (from %s): a port that is not a number (is the '@' after a password missing?)", m, source)
+	case err == nil && suspect:
+		// It would dial a host made of what comes before the '#', '/'
+		// or '?'; in an error, that would show part of the password.
+		return nil, fmt.Errorf("invalid Redis URL %q (from %s): an '@' after the host; percent-encode a password that holds @ : / # ? or %% (as %%40 %%3A %%2F %%23 %%3F %%25)", m, source)
+	case err == nil:
+		return connected(opts, source), nil
 	}
-	if err == nil {
-		return opts, nil
+	why := "its user name or password does not parse"
+	if _, merr := redis.ParseURL(m); merr != nil {
+		var ue *url.Error
+		if errors.As(merr, &ue) {
+			merr = ue.Err // the url package quotes the whole URL: say only what is wrong
+		}
+		why = merr.Error()
 	}
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		err = ue.Err // the url package quotes the whole URL; say only what is wrong
+	if start, at, _ := userinfo(u); at > start && strings.ContainsAny(u[start:at], "@/#?%") {
+		why += "; percent-encode a password that holds @ : / # ? or % (as %40 %3A %2F %23 %3F %25)"
 	}
-	msg := scrub(err, u).Error()
 	if !strings.Contains(u, "://") {
-		msg += fmt.Sprintf(" (a Redis URL starts with redis:// or rediss://: did you mean %q?)", "redis://"+masked(u))
+		why += fmt.Sprintf(" (a Redis URL starts with redis:// or rediss://: did you mean %q?)", "redis://"+m)
 	}
-	return nil, fmt.Errorf("bad Redis URL %q: %s", masked(u), msg)
+	return nil, fmt.Errorf("invalid Redis URL %q (from %s): %s", m, source, why)
 }
 
-// masked returns u with whatever may be a password masked as "xxxxx",
-// whether or not u parses (secretSpans says what): the user name, host and
-// port stay.
+// connected prepares opts' connections: a failed dial says which address
+// could not be reached and where it came from (unreachableError), and a
+// new connection is checked with a PING, so that a server that wants a
+// password the URL does not give refuses at once with NOAUTH (a command
+// sent on the connection never ran) instead of running it unauthenticated
+// into a protocol error ("unauthenticated multibulk length", for dlock's
+// longer scripts) that leaves the library unsure whether it ran.
+func connected(opts *redis.Options, source string) *redis.Options {
+	dial := redis.NewDialer(opts)
+	opts.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		cn, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, &unreachableError{addr: addr, source: source, err: err}
+		}
+		return cn, nil
+	}
+	opts.OnConnect = func(ctx context.Context, cn *redis.Conn) error { return cn.Ping(ctx).Err() }
+	return opts
+}
+
+// unreachableError is a dial that failed: it names the address and where
+// the address came from, so that a forgotten $DLOCK_REDIS shows as such.
+type unreachableError struct {
+	addr, source string
+	err          error
+}
+
+func (e *unreachableError) Error() string {
+	from := "from " + e.source
+	if e.source == fromDefault {
+		from = "the default; set --redis or $DLOCK_REDIS"
+	}
+	cause := e.err
+	var oe *net.OpError
+	if errors.As(cause, &oe) && oe.Err != nil {
+		cause = oe.Err // "connect: connection refused", without the address again
+	}
+	return fmt.Sprintf("cannot reach Redis at %s (%s): %v", e.addr, from, cause)
+}
+
+func (e *unreachableError) Unwrap() error { return e.err }
+
+// masked returns u with whatever may be a secret masked as "xxxxx" (see
+// secretSpans), by position, whether or not u parses: the scheme, host,
+// port and database stay, and the user name of a URL that parses.
 func masked(u string) string {
-	spans, _, _ := secretSpans(u)
+	spans, _ := secretSpans(u)
 	for i := len(spans) - 1; i >= 0; i-- {
 		u = u[:spans[i][0]] + "xxxxx" + u[spans[i][1]:]
 	}
 	return u
 }
 
-// secrets returns the parts of u that may be a password, or a piece of
-// one that an error may quote (see secretSpans).
-func secrets(u string) []string {
-	spans, quoted, _ := secretSpans(u)
-	var out []string
-	for _, sp := range append(spans, quoted...) {
-		out = append(out, u[sp[0]:sp[1]])
+// secretSpans returns where u may hold a secret, in order: u[sp[0]:sp[1]]
+// for each span. For a URL that parses, that is the password of its
+// userinfo (all of a bare "secret@host", which go-redis takes as the
+// password), the values of query parameters named like a password or a
+// token, and a fragment. A URL that does not parse, or has an '@' after
+// its host outside the query (suspect, from userinfo), may have a password
+// that holds '@', '/', '#' or '?', so its userinfo is taken to run from
+// the "//" to the last '@' of the whole URL, and is masked whole, user
+// name included. Without userinfo, a field after the host's first ':'
+// that is not a port number may be a password whose "@host" is missing
+// ("redis://:secret"): odd reports it, and the rest of the URL from it is
+// masked.
+func secretSpans(u string) (spans [][2]int, odd bool) {
+	start, at, suspect := userinfo(u)
+	if at < 0 {
+		end := authority(u, start)
+		if fields := oddFields(u, start, end); len(fields) > 0 {
+			return [][2]int{{fields[0][0], len(u)}}, true
+		}
+		return secrets(u, start, nil), false
 	}
-	return out
+	if !suspect {
+		if c := strings.IndexByte(u[start:at], ':'); c >= 0 {
+			start += c + 1 // the user name stays
+		}
+	}
+	return secrets(u, at+1, [][2]int{{start, at}}), false
 }
 
-// secretSpans returns where u may hold a password, in order: u[sp[0]:sp[1]]
-// for each span. They are the password of its userinfo (all of a bare
-// "secret@host", go-redis's password); without userinfo, every field after
-// the host's first ':' that is not a port number (as in "redis://:secret"
-// or "redis://:secret:6379", whose '@host' is missing: odd reports those);
-// the values of query parameters named like a password or a token; and a
-// fragment. A URL that does not parse is read a part at a time between
-// commas (a list given as one URL), and its userinfo may run past a '/',
-// '?' or '#' to the last '@'; quoted are then the pieces of that userinfo
-// which a parser reads as a port, and may quote in its error
-// ("redis://:pa/ss@host" reads as host "" and port "pa").
-func secretSpans(u string) (spans, quoted [][2]int, odd bool) {
-	ok := parses(u)
-	parts := []string{u}
-	if !ok {
-		parts = strings.Split(u, ",")
-	}
-	offset := 0
-	for _, part := range parts {
-		sp, q, o := partSpans(part, offset, ok)
-		spans, quoted, odd = append(spans, sp...), append(quoted, q...), odd || o
-		offset += len(part) + 1
-	}
-	slices.SortFunc(spans, func(a, b [2]int) int { return a[0] - b[0] })
-	return spans, quoted, odd
-}
-
-// parses reports whether go-redis takes u as a Redis URL.
-func parses(u string) bool {
-	_, err := redis.ParseURL(u)
-	return err == nil
-}
-
-// authority returns where u's authority is, as url.Parse reads it: after
-// the scheme's "://", up to the first '/', '?' or '#' (the query and
-// fragment are cut off first, then the path; the userinfo ends at the
-// authority's last '@').
-func authority(u string) (start, end int) {
+// userinfo returns where u's userinfo may be, u[start:at]: from after the
+// scheme's "//" to the last '@' of the URL; at is -1 when there is none.
+// For a URL that parses, that is its userinfo as url.Parse reads it, up to
+// the authority's last '@' (at is -1 when the authority has none), if the
+// URL's other '@'s are in its query ("redis://h:6379/0?client_name=me@box").
+// Otherwise suspect is true: the URL does not parse, or has an '@' in its
+// path or fragment, a sign of a password that holds '/', '?' or '#' and
+// was cut there ("redis://u:pw#x@host" parses, as host "pw").
+func userinfo(u string) (start, at int, suspect bool) {
 	if i := strings.Index(u, "://"); i >= 0 {
 		start = i + 3
 	}
-	end = len(u)
-	if i := strings.IndexAny(u[start:], "/?#"); i >= 0 {
-		end = start + i
+	last := strings.LastIndexByte(u[start:], '@')
+	if last < 0 {
+		return start, -1, false
 	}
-	return start, end
+	last += start
+	if !parses(u) {
+		return start, last, true
+	}
+	end := authority(u, start)
+	if last < end {
+		return start, last, false
+	}
+	// go-redis refuses a query option it does not know, but drops a
+	// malformed pair unread: a query that parses whole, with no '@' in the
+	// path or fragment, has its '@'s in known options' values.
+	if pu, err := url.Parse(u); err == nil && !strings.Contains(pu.EscapedPath()+pu.EscapedFragment(), "@") {
+		if _, err := url.ParseQuery(pu.RawQuery); err == nil {
+			return start, strings.LastIndexByte(u[:end], '@'), false
+		}
+	}
+	return start, last, true
 }
 
-// partSpans is secretSpans for one URL u, found at offset of what the
-// spans index; ok tells that u parses.
-func partSpans(u string, offset int, ok bool) (spans, quoted [][2]int, odd bool) {
-	shift := func(fields [][2]int) [][2]int {
-		for i := range fields {
-			fields[i][0], fields[i][1] = fields[i][0]+offset, fields[i][1]+offset
-		}
-		return fields
-	}
-	add := func(i, j int) { spans = append(spans, [2]int{offset + i, offset + j}) }
-	start, end := authority(u)
-	at := strings.LastIndex(u[start:end], "@")
-	if at < 0 && !ok {
-		if at = strings.LastIndex(u[start:], "@"); at >= 0 {
-			quoted = shift(oddFields(u, start, end))
-		}
-	}
-	host := start
-	if at >= 0 {
-		info := u[start : start+at]
-		if c := strings.IndexByte(info, ':'); c >= 0 {
-			add(start+c+1, start+at)
-		} else {
-			add(start, start+at)
-		}
-		host = start + at + 1
-	} else if fields := oddFields(u, start, end); len(fields) > 0 {
-		spans, odd = append(spans, shift(fields)...), true
-	}
-	rest := u[host:]
+// secrets adds to spans the values of u's query parameters named like a
+// password or a token, and its fragment, looked for from host on.
+func secrets(u string, host int, spans [][2]int) [][2]int {
+	add := func(i, j int) { spans = append(spans, [2]int{i, j}) }
+	rest, fragment := u[host:], -1
 	if f := strings.IndexByte(rest, '#'); f >= 0 {
-		add(host+f+1, len(u))
-		rest = rest[:f]
+		rest, fragment = rest[:f], host+f+1
 	}
 	if q := strings.IndexByte(rest, '?'); q >= 0 {
 		i := host + q + 1
@@ -233,7 +305,25 @@ func partSpans(u string, offset int, ok bool) (spans, quoted [][2]int, odd bool)
 			i += len(p) + 1
 		}
 	}
-	return spans, quoted, odd
+	if fragment >= 0 {
+		add(fragment, len(u)) // last: the spans are in order
+	}
+	return spans
+}
+
+// parses reports whether go-redis takes u as a Redis URL.
+func parses(u string) bool {
+	_, err := redis.ParseURL(u)
+	return err == nil
+}
+
+// authority returns where the authority of u, which starts at start,
+// ends, as url.Parse reads it: at the first '/', '?' or '#'.
+func authority(u string, start int) (end int) {
+	if i := strings.IndexAny(u[start:], "/?#"); i >= 0 {
+		return start + i
+	}
+	return len(u)
 }
 
 // oddFields returns the fields of the authority u[start:end] (no userinfo)
@@ -301,28 +391,4 @@ func redactAll(urls []string) []string {
 		out[i] = redact(u)
 	}
 	return out
-}
-
-// scrub removes u's password from err's text, in case anything quoted it,
-// the raw URL and its unescaped password alike.
-func scrub(err error, u string) error {
-	text := err.Error()
-	for _, s := range secrets(u) {
-		for _, pw := range []string{s, unescaped(s)} {
-			if len(pw) >= 1 {
-				text = strings.ReplaceAll(text, pw, "xxxxx")
-			}
-		}
-	}
-	if text == err.Error() {
-		return err
-	}
-	return errors.New(text)
-}
-
-func unescaped(s string) string {
-	if v, err := url.PathUnescape(s); err == nil {
-		return v
-	}
-	return s
 }

@@ -36,11 +36,19 @@ TTL while it runs.
 
 Exit codes: CMD's status (128+N if killed by signal N); 75 not obtained (see
 --conflict-exit-code); 76 lock lost while CMD ran; 130 interrupted (SIGINT,
-SIGTERM) while waiting; 69 Redis unavailable; 64 usage; 126/127 CMD not
-runnable/found.
+SIGTERM, SIGHUP) while waiting; 69 Redis unavailable; 64 usage; 126/127 CMD
+not runnable/found; 70 internal error (CMD's status unreadable).
 
 With --permits N, up to N copies run at once (a semaphore on NAME, like
 consul lock -n): each holds one permit while its command runs.
+
+With --metrics-addr it serves the Prometheus metrics of dlock's adapter
+with the label lock="NAME": dlock_holds and dlock_oldest_hold_seconds show
+the hold while CMD runs. The hold's time and the release's result are
+recorded at the release, as dlock is about to exit: --metrics-linger D
+keeps the endpoint up D longer (say, your scrape interval and a little),
+so that a scrape sees them; a signal ends the linger early (a run that a
+signal stopped does not linger), and the exit status stays CMD's.
 
 Examples:
   dlock run --key nightly-report -- ./report.sh --date today
@@ -66,6 +74,7 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	rf.register(fs)
 	var mf metricsFlag
 	mf.register(fs)
+	mf.registerLinger(fs)
 	var of otlpFlag
 	of.register(fs)
 	fs.Var(&wait, "wait", "how long to wait for the lock (0: one try; default: until obtained)")
@@ -86,19 +95,14 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	if err := exitCodeOK(*conflict); err != nil {
 		return usageError(stderr, "run: %v", err)
 	}
-	opts := []dlock.Option{dlock.WithTTL(*ttl), dlock.WithAutoRenew()}
-	if *maxHold != 0 {
-		opts = append(opts, dlock.WithMaxHold(*maxHold))
-	}
-	if *nodeTimout != 0 {
-		opts = append(opts, dlock.WithNodeTimeout(*nodeTimout))
-	}
+	opts := runOptions(*ttl, *maxHold, *nodeTimout)
 	c, _, closeAll, err := rf.connect(stderr)
 	if err != nil {
 		return usageError(stderr, "%v", err)
 	}
 	defer closeAll()
-	metrics, stopMetrics, err := mf.serve(stderr)
+	// The one key is the "lock" label: a single series per result.
+	metrics, stopMetrics, err := mf.serve(stderr, func(string) string { return *key })
 	if err != nil {
 		return usageError(stderr, "run: %v", err)
 	}
@@ -121,7 +125,24 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return acquireFailed(stderr, *key, err, *conflict)
 	}
-	return supervise(root, lock, *key, "lock", cmdArgs, tr.env(root), *killAfter, sigs, stdout, stderr)
+	code, signalled := supervise(root, lock, *key, "lock", cmdArgs, tr.env(root), *killAfter, sigs, stdout, stderr)
+	if !signalled { // a run stopped by a signal is not kept waiting
+		mf.lingerAfter(sigs)
+	}
+	return code
+}
+
+// runOptions are run's lock options: the TTL, renewed in the background,
+// and, when not 0, the ceiling on the hold and the per-node timeout.
+func runOptions(ttl, maxHold, nodeTimeout time.Duration) []dlock.Option {
+	opts := []dlock.Option{dlock.WithTTL(ttl), dlock.WithAutoRenew()}
+	if maxHold != 0 {
+		opts = append(opts, dlock.WithMaxHold(maxHold))
+	}
+	if nodeTimeout != 0 {
+		opts = append(opts, dlock.WithNodeTimeout(nodeTimeout))
+	}
+	return opts
 }
 
 // notifySignals returns the channel of the signals run and elect handle:
@@ -151,24 +172,20 @@ func untilSignalled(parent context.Context, sigs <-chan os.Signal, obtain func(c
 
 // supervise runs CMD while lock is held (what is "lock" or "leadership",
 // for messages): it gets DLOCK_KEY, DLOCK_FENCE and DLOCK_TOKEN, and env
-// (TRACEPARENT when tracing); signals are passed on to it; if the lock is
-// lost, CMD is sent SIGTERM, SIGKILL after killAfter, and supervise
-// returns exitLost; else CMD's status. The lock is released when CMD is
-// done, under ctx (the run's span).
-func supervise(ctx context.Context, lock *dlock.Lock, key, what string, cmdArgs, env []string, killAfter time.Duration, sigs <-chan os.Signal, stdout, stderr io.Writer) int {
+// (TRACEPARENT when tracing); signals are passed on to it (signalled
+// reports one was); if the lock is lost, CMD is sent SIGTERM, SIGKILL
+// after killAfter, and supervise returns exitLost; else CMD's status. The
+// lock is released when CMD is done, under ctx (the run's span).
+func supervise(ctx context.Context, lock *dlock.Lock, key, what string, cmdArgs, env []string, killAfter time.Duration, sigs <-chan os.Signal, stdout, stderr io.Writer) (code int, signalled bool) {
 	cmd, err := guardCommand(cmdArgs)
 	if err != nil {
 		release(ctx, lock, stderr)
 		fmt.Fprintf(stderr, "dlock: cannot run %s: %v\n", cmdArgs[0], err)
-		return exitSoftware
+		return exitSoftware, false
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
-	cmd.Env = append(os.Environ(),
-		"DLOCK_KEY="+key,
-		"DLOCK_FENCE="+strconv.FormatInt(lock.Fence(), 10),
-		"DLOCK_TOKEN="+lock.Token(),
-	)
-	cmd.Env = append(cmd.Env, env...)
+	cmd.Env = append(append(os.Environ(), "DLOCK_KEY="+key, "DLOCK_FENCE="+strconv.FormatInt(lock.Fence(), 10),
+		"DLOCK_TOKEN="+lock.Token()), env...)
 	// CMD runs in a process group of its own, so that signals reach all
 	// of it (and, on Linux, under a guardian that kills the group if dlock
 	// dies: guard_linux.go).
@@ -177,9 +194,9 @@ func supervise(ctx context.Context, lock *dlock.Lock, key, what string, cmdArgs,
 		release(ctx, lock, stderr)
 		fmt.Fprintf(stderr, "dlock: cannot run %s: %v\n", cmdArgs[0], err)
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
-			return exitNoExec
+			return exitNoExec, false
 		}
-		return 126
+		return exitNotRunnable, false
 	}
 	var (
 		lost    bool
@@ -190,6 +207,7 @@ func supervise(ctx context.Context, lock *dlock.Lock, key, what string, cmdArgs,
 	for done := false; !done; {
 		select {
 		case sig := <-sigs:
+			signalled = true
 			_ = syscall.Kill(-pgid, sig.(syscall.Signal))
 		case <-lockEnd:
 			lockEnd = nil
@@ -212,9 +230,9 @@ func supervise(ctx context.Context, lock *dlock.Lock, key, what string, cmdArgs,
 	}
 	release(ctx, lock, stderr)
 	if lost {
-		return exitLost
+		return exitLost, signalled
 	}
-	return exitStatus(err)
+	return exitStatus(err), signalled
 }
 
 // release unlocks after CMD is done; a failure is reported, not fatal: the
@@ -236,7 +254,7 @@ func exitStatus(err error) int {
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
 		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return 128 + int(ws.Signal())
+			return exitSignalled + int(ws.Signal())
 		}
 		return ee.ExitCode()
 	}

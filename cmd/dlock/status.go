@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/dlock-go/dlock"
 )
@@ -102,10 +105,13 @@ func statusMain(args []string, stdout, stderr io.Writer) int {
 }
 
 const lsHelp = `
-List the locks whose keys match PATTERN (a Redis glob, as in SCAN MATCH),
-with their holders, TTLs, fences and waiters. Keys are found with SCAN,
-never KEYS, so a large database is not blocked; dlock's own bookkeeping keys
-(dlock:*) are left out.
+List the locks whose keys match PATTERN (a Redis glob, as in SCAN MATCH;
+default *lock*, as for doctor: '*' lists every lock), with their holders,
+TTLs, fences and waiters. Keys are found with SCAN, never KEYS, so a large
+database is not blocked. Only dlock's locks are listed: a key with a fence
+counter or a queue of dlock's beside it, or a semaphore's or read-write
+lock's holders; other keys that match (a cache entry, a lock of another
+library's) and dlock's own bookkeeping keys (dlock:*) are left out.
 
 With Redlock, the nodes that answer are listed and those that do not are
 named on stderr.
@@ -114,12 +120,13 @@ Exit codes: 0 listed (even none, or only from the nodes that answered); 69
 no node answered; 64 usage.
 
 Examples:
+  dlock ls
   dlock ls 'lock:*'
   dlock ls --json 'job:*' | jq 'select(.held)'
 `
 
 func lsMain(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("ls", "[flags] PATTERN", lsHelp, stderr)
+	fs := newFlagSet("ls", "[flags] [PATTERN]", lsHelp, stderr)
 	var rf redisFlags
 	rf.register(fs)
 	asJSON := fs.Bool("json", false, "print one JSON object per lock")
@@ -127,8 +134,12 @@ func lsMain(args []string, stdout, stderr io.Writer) int {
 	if stop, code := parse(fs, args); stop {
 		return code
 	}
-	if fs.NArg() != 1 {
-		return usageError(stderr, "ls: give exactly one PATTERN")
+	if fs.NArg() > 1 {
+		return usageError(stderr, "ls: give at most one PATTERN")
+	}
+	pattern := defaultPattern
+	if fs.NArg() == 1 {
+		pattern = fs.Arg(0)
 	}
 	if *limit <= 0 {
 		return usageError(stderr, "ls: --limit must be positive")
@@ -141,37 +152,21 @@ func lsMain(args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
-	// Every node may know keys the others do not (Redlock): list the union
-	// of what the nodes that answer hold, and name those that do not.
-	seen := map[string]bool{}
-	var keys []string
-	down := 0
-	for _, rdb := range rdbs {
-		iter := rdb.Scan(ctx, 0, fs.Arg(0), 100).Iterator()
-		for iter.Next(ctx) && len(keys) < *limit {
-			k := iter.Val()
-			if strings.HasPrefix(k, "dlock:") || seen[k] {
-				continue
-			}
-			seen[k] = true
-			keys = append(keys, k)
-		}
-		if err := iter.Err(); err != nil {
-			down++
-			fmt.Fprintf(stderr, "dlock: ls: node %s did not answer: %v\n", rdb.Options().Addr, err)
-		}
-	}
-	if down == len(rdbs) {
+	keys, answered := scanNodes(ctx, rdbs, pattern, *limit, stderr)
+	if !answered {
 		return exitRedis
 	}
 	for _, k := range keys {
 		st, err := c.Inspect(ctx, k)
-		if err != nil && strings.Contains(err.Error(), "WRONGTYPE") {
+		if err != nil && (strings.Contains(err.Error(), "WRONGTYPE") || errors.Is(err, dlock.ErrWrongKind)) {
 			continue // a key of another type that matches: not a lock
 		}
 		if err != nil {
 			// Too few nodes answered for this key: say so, go on.
 			fmt.Fprintf(stderr, "dlock: ls %q: %v\n", k, err)
+			continue
+		}
+		if !dlocks(st) {
 			continue
 		}
 		if *asJSON {
@@ -184,4 +179,48 @@ func lsMain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "dlock: ls: stopped at --limit %d keys\n", *limit)
 	}
 	return exitOK
+}
+
+// scanNodes returns up to limit keys that match pattern, dlock's own
+// bookkeeping keys left out, from every node: each may know keys the
+// others do not (Redlock), so it is the union of what the nodes that
+// answer hold; those that do not are named on stderr. answered is false
+// when none did.
+func scanNodes(ctx context.Context, rdbs []*redis.Client, pattern string, limit int, stderr io.Writer) (keys []string, answered bool) {
+	seen := map[string]bool{}
+	for _, rdb := range rdbs {
+		iter := rdb.Scan(ctx, 0, pattern, 100).Iterator()
+		for iter.Next(ctx) && len(keys) < limit {
+			k := iter.Val()
+			if strings.HasPrefix(k, "dlock:") || seen[k] {
+				continue
+			}
+			seen[k] = true
+			keys = append(keys, k)
+		}
+		if err := iter.Err(); err != nil {
+			fmt.Fprintf(stderr, "dlock: ls: node %s did not answer: %v\n", rdb.Options().Addr, err)
+			continue
+		}
+		answered = true
+	}
+	return keys, answered
+}
+
+// defaultPattern is the PATTERN of ls and doctor when none is given.
+const defaultPattern = "*lock*"
+
+// dlocks reports whether st, the status of a key SCAN found, is one of
+// dlock's locks: a semaphore's or read-write lock's holders (a sorted set
+// whose members carry their kind: inspect.lua refuses any other), or a key
+// beside which dlock keeps a fence counter or a wait queue. Every grant
+// sets the counter, for longer than the lock's TTL (extensions too), so a
+// held key without one was set by someone else: a cache entry, or another
+// library's lock.
+func dlocks(st dlock.Status) bool {
+	switch st.Kind {
+	case "semaphore", "read", "write":
+		return true
+	}
+	return st.Fence > 0 || st.Waiters > 0
 }

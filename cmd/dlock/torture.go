@@ -8,9 +8,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -56,6 +57,11 @@ until each is served once:
                      after a kill, grants to the others: MUST BE SOME
   max conns          the most client connections a master saw at once
 
+The report is two tables that fit 100 columns: what must hold (REFUSED is
+stale_rejected, STALE stale_accepted, REGRESS fence_regressions), then how
+the clients fared (loss notices, served, max conns, errors); --json gives
+every figure under the names above.
+
 Exit codes: 0 every scenario kept stale_accepted and fence_regressions at 0
 (served every herd waiter, and went on after a kill); 1 one did not; 64 usage; 70 the run itself failed.
 
@@ -89,7 +95,7 @@ func tortureMain(args []string, stdout, stderr io.Writer) int {
 	if stop, code := parse(fs, args); stop {
 		return code
 	}
-	metrics, stopMetrics, err := mf.serve(stderr)
+	metrics, stopMetrics, err := mf.serve(stderr, nil)
 	if err != nil {
 		return usageError(stderr, "torture: %v", err)
 	}
@@ -131,11 +137,10 @@ func tortureMain(args []string, stdout, stderr io.Writer) int {
 		return usageError(stderr, "torture: unknown scenario %q", *scenario)
 	}
 
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	if !*asJSON {
 		fmt.Fprintf(stdout, "dlock torture: %d clients, %v per scenario, TTL %v\n\n", cfg.Clients, cfg.Duration, cfg.TTL)
-		fmt.Fprintln(tw, "SCENARIO\tMODE\tGRANTS\tOVERLAPS\tACCEPTED\tSTALE REJECTED\tSTALE ACCEPTED\tFENCE REGRESSIONS\tLOSS NOTICES (IN TIME)\tSERVED\tMAX CONNS\tERRORS\tRESULT")
 	}
+	var table []torture.Result
 	if *report != "" {
 		if err := os.MkdirAll(*report, 0o755); err != nil {
 			return usageError(stderr, "torture: --report: %v", err)
@@ -157,11 +162,9 @@ func tortureMain(args []string, stdout, stderr io.Writer) int {
 				}
 				results = append(results, r)
 			}
-			verdict := "ok"
 			if r.OK() {
 				passed++
 			} else {
-				verdict = "FAIL"
 				failed++
 			}
 			if *asJSON {
@@ -169,21 +172,12 @@ func tortureMain(args []string, stdout, stderr io.Writer) int {
 				continue
 			}
 			fmt.Fprintf(stderr, "dlock: torture: %s/%s done\n", sc.Name, mode)
-			served := "-"
-			if r.Waiters > 0 {
-				served = fmt.Sprintf("%d/%d", r.Waiters-r.Unserved, r.Waiters)
-			}
-			if r.Killed > 0 {
-				served = fmt.Sprintf("%d after kill", r.Takeovers)
-			}
-			if r.Failovers > 0 {
-				served = fmt.Sprintf("%d failovers", r.Failovers)
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d (%d)\t%s\t%d\t%s\t%s\n", r.Scenario, r.Mode, r.Grants, r.Overlaps,
-				r.Accepted, r.StaleRejected, r.StaleAccepted, r.FenceRegressions, r.LossNotices, r.LossOnTime, served, r.MaxConnections, errorList(r.Errors), verdict)
+			table = append(table, r)
 		}
 	}
-	tw.Flush()
+	if !*asJSON {
+		writeResults(stdout, table)
+	}
 	if *report != "" {
 		if err := writeFile(filepath.Join(*report, "index.html"), func(w io.Writer) error { return torture.WriteIndex(w, results) }); err != nil {
 			fmt.Fprintf(stderr, "dlock: torture: --report: %v\n", err)
@@ -249,6 +243,80 @@ func writeFile(path string, write func(io.Writer) error) error {
 		return err
 	}
 	return f.Close()
+}
+
+// tableWidth is the width the results' tables fit.
+const tableWidth = 100
+
+// writeResults prints the results as two tables that fit tableWidth: what
+// must hold (the safety figures and the verdict), then how the clients
+// fared (loss notices, herds served, connections, errors), each with a
+// legend of its short headers.
+func writeResults(w io.Writer, results []torture.Result) {
+	safety := textTable{head: []string{"SCENARIO", "MODE", "GRANTS", "OVERLAPS", "ACCEPTED", "REFUSED", "STALE", "REGRESS", "RESULT"}}
+	clients := textTable{head: []string{"SCENARIO", "MODE", "LOSS (IN TIME)", "SERVED", "CONNS", "ERRORS"}}
+	for _, r := range results {
+		verdict := "ok"
+		if !r.OK() {
+			verdict = "FAIL"
+		}
+		served := "-"
+		if r.Waiters > 0 {
+			served = fmt.Sprintf("%d/%d", r.Waiters-r.Unserved, r.Waiters)
+		}
+		if r.Killed > 0 {
+			served = fmt.Sprintf("%d after kill", r.Takeovers)
+		}
+		if r.Failovers > 0 {
+			served = fmt.Sprintf("%d failovers", r.Failovers)
+		}
+		n := strconv.Itoa
+		safety.rows = append(safety.rows, []string{r.Scenario, r.Mode, n(r.Grants), n(r.Overlaps), n(r.Accepted), n(r.StaleRejected), n(r.StaleAccepted), n(r.FenceRegressions), verdict})
+		clients.rows = append(clients.rows, []string{r.Scenario, r.Mode, fmt.Sprintf("%d (%d)", r.LossNotices, r.LossOnTime), served, n(r.MaxConnections), errorList(r.Errors)})
+	}
+	safety.write(w, tableWidth)
+	fmt.Fprint(w, wrap("REFUSED: stale writes the resource refused (a newer fence had written); STALE: writes accepted from an older grant after a newer one wrote, MUST BE 0; REGRESS: fence regressions, MUST BE 0.", tableWidth, "", ""))
+	fmt.Fprintln(w)
+	clients.write(w, tableWidth)
+	fmt.Fprint(w, wrap("LOSS: holders told their lock was lost (in time: before the lease could have expired on the server); SERVED: a herd's waiters served, grants after a kill, or failovers; CONNS: the most client connections a master saw at once; ERRORS: failed attempts by kind.", tableWidth, "", ""))
+}
+
+// textTable is a header and rows of cells, printed in columns two spaces
+// apart, as wide as their widest cell, except the last, whose words wrap
+// onto lines of their own to fit a width.
+type textTable struct {
+	head []string
+	rows [][]string
+}
+
+// write prints the table to fit width columns (unless a column before the
+// last, or a word of the last, is too wide for it).
+func (t textTable) write(w io.Writer, width int) {
+	last := len(t.head) - 1
+	widths := make([]int, last)
+	for _, row := range append([][]string{t.head}, t.rows...) {
+		for i := range widths {
+			widths[i] = max(widths[i], utf8.RuneCountInString(row[i]))
+		}
+	}
+	room := width
+	for _, n := range widths {
+		room -= n + 2
+	}
+	for _, row := range append([][]string{t.head}, t.rows...) {
+		lines := strings.Split(strings.TrimSuffix(wrap(row[last], room, "", ""), "\n"), "\n")
+		for j, text := range lines {
+			var b strings.Builder
+			for i, n := range widths {
+				cell := ""
+				if j == 0 {
+					cell = row[i]
+				}
+				b.WriteString(cell + strings.Repeat(" ", n+2-utf8.RuneCountInString(cell)))
+			}
+			fmt.Fprintln(w, strings.TrimRight(b.String()+text, " "))
+		}
+	}
 }
 
 func errorList(m map[string]int) string {

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/dlock-go/dlock/internal/torture"
 )
 
 // A short torture run with --report writes a timeline that parses, holds
@@ -49,5 +51,56 @@ func TestTortureReportWritesTimelines(t *testing.T) {
 	idx, err := os.ReadFile(filepath.Join(dir, "index.html"))
 	if err != nil || !strings.Contains(string(idx), `href="client-pause-redlock.svg"`) {
 		t.Fatalf("index.html: %v\n%s", err, idx)
+	}
+}
+
+// The torture report's table fits 100 columns.
+func TestTortureTableFitsAHundredColumns(t *testing.T) {
+	code, out, errOut := run(t, "torture", "--quick", "--scenario", "baseline")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if n := len([]rune(line)); n > 100 {
+			t.Errorf("a line of the table is %d columns wide: %q", n, line)
+		}
+	}
+	if !strings.Contains(out, "baseline") || !strings.Contains(out, "redlock") {
+		t.Errorf("the table does not show the runs:\n%s", out)
+	}
+}
+
+// The results' tables fit 100 columns with every scenario's name, large
+// figures and every kind of error at once, and show them all.
+func TestTortureTablesFitAHundredColumnsAtWorst(t *testing.T) {
+	errs := map[string]int{}
+	for _, k := range []string{"not_obtained", "timeout", "no_quorum", "node", "lease_expired", "replica_ack", "not_held", "other"} {
+		errs[k] = 123456
+	}
+	var results []torture.Result
+	for _, sc := range torture.Scenarios() {
+		for _, mode := range sc.Modes {
+			results = append(results, torture.Result{Scenario: sc.Name, Mode: mode, Grants: 1234567, Overlaps: 123456,
+				Accepted: 12345678, StaleRejected: 1234567, StaleAccepted: 1234, FenceRegressions: 1234, LossNotices: 12345,
+				LossOnTime: 12345, Waiters: 50000, Unserved: 1, Killed: 1, Takeovers: 12345, Failovers: 123, MaxConnections: 12345, Errors: errs})
+		}
+	}
+	var b strings.Builder
+	writeResults(&b, results)
+	out := b.String()
+	for _, line := range strings.Split(out, "\n") {
+		if n := len([]rune(line)); n > 100 {
+			t.Errorf("a line is %d columns wide: %q", n, line)
+		}
+	}
+	for _, r := range results {
+		if strings.Count(out, r.Scenario+" ") < 2 {
+			t.Errorf("%s is not in both tables:\n%s", r.Scenario, out)
+		}
+	}
+	for k := range errs {
+		if strings.Count(out, k+":123456") != len(results) {
+			t.Errorf("not every row shows its %s errors:\n%s", k, out)
+		}
 	}
 }

@@ -13,7 +13,9 @@ import (
 // notice or kill (red where it overlaps another client's hold, blue
 // otherwise); the resource's decisions as marks on the writer's lane (a
 // green tick accepted, a red cross refused); each fault a shaded band
-// across every lane, with its name. Times are from the run's start.
+// across every lane, with its name. Times are from the run's start. A
+// legend under the time axis says what the colours and marks mean, so
+// that the picture reads on its own.
 
 // Timeline geometry, in SVG user units.
 const (
@@ -22,6 +24,16 @@ const (
 	tlLane   = 28   // lane height
 	tlTop    = 46   // title and fault labels
 	tlBottom = 30   // time axis labels
+	tlLegend = 24   // the legend's row, under the time axis
+)
+
+// Colours of the timeline and its legend.
+const (
+	holdColour     = "#4a7ebb"
+	overlapColour  = "#d62728"
+	acceptedColour = "#2ca02c"
+	refusedColour  = "#d62728"
+	faultColour    = "#999"
 )
 
 // holding is one client's holding interval (ns), as the checker counts it.
@@ -76,7 +88,8 @@ func WriteTimeline(w io.Writer, r Result, permits int, rw bool) error {
 	span := max(h.End-h.Start, 1)
 	x := func(t int64) float64 { return tlLeft + float64(t-h.Start)*tlWidth/float64(span) }
 	laneY := func(l int) float64 { return float64(tlTop + l*tlLane) }
-	height := tlTop + h.Lanes*tlLane + tlBottom
+	axis := tlTop + h.Lanes*tlLane + tlBottom
+	height := axis + tlLegend
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %[1]d %[2]d" font-family="sans-serif" font-size="11">`+"\n", tlLeft+tlWidth+20, height)
 	fmt.Fprintf(&b, `<title>%s</title>`+"\n", html.EscapeString(r.Scenario+" / "+r.Mode))
@@ -85,7 +98,7 @@ func WriteTimeline(w io.Writer, r Result, permits int, rw bool) error {
 		html.EscapeString(r.Scenario), html.EscapeString(r.Mode), r.Grants, r.Overlaps, r.Accepted, r.StaleRejected, r.StaleAccepted)
 	for _, f := range h.Faults {
 		x0, x1 := x(f.From), x(f.To)
-		fmt.Fprintf(&b, `<rect class="fault" x="%.1f" y="%d" width="%.1f" height="%d" fill="#999" fill-opacity="0.25"/>`+"\n", x0, tlTop-6, max(x1-x0, 2), h.Lanes*tlLane+6)
+		fmt.Fprintf(&b, `<rect class="fault" x="%.1f" y="%d" width="%.1f" height="%d" fill="%s" fill-opacity="0.25"/>`+"\n", x0, tlTop-6, max(x1-x0, 2), h.Lanes*tlLane+6, faultColour)
 		fmt.Fprintf(&b, `<text class="fault-name" x="%.1f" y="%d" fill="#555">%s</text>`+"\n", x0, tlTop-10, html.EscapeString(f.Name))
 	}
 	for l := 0; l < h.Lanes; l++ {
@@ -94,9 +107,9 @@ func WriteTimeline(w io.Writer, r Result, permits int, rw bool) error {
 		fmt.Fprintf(&b, `<line x1="%d" y1="%.0f" x2="%d" y2="%.0f" stroke="#ddd"/>`+"\n", tlLeft, y+tlLane, tlLeft+tlWidth, y+tlLane)
 	}
 	for _, hd := range h.holds(permits, rw) {
-		class, fill := "hold", "#4a7ebb"
+		class, fill := "hold", holdColour
 		if hd.overlap {
-			class, fill = "hold overlap", "#d62728"
+			class, fill = "hold overlap", overlapColour
 		}
 		fmt.Fprintf(&b, `<rect class="%s" x="%.1f" y="%.0f" width="%.1f" height="%d" fill="%s" fill-opacity="0.8"/>`+"\n",
 			class, x(hd.from), laneY(hd.lane)+6, max(x(hd.to)-x(hd.from), 1), tlLane-12, fill)
@@ -107,9 +120,9 @@ func WriteTimeline(w io.Writer, r Result, permits int, rw bool) error {
 		}
 		cx, cy := x(wr.At), laneY(wr.Client/max(1, h.PerLane))+tlLane/2
 		if wr.Accepted {
-			fmt.Fprintf(&b, `<path class="write accepted" d="M%.1f %.1f l3 4 l5 -8" stroke="#2ca02c" stroke-width="1.5" fill="none"/>`+"\n", cx-4, cy)
+			fmt.Fprintf(&b, `<path class="write accepted" d="M%.1f %.1f %s" stroke="%s" stroke-width="1.5" fill="none"/>`+"\n", cx-4, cy, tick, acceptedColour)
 		} else {
-			fmt.Fprintf(&b, `<path class="write refused" d="M%.1f %.1f l8 8 m0 -8 l-8 8" stroke="#d62728" stroke-width="2" fill="none"/>`+"\n", cx-4, cy-4)
+			fmt.Fprintf(&b, `<path class="write refused" d="M%.1f %.1f %s" stroke="%s" stroke-width="2" fill="none"/>`+"\n", cx-4, cy-4, cross, refusedColour)
 		}
 	}
 	secs := float64(span) / 1e9
@@ -119,11 +132,36 @@ func WriteTimeline(w io.Writer, r Result, permits int, rw bool) error {
 	}
 	for s := 0.0; s <= secs; s += step {
 		px := tlLeft + s*tlWidth/secs
-		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle" fill="#555">%gs</text>`+"\n", px, height-10, s)
+		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle" fill="#555">%gs</text>`+"\n", px, axis-10, s)
 	}
+	writeLegend(&b, axis+6)
 	b.WriteString("</svg>\n")
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// The write marks' shapes, drawn from their top left corner.
+const (
+	tick  = "l3 4 l5 -8"
+	cross = "l8 8 m0 -8 l-8 8"
+)
+
+// writeLegend draws the legend's row with its top at y: a swatch of each
+// colour or mark, and what it means.
+func writeLegend(b *strings.Builder, y int) {
+	b.WriteString(`<g class="legend">` + "\n")
+	x := 4
+	item := func(swatch, text string) {
+		fmt.Fprintf(b, swatch+"\n", x, y)
+		fmt.Fprintf(b, `<text x="%d" y="%d" fill="#333">%s</text>`+"\n", x+20, y+11, html.EscapeString(text))
+		x += 20 + 6*len(text) + 24 // about 6 units a character at this size
+	}
+	item(`<rect x="%d" y="%d" width="14" height="12" fill="`+holdColour+`" fill-opacity="0.8"/>`, "hold (grant to release or loss)")
+	item(`<rect x="%d" y="%d" width="14" height="12" fill="`+overlapColour+`" fill-opacity="0.8"/>`, "two clients hold at once")
+	item(`<path d="M%d %d m3 6 `+tick+`" stroke="`+acceptedColour+`" stroke-width="1.5" fill="none"/>`, "write accepted")
+	item(`<path d="M%d %d m3 2 `+cross+`" stroke="`+refusedColour+`" stroke-width="2" fill="none"/>`, "write refused (stale fence)")
+	item(`<rect x="%d" y="%d" width="14" height="12" fill="`+faultColour+`" fill-opacity="0.25"/>`, "fault injected (named above)")
+	b.WriteString("</g>\n")
 }
 
 // WriteIndex writes an HTML page that links each run's timeline (files

@@ -87,3 +87,23 @@ func TestTheTimelineDrawsTheHistory(t *testing.T) {
 		t.Fatalf("index: %v\n%s", err, idx.String())
 	}
 }
+
+// The timeline says what its colours and marks mean, inside the picture.
+func TestTheTimelineHasALegend(t *testing.T) {
+	s := int64(time.Second)
+	h := &History{Start: 0, End: 2 * s, Lanes: 1, PerLane: 1,
+		Events: []Event{{Kind: "grant", Client: 0, Fence: 1, At: s / 2}, {Kind: "release", Client: 0, Fence: 1, At: s}}}
+	var buf bytes.Buffer
+	if err := WriteTimeline(&buf, Result{Scenario: "baseline", Mode: "single", History: h}, 1, false); err != nil {
+		t.Fatal(err)
+	}
+	counts, texts := svgCounts(t, buf.Bytes())
+	if counts["legend"] == 0 {
+		t.Errorf("no element of class legend:\n%s", buf.String())
+	}
+	for _, s := range []string{"hold (grant to release or loss)", "two clients hold at once", "write accepted", "write refused (stale fence)", "fault injected"} {
+		if !strings.Contains(texts, s) {
+			t.Errorf("the legend does not say %q:\n%s", s, buf.String())
+		}
+	}
+}

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/redistest"
+)
+
+// plantLocks starts a server holding a dlock lock, a semaphore permit and
+// a lock that "*lock*" does not match, beside a plain string key that is
+// no lock of dlock's; it returns the server's URL.
+func plantLocks(t *testing.T) string {
+	t.Helper()
+	s := redistest.Start(t)
+	rdb := s.Client(t)
+	c := dlock.New(rdb)
+	t.Cleanup(func() { c.Close() })
+	ctx := context.Background()
+	if err := rdb.Set(ctx, "plain:lock", "some-value", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"job:lock:a", "other"} {
+		if _, err := c.TryLock(ctx, k, dlock.WithTTL(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Semaphore("sem:lock", 2).TryAcquire(ctx, dlock.WithTTL(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	return "redis://" + s.Addr()
+}
+
+// ls lists the keys of dlock's locks, not every string key that matches.
+func TestLsListsOnlyDlocksLocks(t *testing.T) {
+	u := plantLocks(t)
+	code, out, stderr := run(t, "ls", "*", "--redis", u)
+	if code != 0 {
+		t.Fatalf("ls '*': exit %d, %q", code, stderr)
+	}
+	for _, k := range []string{"job:lock:a:", "other:", "sem:lock:"} {
+		if !strings.Contains(out, "\n"+k) && !strings.HasPrefix(out, k) {
+			t.Errorf("ls '*' does not list %s:\n%s", strings.TrimSuffix(k, ":"), out)
+		}
+	}
+	if strings.Contains(out, "plain:lock") {
+		t.Errorf("ls '*' lists a plain string key as a lock:\n%s", out)
+	}
+}
+
+// ls and doctor default to the same PATTERN.
+func TestLsAndDoctorShareTheirDefaultPattern(t *testing.T) {
+	u := plantLocks(t)
+	code, out, stderr := run(t, "ls", "--redis", u)
+	if code != 0 {
+		t.Fatalf("ls without a pattern: exit %d, %q", code, stderr)
+	}
+	if !strings.Contains(out, "job:lock:a") || !strings.Contains(out, "sem:lock") || strings.Contains(out, "other") {
+		t.Errorf("ls without a pattern listed:\n%s\nwant the locks matching *lock*, as doctor audits", out)
+	}
+	for _, name := range []string{"ls", "doctor"} {
+		if _, help, _ := run(t, name, "--help"); !strings.Contains(help, "default *lock*") {
+			t.Errorf("dlock %s --help does not give the default pattern:\n%s", name, help)
+		}
+	}
+}
