@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dlock-go/dlock/internal/keyspace"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -456,7 +457,7 @@ func (c *Client) prepare(key string, opts []Option) (options, error) {
 	if err := c.usable(); err != nil {
 		return options{}, err
 	}
-	if err := checkKey(key); err != nil {
+	if err := keyspace.Check(key); err != nil {
 		return options{}, err
 	}
 	o, err := newOptions(opts)

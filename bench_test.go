@@ -38,7 +38,7 @@ end
 return fence`)
 
 func BenchmarkRawFloor(b *testing.B) {
-	rdb := shared.Client(b)
+	rdb := shared().Client(b)
 	ctx := context.Background()
 	k := key(b)
 	for i := 0; i < b.N; i++ {
@@ -54,7 +54,7 @@ func BenchmarkRawFloor(b *testing.B) {
 // BenchmarkFencedFloor runs the fenced floor alone (fencedAcquire and the
 // raw floor's release), to profile beside BenchmarkTryLockUnlock.
 func BenchmarkFencedFloor(b *testing.B) {
-	rdb := shared.Client(b)
+	rdb := shared().Client(b)
 	ctx := context.Background()
 	k := key(b)
 	keys := []string{"{" + k + "}", "{" + k + "}:fence"}
@@ -79,7 +79,7 @@ func BenchmarkFencedFloor(b *testing.B) {
 // would be 10% slower than the raw floor), which a burst of outside load
 // moves least.
 func BenchmarkVsRawFloor(b *testing.B) {
-	c, rdb := newClient(b, shared)
+	c, rdb := newClient(b, shared())
 	ctx := context.Background()
 	kRaw, kFenced, kLock := key(b), key(b), key(b)
 	fenced := []string{"{" + kFenced + "}", "{" + kFenced + "}:fence"}
@@ -159,7 +159,7 @@ func BenchmarkVsRawFloor(b *testing.B) {
 }
 
 func BenchmarkTryLockUnlock(b *testing.B) {
-	c, _ := newClient(b, shared)
+	c, _ := newClient(b, shared())
 	benchCycles(b, c, context.Background())
 }
 
@@ -168,7 +168,7 @@ func BenchmarkTryLockUnlock(b *testing.B) {
 func BenchmarkTryLockUnlockWithDeadline(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()
-	c, _ := newClient(b, shared)
+	c, _ := newClient(b, shared())
 	benchCycles(b, c, ctx)
 }
 
@@ -194,7 +194,7 @@ func BenchmarkContended(b *testing.B) {
 	k := key(b)
 	clients := make([]*dlock.Client, workers)
 	for i := range clients {
-		clients[i], _ = newClient(b, shared)
+		clients[i], _ = newClient(b, shared())
 	}
 	ctx := context.Background()
 	var (
@@ -238,8 +238,8 @@ func BenchmarkContended(b *testing.B) {
 // BenchmarkHandoff measures how long a waiter that is already blocked in
 // Lock takes to get the lock after the holder's Unlock returns.
 func BenchmarkHandoff(b *testing.B) {
-	holder, rdb := newClient(b, shared)
-	waiter, _ := newClient(b, shared)
+	holder, rdb := newClient(b, shared())
+	waiter, _ := newClient(b, shared())
 	ctx := context.Background()
 	k := key(b)
 	queue := "dlock:queue:{" + k + "}" // the wait queue (keys.go)

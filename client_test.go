@@ -36,7 +36,7 @@ func (f *faulty) EvalSha(ctx context.Context, sha string, keys []string, args ..
 }
 
 func TestAWrappedClientLocksWaitsAndSeesItsFaults(t *testing.T) {
-	f := &faulty{RedisClient: shared.Client(t)}
+	f := &faulty{RedisClient: shared().Client(t)}
 	c := dlock.New(f)
 	defer c.Close()
 	k := key(t)
@@ -94,7 +94,7 @@ func texts(args []any) []any {
 // that formatted it as an address; the key held that, and Unlock left
 // the lock held until its TTL).
 func TestAWrapperSeesTheTokenAsAString(t *testing.T) {
-	rdb := shared.Client(t)
+	rdb := shared().Client(t)
 	c := dlock.New(stringly{rdb})
 	defer c.Close()
 	k := key(t)
@@ -113,7 +113,7 @@ func TestAWrapperSeesTheTokenAsAString(t *testing.T) {
 }
 
 func TestAnAutoPipelinerServesManyGoroutinesOnOneKey(t *testing.T) {
-	ap, err := shared.Client(t).AutoPipeline()
+	ap, err := shared().Client(t).AutoPipeline()
 	if err != nil {
 		t.Fatalf("AutoPipeline: %v", err)
 	}
@@ -152,7 +152,7 @@ func TestAnAutoPipelinerServesManyGoroutinesOnOneKey(t *testing.T) {
 }
 
 func TestNodeErrorsNameAClientWithoutAnAddressByItsPlace(t *testing.T) {
-	f := &faulty{RedisClient: shared.Client(t)}
+	f := &faulty{RedisClient: shared().Client(t)}
 	f.fail.Store(1)
 	c := dlock.New(f)
 	defer c.Close()
@@ -172,7 +172,7 @@ type byValue struct {
 
 func TestClientsWrappedByValueAreTakenAsTheyAre(t *testing.T) {
 	a, b := redistest.Start(t), redistest.Start(t)
-	c := dlock.New(byValue{RedisClient: a.Client(t)}, byValue{RedisClient: b.Client(t)}, byValue{RedisClient: shared.Client(t)})
+	c := dlock.New(byValue{RedisClient: a.Client(t)}, byValue{RedisClient: b.Client(t)}, byValue{RedisClient: shared().Client(t)})
 	defer c.Close()
 	l := mustLock(t, c, key(t))
 	if err := l.Unlock(ctxT(t)); err != nil {

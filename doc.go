@@ -56,12 +56,13 @@
 //
 // # The resource side of fencing
 //
-// A fence protects only what refuses a stale one. Guard writes to Redis
-// resources (Set, HSet, Del, a caller's script) only with a fence at least
-// the highest each resource has accepted, in one script (guard.go);
-// SQLTable does the same for rows of a database/sql table with a fence
-// column, on PostgreSQL, MySQL/MariaDB and SQLite (guard_sql.go). A refused
-// write matches ErrStaleFence. Both bind to a *Lock with For.
+// A fence protects only what refuses a stale one. Package guard
+// (github.com/dlock-go/dlock/guard) writes to Redis resources (Set, HSet,
+// Del, a caller's script) only with a fence at least the highest each
+// resource has accepted, in one script, and does the same for rows of a
+// database/sql table with a fence column, on PostgreSQL, MySQL/MariaDB and
+// SQLite. A refused write matches guard.ErrStaleFence. Both bind to a
+// *Lock with For, and use only its Fence and Context.
 //
 // # Redlock
 //
@@ -149,7 +150,7 @@
 // *NodeError.
 //
 // A nil context panics in the caller's goroutine, as the standard
-// library's calls do; so does a nil client given to New or NewGuard. Any
-// other nil argument (a *Lock given to For, a *GuardedScript, a database
-// handle) is ErrInvalidArgument.
+// library's calls do; so does a nil client given to New or
+// guard.NewRedis. Any other nil argument (a *Lock given to a guard's For, a
+// nil *guard.Script, a database handle) is ErrInvalidArgument.
 package dlock

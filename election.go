@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/dlock-go/dlock/internal/keyspace"
 )
 
 // Leader election
@@ -110,7 +112,7 @@ func tokenValue(token string) (string, bool) {
 // announce publishes msg on the election's channel on every node, best
 // effort: an observer that misses it reads the leader on its timer.
 func (e *Election) announce(msg string) {
-	ch := derive(electPrefix, e.key)
+	ch := keyspace.Derive(electPrefix, e.key)
 	for _, n := range e.c.nodes {
 		e.c.cleanup(func(ctx context.Context) {
 			ctx, cancel := context.WithTimeout(ctx, time.Second)
@@ -181,7 +183,7 @@ func (e *Election) Observe(ctx context.Context) *Observation {
 		defer close(out)
 		ctx, unbind := e.c.bind(ctx)
 		defer unbind()
-		ch := derive(electPrefix, e.key)
+		ch := keyspace.Derive(electPrefix, e.key)
 		for _, n := range e.c.nodes {
 			w, _ := n.sub.watch(ch, func(string) {
 				select {

@@ -31,8 +31,8 @@ func next(t *testing.T, ch <-chan dlock.Leader) dlock.Leader {
 // The leader is who campaigned first; a standby takes over when it
 // resigns, with a higher term; an observer sees each change.
 func TestAStandbyTakesOverWhenTheLeaderResigns(t *testing.T) {
-	a, _ := newClient(t, shared)
-	b, _ := newClient(t, shared)
+	a, _ := newClient(t, shared())
+	b, _ := newClient(t, shared())
 	k := key(t)
 	if _, err := a.Election(k).Leader(ctxT(t)); !errors.Is(err, dlock.ErrNoLeader) {
 		t.Fatalf("Leader before any campaign: %v, want ErrNoLeader", err)
@@ -91,8 +91,8 @@ func TestAStandbyTakesOverWhenTheLeaderResigns(t *testing.T) {
 // within its TTL: the observer sees nobody, and the queued standby is
 // elected.
 func TestADeadLeaderLapsesAndTheStandbyIsElected(t *testing.T) {
-	a, _ := newClient(t, shared)
-	b, _ := newClient(t, shared)
+	a, _ := newClient(t, shared())
+	b, _ := newClient(t, shared())
 	k := key(t)
 	first, err := a.Election(k).Campaign(ctxT(t), "a", dlock.WithTTL(time.Second))
 	if err != nil {
@@ -144,7 +144,7 @@ func TestOneLeaderPerTermAndTermsIncrease(t *testing.T) {
 	)
 	left.Store(terms)
 	for i := range candidates {
-		c, _ := newClient(t, shared)
+		c, _ := newClient(t, shared())
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -200,7 +200,7 @@ func TestAnElectionOverRedlock(t *testing.T) {
 }
 
 func TestElectionBadInputAndWrongKind(t *testing.T) {
-	c, _ := newClient(t, shared)
+	c, _ := newClient(t, shared())
 	k := key(t)
 	if _, err := c.Election(k).Campaign(ctxT(t), strings.Repeat("x", 1025)); !errors.Is(err, dlock.ErrInvalidArgument) {
 		t.Fatalf("a 1025-byte value: %v", err)
@@ -228,7 +228,7 @@ func TestElectionBadInputAndWrongKind(t *testing.T) {
 // Observe's channel closes when its context ends and when the Client is
 // closed, and Err says which.
 func TestObserveEnds(t *testing.T) {
-	c, _ := newClient(t, shared)
+	c, _ := newClient(t, shared())
 	ctx, cancel := context.WithCancel(ctxT(t))
 	obs := c.Election(key(t)).Observe(ctx)
 	next(t, obs.C)
@@ -251,7 +251,7 @@ func TestObserveEnds(t *testing.T) {
 // Observe of a key no election can use closes its channel at once, with
 // the reason: an invalid key, or a key held by a lock or a semaphore.
 func TestObserveOfAKeyNoElectionCanUseEndsAtOnce(t *testing.T) {
-	c, _ := newClient(t, shared)
+	c, _ := newClient(t, shared())
 	lockKey, semKey := key(t), key(t)
 	l := mustLock(t, c, lockKey)
 	defer l.Unlock(ctxT(t))
@@ -279,7 +279,7 @@ func TestObserveOfAKeyNoElectionCanUseEndsAtOnce(t *testing.T) {
 // A nil context panics in the caller's goroutine, as the standard
 // library's do, not in one of the library's.
 func TestObserveWithANilContextPanicsInTheCaller(t *testing.T) {
-	c, _ := newClient(t, shared)
+	c, _ := newClient(t, shared())
 	defer func() {
 		if recover() == nil {
 			t.Fatal("no panic")
@@ -291,7 +291,7 @@ func TestObserveWithANilContextPanicsInTheCaller(t *testing.T) {
 // A leader renewed past its TTL plus the fence margin keeps its term: the
 // renewals keep the fencing counter.
 func TestALongLeadershipKeepsItsTerm(t *testing.T) {
-	c, _ := newClient(t, shared)
+	c, _ := newClient(t, shared())
 	k := key(t)
 	l, err := c.Election(k).Campaign(ctxT(t), "v", dlock.WithTTL(300*time.Millisecond), dlock.WithFenceMargin(0))
 	if err != nil {

@@ -3,6 +3,8 @@ package dlock
 import (
 	"errors"
 	"fmt"
+
+	"github.com/dlock-go/dlock/internal/argerr"
 )
 
 // Errors returned by dlock. Test for them with errors.Is: the errors the
@@ -22,7 +24,7 @@ var (
 
 	// ErrInvalidArgument means a call was given bad input: an empty key, a
 	// TTL below MinTTL, and the like. Nothing was sent to Redis.
-	ErrInvalidArgument = errors.New("dlock: invalid argument")
+	ErrInvalidArgument = argerr.Err
 
 	// ErrNoQuorum means a Redlock operation could not get a majority of
 	// nodes to answer: too many were unreachable, timed out or failed. The
@@ -101,9 +103,7 @@ func (e *QuorumError) Unwrap() []error { return append([]error{ErrNoQuorum}, e.E
 
 // invalid returns an error matching ErrInvalidArgument with a message that
 // says what was wrong.
-func invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidArgument}, args...)...)
-}
+func invalid(format string, args ...any) error { return argerr.New(format, args...) }
 
 // notObtained joins ErrNotObtained with the reason the caller stopped
 // waiting (a context error or ErrClosed), so errors.Is matches both.

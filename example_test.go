@@ -2,7 +2,6 @@ package dlock_test
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"time"
@@ -12,16 +11,8 @@ import (
 	"github.com/dlock-go/dlock"
 )
 
-// addr is the Redis server the examples use, and redlockAddrs the three
-// independent masters of the Redlock example; the tests point them at
-// servers they start.
-var (
-	addr         = "127.0.0.1:6379"
-	redlockAddrs = []string{"127.0.0.1:6380", "127.0.0.1:6381", "127.0.0.1:6382"}
-)
-
 func ExampleClient_TryLock() {
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	rdb := redis.NewClient(&redis.Options{Addr: addr()})
 	defer rdb.Close()
 	locks := dlock.New(rdb)
 	defer locks.Close()
@@ -43,7 +34,7 @@ func ExampleClient_TryLock() {
 }
 
 func ExampleClient_Lock() {
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	rdb := redis.NewClient(&redis.Options{Addr: addr()})
 	defer rdb.Close()
 	locks := dlock.New(rdb)
 	defer locks.Close()
@@ -66,7 +57,7 @@ func ExampleClient_Lock() {
 // expired (it was paused, or a failover lost its lock) and that still tries
 // to write after a newer holder did.
 func ExampleLock_Fence() {
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	rdb := redis.NewClient(&redis.Options{Addr: addr()})
 	defer rdb.Close()
 	locks := dlock.New(rdb)
 	defer locks.Close()
@@ -97,7 +88,7 @@ func ExampleLock_Fence() {
 // Do holds the lock while fn runs, renewing it in the background, and
 // unlocks when fn returns. fn's context ends if the lock is lost.
 func ExampleClient_Do() {
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	rdb := redis.NewClient(&redis.Options{Addr: addr()})
 	defer rdb.Close()
 	locks := dlock.New(rdb)
 	defer locks.Close()
@@ -116,7 +107,7 @@ func ExampleClient_Do() {
 // A Lock's Context tells the holder when to stop: it ends before the lease
 // can run out on the server, and context.Cause says why.
 func ExampleLock_Context() {
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	rdb := redis.NewClient(&redis.Options{Addr: addr()})
 	defer rdb.Close()
 	locks := dlock.New(rdb)
 	defer locks.Close()
@@ -145,7 +136,7 @@ func ExampleLock_Context() {
 // held once a majority granted it, and its fence still only grows.
 func ExampleNew_redlock() {
 	var masters []redis.UniversalClient
-	for _, a := range redlockAddrs {
+	for _, a := range redlockAddrs() {
 		rdb := redis.NewClient(&redis.Options{Addr: a})
 		defer rdb.Close()
 		masters = append(masters, rdb)
@@ -181,7 +172,7 @@ func ExampleNew_redlock() {
 // elsewhere (another process, `dlock lock` in a shell script) from its key
 // and token, here to release it.
 func ExampleClient_Attach() {
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	rdb := redis.NewClient(&redis.Options{Addr: addr()})
 	defer rdb.Close()
 	locks := dlock.New(rdb)
 	defer locks.Close()
@@ -218,7 +209,7 @@ func ExampleClient_Attach() {
 // instance campaigns, the leader runs the job under its leadership's
 // context, and a standby takes over when it resigns or dies.
 func ExampleElection_Campaign() {
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	rdb := redis.NewClient(&redis.Options{Addr: addr()})
 	defer rdb.Close()
 	locks := dlock.New(rdb)
 	defer locks.Close()
@@ -240,7 +231,7 @@ func ExampleElection_Campaign() {
 
 // Observe tells a standby who leads, and every change, by notification.
 func ExampleElection_Observe() {
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	rdb := redis.NewClient(&redis.Options{Addr: addr()})
 	defer rdb.Close()
 	locks := dlock.New(rdb)
 	defer locks.Close()
@@ -269,7 +260,7 @@ func ExampleElection_Observe() {
 // any order, without deadlocking against another order naming the same
 // items in another order.
 func ExampleClient_LockAll() {
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	rdb := redis.NewClient(&redis.Options{Addr: addr()})
 	defer rdb.Close()
 	locks := dlock.New(rdb)
 	defer locks.Close()
@@ -294,7 +285,7 @@ func ExampleClient_LockAll() {
 
 // At most three callers of a partner API at once, across every process.
 func ExampleSemaphore_Acquire() {
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	rdb := redis.NewClient(&redis.Options{Addr: addr()})
 	defer rdb.Close()
 	locks := dlock.New(rdb)
 	defer locks.Close()
@@ -317,7 +308,7 @@ func ExampleSemaphore_Acquire() {
 // Many readers of a cache, one rebuilder at a time; a waiting rebuilder is
 // not starved by readers.
 func ExampleRWMutex() {
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	rdb := redis.NewClient(&redis.Options{Addr: addr()})
 	defer rdb.Close()
 	locks := dlock.New(rdb)
 	defer locks.Close()
@@ -342,55 +333,4 @@ func ExampleRWMutex() {
 	// Output:
 	// the writer waits for the readers
 	// rebuilding, fence above every reader's: true
-}
-
-// A guard refuses the write of a holder whose lock has passed to someone
-// else since: the resource keeps the highest fence it accepted.
-func ExampleGuard_For() {
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
-	defer rdb.Close()
-	locks := dlock.New(rdb)
-	defer locks.Close()
-	guard := dlock.NewGuard(rdb)
-	ctx := context.Background()
-
-	first, err := locks.TryLock(ctx, "lock:example:stock", dlock.WithTTL(100*time.Millisecond))
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	<-first.Context().Done() // the first holder stalls past its TTL...
-	second, err := locks.Lock(ctx, "lock:example:stock")
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer second.Unlock(ctx)
-	if err := guard.For(second).Set(ctx, "example:stock", 41, 0); err != nil {
-		fmt.Println(err)
-		return
-	}
-	// ...and writes with the fence it had.
-	err = guard.Set(ctx, "example:stock", first.Fence(), 42, 0)
-	fmt.Println("stale write refused:", errors.Is(err, dlock.ErrStaleFence))
-	// Output: stale write refused: true
-}
-
-// An SQL row is written only with a fence at least its own (the table has
-// a BIGINT fence column); a stale holder's UPDATE is reported as such.
-func ExampleSQLTable_Update() {
-	var db *sql.DB // sql.Open("pgx", …), ("mysql", …) or ("sqlite", …)
-	var lock *dlock.Lock
-	ctx := context.Background()
-
-	accounts := dlock.SQLTable{Dialect: dlock.Postgres, Table: "accounts", ID: "id"}
-	err := accounts.For(lock).Update(ctx, db, "42", map[string]any{"balance": 90})
-	switch {
-	case errors.Is(err, dlock.ErrStaleFence):
-		fmt.Println("someone holds the lock since, and wrote the row: not written")
-	case errors.Is(err, sql.ErrNoRows):
-		fmt.Println("no account 42")
-	case err != nil:
-		fmt.Println("database trouble:", err)
-	}
 }

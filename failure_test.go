@@ -173,7 +173,7 @@ func TestOutOfMemoryIsAnErrorNotContention(t *testing.T) {
 }
 
 func TestBadInputIsRefusedBeforeAnythingIsSent(t *testing.T) {
-	c, rdb := newClient(t, shared)
+	c, rdb := newClient(t, shared())
 	cases := map[string]struct {
 		key  string
 		opts []dlock.Option
@@ -212,9 +212,9 @@ func TestBadInputIsRefusedBeforeAnythingIsSent(t *testing.T) {
 }
 
 func TestABadNewCallPanicsAtOnceWithAnErrorThatSaysWhy(t *testing.T) {
-	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": shared.Addr()}})
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": shared().Addr()}})
 	t.Cleanup(func() { ring.Close() })
-	twice := redis.NewClient(shared.Options())
+	twice := redis.NewClient(shared().Options())
 	t.Cleanup(func() { twice.Close() })
 	for name, c := range map[string]struct {
 		new  func()
@@ -223,9 +223,9 @@ func TestABadNewCallPanicsAtOnceWithAnErrorThatSaysWhy(t *testing.T) {
 		"no clients":         {func() { dlock.New[redis.UniversalClient]() }, dlock.ErrInvalidArgument},
 		"nil client":         {func() { dlock.New[redis.UniversalClient](nil) }, dlock.ErrInvalidArgument},
 		"nil *Client":        {func() { dlock.New((*redis.Client)(nil)) }, dlock.ErrInvalidArgument},
-		"nil in a slice":     {func() { dlock.New([]*redis.Client{shared.Client(t), nil}...) }, dlock.ErrInvalidArgument},
+		"nil in a slice":     {func() { dlock.New([]*redis.Client{shared().Client(t), nil}...) }, dlock.ErrInvalidArgument},
 		"same client twice":  {func() { dlock.New(twice, twice) }, dlock.ErrInvalidArgument},
-		"same address twice": {func() { dlock.New(twice, shared.Client(t)) }, dlock.ErrInvalidArgument},
+		"same address twice": {func() { dlock.New(twice, shared().Client(t)) }, dlock.ErrInvalidArgument},
 		"a ring":             {func() { dlock.New(ring) }, errors.ErrUnsupported},
 		"a wrapped ring":     {func() { dlock.New(wrappedRing{ring}) }, errors.ErrUnsupported},
 	} {
@@ -345,7 +345,7 @@ func TestAnEvictingServerIsWarnedOfOnce(t *testing.T) {
 	}
 
 	var quiet syncBuffer
-	q, _ := newClient(t, shared)
+	q, _ := newClient(t, shared())
 	q.SetLogger(slog.New(slog.NewTextHandler(&quiet, nil)))
 	l := mustLock(t, q, key(t))
 	_ = l.Unlock(ctxT(t))

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/guard"
 	"github.com/dlock-go/dlock/internal/redistest"
 )
 
@@ -21,7 +22,7 @@ import (
 func TestManyClientsNeverOverlapAndFencesIncrease(t *testing.T) {
 	var clients []*dlock.Client
 	for w := 0; w < 8; w++ {
-		c, _ := newClient(t, shared)
+		c, _ := newClient(t, shared())
 		clients = append(clients, c)
 	}
 	checkExclusion(t, clients, 25)
@@ -156,7 +157,7 @@ func failoverToALaggingReplica(t *testing.T, k string) (stale, current *dlock.Lo
 }
 
 func TestFenceCounterHasAnExpiry(t *testing.T) {
-	c, rdb := newClient(t, shared)
+	c, rdb := newClient(t, shared())
 	k := key(t)
 	mustLock(t, c, k)
 	ctx := context.Background()
@@ -190,7 +191,7 @@ func everything(t *testing.T, rdb *redis.Client, k string) []string {
 }
 
 func TestAReleasedLockLeavesNothingBeyondItsTTLPlusTheFenceMargin(t *testing.T) {
-	c, rdb := newClient(t, shared)
+	c, rdb := newClient(t, shared())
 	k := key(t)
 	const ttl, margin = time.Second, 2 * time.Second
 	opts := []dlock.Option{dlock.WithTTL(ttl), dlock.WithFenceMargin(margin)}
@@ -225,7 +226,7 @@ func TestAReleasedLockLeavesNothingBeyondItsTTLPlusTheFenceMargin(t *testing.T) 
 }
 
 func TestFenceStillGrowsAfterItsCounterExpired(t *testing.T) {
-	c, rdb := newClient(t, shared)
+	c, rdb := newClient(t, shared())
 	k := key(t)
 	opts := []dlock.Option{dlock.WithTTL(200 * time.Millisecond), dlock.WithFenceMargin(0)}
 	l := mustLock(t, c, k, opts...)
@@ -240,10 +241,27 @@ func TestFenceStillGrowsAfterItsCounterExpired(t *testing.T) {
 }
 
 func TestFenceMarginOutOfRangeIsRefused(t *testing.T) {
-	c, _ := newClient(t, shared)
+	c, _ := newClient(t, shared())
 	for _, d := range []time.Duration{-time.Second, dlock.MaxFenceMargin + time.Second} {
 		if _, err := c.TryLock(ctxT(t), key(t), dlock.WithFenceMargin(d)); !errors.Is(err, dlock.ErrInvalidArgument) {
 			t.Errorf("WithFenceMargin(%v): %v, want ErrInvalidArgument", d, err)
 		}
 	}
 }
+
+// After a failover to a replica that never saw the last grant, two hold
+// the lock; the new master's fence is higher, so the old holder's write is
+// refused by a resource on another deployment.
+func TestTheGuardRefusesTheStaleHolderAfterAFailover(t *testing.T) {
+	g := guard.NewRedis(shared().Client(t))
+	k, res := key(t), key(t)+":stock"
+	stale, current := failoverToALaggingReplica(t, k)
+	if _, err := g.For(current).HSet(ctxT(t), res, "sku-1", 9); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.HSet(ctxT(t), res, stale.Fence(), "sku-1", 10); !errors.Is(err, guard.ErrStaleFence) {
+		t.Fatalf("the old master's holder wrote: %v", err)
+	}
+}
+
+// Fences are numbered per lock key: a resource written under two locks

@@ -115,7 +115,7 @@ func TestAThousandWaitersOnADefaultClientAreAllServed(t *testing.T) {
 // the lock twice all get it: a grant is never refused for the age of the
 // step it counts from, and a waiter that cannot use one keeps its place.
 func TestShortTTLWaitersAllAcquire(t *testing.T) {
-	c, _ := newClient(t, shared)
+	c, _ := newClient(t, shared())
 	k := key(t)
 	var wg sync.WaitGroup
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -165,7 +165,7 @@ func (f *failNext) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // holder (so its key starts with the short claim, not the TTL).
 func handedOver(t *testing.T, c *dlock.Client, k string, opts ...dlock.Option) *dlock.Lock {
 	t.Helper()
-	other, rdb := newClient(t, shared)
+	other, rdb := newClient(t, shared())
 	holder := mustLock(t, other, k, dlock.WithTTL(time.Minute))
 	got := make(chan *dlock.Lock, 1)
 	go func() {
@@ -192,11 +192,11 @@ func handedOver(t *testing.T, c *dlock.Client, k string, opts ...dlock.Option) *
 // free for others at once, not held up for the TTL.
 func TestAHandOffWhoseConfirmationFailsIsPassedOn(t *testing.T) {
 	hook := &failNext{}
-	rdb := shared.Client(t)
+	rdb := shared().Client(t)
 	rdb.AddHook(hook)
 	c := dlock.New(rdb)
 	t.Cleanup(func() { c.Close() })
-	other, _ := newClient(t, shared)
+	other, _ := newClient(t, shared())
 	k := key(t)
 	holder := mustLock(t, other, k, dlock.WithTTL(time.Minute))
 	got := make(chan error, 1)
@@ -204,7 +204,7 @@ func TestAHandOffWhoseConfirmationFailsIsPassedOn(t *testing.T) {
 		_, err := c.Lock(ctxT(t), k, dlock.WithTTL(30*time.Second))
 		got <- err
 	}()
-	eventually(t, "queued", func() bool { return queueLen(t, shared.Client(t), k) == 1 })
+	eventually(t, "queued", func() bool { return queueLen(t, shared().Client(t), k) == 1 })
 	hook.armed.Store(true) // the waiter's next script: its confirming join
 	if err := holder.Unlock(ctxT(t)); err != nil {
 		t.Fatal(err)
@@ -225,7 +225,7 @@ func TestAHandOffWhoseConfirmationFailsIsPassedOn(t *testing.T) {
 // An Extend right after a hand-off is not undone by the extension of the
 // claim.
 func TestExtendJustAfterAHandOffIsKept(t *testing.T) {
-	c, rdb := newClient(t, shared)
+	c, rdb := newClient(t, shared())
 	k := key(t)
 	l := handedOver(t, c, k, dlock.WithTTL(30*time.Second))
 	if err := l.Extend(ctxT(t), 5*time.Minute); err != nil {
@@ -242,8 +242,8 @@ func TestExtendJustAfterAHandOffIsKept(t *testing.T) {
 // its join in flight) leaves no ghost: once the holder releases, the lock
 // is free for the next TryLock at once.
 func TestAWaiterThatGivesUpLeavesNoGhost(t *testing.T) {
-	c, rdb := newClient(t, shared)
-	other, _ := newClient(t, shared)
+	c, rdb := newClient(t, shared())
+	other, _ := newClient(t, shared())
 	for i, after := range []time.Duration{-1, 0, 50 * time.Microsecond, 300 * time.Microsecond, time.Millisecond, 5 * time.Millisecond, 100 * time.Millisecond, 400 * time.Millisecond} {
 		k := key(t) + strconv.Itoa(i)
 		holder := mustLock(t, other, k, dlock.WithTTL(time.Minute))
@@ -275,8 +275,8 @@ func TestAWaiterThatGivesUpLeavesNoGhost(t *testing.T) {
 // Close, then the go-redis client's Close, as the usual defers run: waiting
 // Lock calls end with ErrClosed, and nobody is left in line.
 func TestCloseThenRedisCloseGivesWaitersErrClosed(t *testing.T) {
-	holderC, admin := newClient(t, shared)
-	rdb := shared.Client(t)
+	holderC, admin := newClient(t, shared())
+	rdb := shared().Client(t)
 	c := dlock.New(rdb)
 	k := key(t)
 	holder := mustLock(t, holderC, k, dlock.WithTTL(time.Minute))
@@ -339,8 +339,8 @@ func TestLockWithNodeTimeoutOnAPausedServer(t *testing.T) {
 // the group's keepalive: the waiter gets that very grant (its fence), not a
 // later one after the claim lapsed.
 func TestAGrantWhoseMessageIsLostIsFoundByTheKeepalive(t *testing.T) {
-	c, _ := newClient(t, shared)
-	other, admin := newClient(t, shared)
+	c, _ := newClient(t, shared())
+	other, admin := newClient(t, shared())
 	k := key(t)
 	holder := mustLock(t, other, k, dlock.WithTTL(time.Minute))
 	got := make(chan *dlock.Lock, 1)

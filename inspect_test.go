@@ -10,7 +10,7 @@ import (
 )
 
 func TestInspectShowsHolderTTLAndFenceWithoutTheToken(t *testing.T) {
-	c, _ := newClient(t, shared)
+	c, _ := newClient(t, shared())
 	k := key(t)
 	st, err := c.Inspect(ctxT(t), k)
 	if err != nil || st.Held || st.Fence != 0 {
@@ -34,8 +34,8 @@ func TestInspectShowsHolderTTLAndFenceWithoutTheToken(t *testing.T) {
 }
 
 func TestAttachTakesOverALockFromItsToken(t *testing.T) {
-	c, rdb := newClient(t, shared)
-	other, _ := newClient(t, shared) // as if another process
+	c, rdb := newClient(t, shared())
+	other, _ := newClient(t, shared()) // as if another process
 	k := key(t)
 	l := mustLock(t, c, k, dlock.WithTTL(time.Minute))
 

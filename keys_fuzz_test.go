@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dlock-go/dlock/internal/keyspace"
 )
 
 // FuzzDerivedKeys checks, for any key, that every derived key hashes to the
@@ -22,10 +24,10 @@ func FuzzDerivedKeys(f *testing.F) {
 		}
 		queue, waiters := queueKeys(k1)
 		for _, d := range []string{fenceKey(k1), wakeChannel(k1), notifyKey(k1), queue, waiters} {
-			if slot(d) != slot(k1) {
-				t.Fatalf("derived %q of %q: slot %d, key slot %d", d, k1, slot(d), slot(k1))
+			if keyspace.Slot(d) != keyspace.Slot(k1) {
+				t.Fatalf("derived %q of %q: slot %d, key slot %d", d, k1, keyspace.Slot(d), keyspace.Slot(k1))
 			}
-			if !strings.HasPrefix(d, reservedPrefix) {
+			if !strings.HasPrefix(d, keyspace.Reserved) {
 				t.Fatalf("derived %q is outside the reserved prefix", d)
 			}
 		}
@@ -38,7 +40,7 @@ func FuzzDerivedKeys(f *testing.F) {
 		var c Client
 		c.nodes = []*node{{}}
 		if _, err := c.prepare(k1, []Option{WithTTL(time.Duration(len(k2)) * time.Millisecond)}); err == nil {
-			if k1 == "" || strings.HasPrefix(k1, reservedPrefix) || len(k2) < 10 {
+			if k1 == "" || strings.HasPrefix(k1, keyspace.Reserved) || len(k2) < 10 {
 				t.Fatalf("prepare(%q, TTL %dms) accepted bad input", k1, len(k2))
 			}
 		}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlock-go/dlock/internal/keyspace"
 	"github.com/dlock-go/dlock/internal/redistest"
 )
 
@@ -35,8 +36,8 @@ func TestDerivedKeysShareTheLockKeysSlot(t *testing.T) {
 	}
 	for _, k := range trickyKeys {
 		want := keyslot(k)
-		if got := slot(k); got != want {
-			t.Errorf("slot(%q) = %d, CLUSTER KEYSLOT says %d", k, got, want)
+		if got := keyspace.Slot(k); got != want {
+			t.Errorf("keyspace.Slot(%q) = %d, CLUSTER KEYSLOT says %d", k, got, want)
 		}
 		queue, waiters := queueKeys(k)
 		for _, d := range []string{fenceKey(k), wakeChannel(k), notifyKey(k), queue, waiters} {

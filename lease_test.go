@@ -27,8 +27,8 @@ func waitDone(t *testing.T, ctx context.Context, what string) error {
 }
 
 func TestAutoRenewKeepsAShortLockThroughLongWork(t *testing.T) {
-	c, _ := newClient(t, shared)
-	other, _ := newClient(t, shared)
+	c, _ := newClient(t, shared())
+	other, _ := newClient(t, shared())
 	k := key(t)
 	// The TTL leaves room for a loaded machine's pauses between renewals.
 	l := mustLock(t, c, k, dlock.WithTTL(time.Second), dlock.WithAutoRenew())
@@ -48,7 +48,7 @@ func TestAutoRenewKeepsAShortLockThroughLongWork(t *testing.T) {
 }
 
 func TestOverwrittenKeyEndsTheContextWithErrLost(t *testing.T) {
-	c, rdb := newClient(t, shared)
+	c, rdb := newClient(t, shared())
 	k := key(t)
 	l := mustLock(t, c, k, dlock.WithTTL(3*time.Second), dlock.WithAutoRenew())
 	rdb.Set(ctxT(t), k, "someone-else", time.Minute)
@@ -66,7 +66,7 @@ func TestOverwrittenKeyEndsTheContextWithErrLost(t *testing.T) {
 }
 
 func TestTheContextDeadlineComesBeforeTheTTL(t *testing.T) {
-	c, _ := newClient(t, shared)
+	c, _ := newClient(t, shared())
 	const ttl = 2 * time.Second
 	l := mustLock(t, c, key(t), dlock.WithTTL(ttl))
 	dl, ok := l.Context().Deadline()
@@ -99,8 +99,8 @@ func TestPausedRedisEndsTheContextBeforeTheTTL(t *testing.T) {
 }
 
 func TestMaxHoldEndsTheContextAtTheCeiling(t *testing.T) {
-	c, rdb := newClient(t, shared)
-	other, _ := newClient(t, shared)
+	c, rdb := newClient(t, shared())
+	other, _ := newClient(t, shared())
 	k := key(t)
 	const maxHold = 2500 * time.Millisecond
 	start := time.Now()
@@ -125,7 +125,7 @@ func TestMaxHoldEndsTheContextAtTheCeiling(t *testing.T) {
 }
 
 func TestMaxHoldLowersALongerTTL(t *testing.T) {
-	c, rdb := newClient(t, shared)
+	c, rdb := newClient(t, shared())
 	k := key(t)
 	mustLock(t, c, k, dlock.WithTTL(time.Minute), dlock.WithMaxHold(2*time.Second))
 	if pttl := rdb.PTTL(ctxT(t), k).Val(); pttl > 2*time.Second {
@@ -135,7 +135,7 @@ func TestMaxHoldLowersALongerTTL(t *testing.T) {
 
 func TestUnlockEndsTheContextAndNoRenewalRecreatesTheKey(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	c, rdb := newClient(t, shared)
+	c, rdb := newClient(t, shared())
 	k := key(t)
 	l := mustLock(t, c, k, dlock.WithTTL(150*time.Millisecond), dlock.WithAutoRenew())
 	time.Sleep(200 * time.Millisecond) // a renewal or two
@@ -154,7 +154,7 @@ func TestUnlockEndsTheContextAndNoRenewalRecreatesTheKey(t *testing.T) {
 
 func TestCloseStopsTheWatchdogAndTheLeaseRunsOut(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	c, _ := newClient(t, shared)
+	c, _ := newClient(t, shared())
 	l := mustLock(t, c, key(t), dlock.WithTTL(200*time.Millisecond), dlock.WithAutoRenew())
 	c.Close()
 	if cause := waitDone(t, l.Context(), "closed client"); !errors.Is(cause, dlock.ErrLeaseExpired) {
@@ -186,7 +186,7 @@ func TestFailedRenewalIsRetriedWithinTheLease(t *testing.T) {
 }
 
 func TestExtendMovesTheContextDeadline(t *testing.T) {
-	c, _ := newClient(t, shared)
+	c, _ := newClient(t, shared())
 	l := mustLock(t, c, key(t), dlock.WithTTL(time.Second))
 	before, _ := l.Context().Deadline()
 	if err := l.Extend(ctxT(t), time.Minute); err != nil {
@@ -203,7 +203,7 @@ func TestExtendMovesTheContextDeadline(t *testing.T) {
 }
 
 func TestExtendFindingTheLockGoneEndsTheContext(t *testing.T) {
-	c, rdb := newClient(t, shared)
+	c, rdb := newClient(t, shared())
 	k := key(t)
 	l := mustLock(t, c, k, dlock.WithTTL(time.Minute))
 	rdb.Del(ctxT(t), k)
@@ -216,8 +216,8 @@ func TestExtendFindingTheLockGoneEndsTheContext(t *testing.T) {
 }
 
 func TestDoRunsFnUnderTheLockAndUnlocks(t *testing.T) {
-	c, rdb := newClient(t, shared)
-	other, _ := newClient(t, shared)
+	c, rdb := newClient(t, shared())
+	other, _ := newClient(t, shared())
 	k := key(t)
 	errWork := errors.New("work failed")
 	err := c.Do(ctxT(t), k, func(ctx context.Context) error {
@@ -239,7 +239,7 @@ func TestDoRunsFnUnderTheLockAndUnlocks(t *testing.T) {
 
 // Do with no function is bad input, refused before anything is locked.
 func TestDoWithoutAFunctionIsInvalid(t *testing.T) {
-	c, rdb := newClient(t, shared)
+	c, rdb := newClient(t, shared())
 	k := key(t)
 	if err := c.Do(ctxT(t), k, nil); !errors.Is(err, dlock.ErrInvalidArgument) {
 		t.Fatalf("Do(nil) = %v, want ErrInvalidArgument", err)
@@ -250,7 +250,7 @@ func TestDoWithoutAFunctionIsInvalid(t *testing.T) {
 }
 
 func TestDoReportsErrLostWhenTheLockIsLostWhileFnRuns(t *testing.T) {
-	c, rdb := newClient(t, shared)
+	c, rdb := newClient(t, shared())
 	k := key(t)
 	err := c.Do(ctxT(t), k, func(ctx context.Context) error {
 		rdb.Set(ctx, k, "someone-else", time.Minute) // the lock is taken away
@@ -266,7 +266,7 @@ func TestDoReportsErrLostWhenTheLockIsLostWhileFnRuns(t *testing.T) {
 }
 
 func TestDoUnlocksWhenFnPanics(t *testing.T) {
-	c, rdb := newClient(t, shared)
+	c, rdb := newClient(t, shared())
 	k := key(t)
 	func() {
 		defer func() {
@@ -282,7 +282,7 @@ func TestDoUnlocksWhenFnPanics(t *testing.T) {
 }
 
 func TestDoGivesUpWhenTheContextEndsWhileWaiting(t *testing.T) {
-	c, _ := newClient(t, shared)
+	c, _ := newClient(t, shared())
 	k := key(t)
 	mustLock(t, c, k, dlock.WithTTL(time.Minute))
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
@@ -295,7 +295,7 @@ func TestDoGivesUpWhenTheContextEndsWhileWaiting(t *testing.T) {
 }
 
 func TestBadMaxHoldIsRefused(t *testing.T) {
-	c, _ := newClient(t, shared)
+	c, _ := newClient(t, shared())
 	for _, d := range []time.Duration{0, -time.Second, time.Millisecond} {
 		if _, err := c.TryLock(ctxT(t), key(t), dlock.WithMaxHold(d)); !errors.Is(err, dlock.ErrInvalidArgument) {
 			t.Errorf("WithMaxHold(%v): %v, want ErrInvalidArgument", d, err)
@@ -306,7 +306,7 @@ func TestBadMaxHoldIsRefused(t *testing.T) {
 // A Context first asked for after the lease ran out is done the moment it
 // is returned, with the cause.
 func TestContextAskedForAfterTheLeaseIsAlreadyDone(t *testing.T) {
-	c, _ := newClient(t, shared)
+	c, _ := newClient(t, shared())
 	for i := 0; i < 5; i++ {
 		l := mustLock(t, c, key(t), dlock.WithTTL(100*time.Millisecond))
 		time.Sleep(150 * time.Millisecond)
@@ -324,7 +324,7 @@ func TestContextAskedForAfterTheLeaseIsAlreadyDone(t *testing.T) {
 // a caller that believes the error is never left holding a key it does not
 // know of.
 func TestExtendAfterTheLeaseEndedExtendsNothing(t *testing.T) {
-	c, rdb := newClient(t, shared)
+	c, rdb := newClient(t, shared())
 	for i := 0; i < 5; i++ {
 		k := key(t)
 		// 1 s TTL: the lease ends ~12 ms before the key expires.
@@ -373,7 +373,7 @@ func TestALateRenewalGivesTheKeyBack(t *testing.T) {
 // the timer that ends it may not have run yet: a holder that looks at the
 // clock's edge is never told it still holds.
 func TestALeaseContextIsDoneFromItsDeadlineOn(t *testing.T) {
-	c, _ := newClient(t, shared)
+	c, _ := newClient(t, shared())
 	for i := 0; i < 30; i++ {
 		l := mustLock(t, c, key(t), dlock.WithTTL(30*time.Millisecond))
 		ctx := l.Context()

@@ -12,7 +12,7 @@ import (
 )
 
 func TestTryLockStoresTheTokenWithAnExpiry(t *testing.T) {
-	c, rdb := newClient(t, shared)
+	c, rdb := newClient(t, shared())
 	k := key(t)
 	l := mustLock(t, c, k, dlock.WithTTL(10*time.Second))
 
@@ -29,7 +29,7 @@ func TestTryLockStoresTheTokenWithAnExpiry(t *testing.T) {
 }
 
 func TestDefaultTTLIsThirtySeconds(t *testing.T) {
-	c, rdb := newClient(t, shared)
+	c, rdb := newClient(t, shared())
 	k := key(t)
 	mustLock(t, c, k)
 	if pttl := rdb.PTTL(ctxT(t), k).Val(); pttl <= 20*time.Second || pttl > 30*time.Second {
@@ -38,8 +38,8 @@ func TestDefaultTTLIsThirtySeconds(t *testing.T) {
 }
 
 func TestSecondTryLockOnHeldKeyFails(t *testing.T) {
-	c, _ := newClient(t, shared)
-	other, _ := newClient(t, shared)
+	c, _ := newClient(t, shared())
+	other, _ := newClient(t, shared())
 	k := key(t)
 	mustLock(t, c, k)
 
@@ -52,7 +52,7 @@ func TestSecondTryLockOnHeldKeyFails(t *testing.T) {
 }
 
 func TestKeySetByHandExcludesDlock(t *testing.T) {
-	c, rdb := newClient(t, shared)
+	c, rdb := newClient(t, shared())
 	k := key(t)
 	if !rdb.SetNX(ctxT(t), k, "by-hand", time.Minute).Val() {
 		t.Fatal("SET NX by hand failed")
@@ -66,7 +66,7 @@ func TestKeySetByHandExcludesDlock(t *testing.T) {
 }
 
 func TestDlockExcludesSetByHand(t *testing.T) {
-	c, rdb := newClient(t, shared)
+	c, rdb := newClient(t, shared())
 	k := key(t)
 	mustLock(t, c, k)
 	if rdb.SetNX(ctxT(t), k, "by-hand", time.Minute).Val() {
@@ -75,7 +75,7 @@ func TestDlockExcludesSetByHand(t *testing.T) {
 }
 
 func TestTokensAreRandomURLSafeAndAtLeast128Bits(t *testing.T) {
-	c, _ := newClient(t, shared)
+	c, _ := newClient(t, shared())
 	seen := map[string]bool{}
 	for i := 0; i < 200; i++ {
 		l := mustLock(t, c, key(t))
@@ -97,7 +97,7 @@ func TestTokensAreRandomURLSafeAndAtLeast128Bits(t *testing.T) {
 }
 
 func TestLockStringDoesNotRevealTheToken(t *testing.T) {
-	c, _ := newClient(t, shared)
+	c, _ := newClient(t, shared())
 	l := mustLock(t, c, key(t))
 	if s := l.String(); strings.Contains(s, l.Token()) {
 		t.Errorf("String() = %q contains the token", s)
@@ -105,7 +105,7 @@ func TestLockStringDoesNotRevealTheToken(t *testing.T) {
 }
 
 func TestUnlockDeletesTheKey(t *testing.T) {
-	c, rdb := newClient(t, shared)
+	c, rdb := newClient(t, shared())
 	k := key(t)
 	l := mustLock(t, c, k)
 	if err := l.Unlock(ctxT(t)); err != nil {
@@ -120,7 +120,7 @@ func TestUnlockDeletesTheKey(t *testing.T) {
 }
 
 func TestUnlockTwiceReturnsNotHeld(t *testing.T) {
-	c, _ := newClient(t, shared)
+	c, _ := newClient(t, shared())
 	l := mustLock(t, c, key(t))
 	if err := l.Unlock(ctxT(t)); err != nil {
 		t.Fatal(err)
@@ -133,7 +133,7 @@ func TestUnlockTwiceReturnsNotHeld(t *testing.T) {
 // The seeds' experiment 6.2: a holder whose lock expired must not delete the
 // next holder's lock.
 func TestUnlockAfterExpiryKeepsNewHolder(t *testing.T) {
-	c, rdb := newClient(t, shared)
+	c, rdb := newClient(t, shared())
 	k := key(t)
 	stale := mustLock(t, c, k, dlock.WithTTL(50*time.Millisecond))
 	eventually(t, "the lock expires", func() bool { return rdb.Exists(ctxT(t), k).Val() == 0 })
@@ -149,7 +149,7 @@ func TestUnlockAfterExpiryKeepsNewHolder(t *testing.T) {
 
 // The seeds' experiment 6.3: only the holder can extend.
 func TestStaleExtendIsRefused(t *testing.T) {
-	c, rdb := newClient(t, shared)
+	c, rdb := newClient(t, shared())
 	k := key(t)
 	stale := mustLock(t, c, k, dlock.WithTTL(50*time.Millisecond))
 	eventually(t, "the lock expires", func() bool { return rdb.Exists(ctxT(t), k).Val() == 0 })
@@ -167,7 +167,7 @@ func TestStaleExtendIsRefused(t *testing.T) {
 }
 
 func TestExtendDoesNotRecreateAnExpiredLock(t *testing.T) {
-	c, rdb := newClient(t, shared)
+	c, rdb := newClient(t, shared())
 	k := key(t)
 	l := mustLock(t, c, k, dlock.WithTTL(20*time.Millisecond))
 	eventually(t, "the lock expires", func() bool { return rdb.Exists(ctxT(t), k).Val() == 0 })
@@ -180,7 +180,7 @@ func TestExtendDoesNotRecreateAnExpiredLock(t *testing.T) {
 }
 
 func TestExtendResetsTheTTL(t *testing.T) {
-	c, rdb := newClient(t, shared)
+	c, rdb := newClient(t, shared())
 	k := key(t)
 	l := mustLock(t, c, k, dlock.WithTTL(time.Second))
 	if err := l.Extend(ctxT(t), time.Minute); err != nil {
@@ -195,7 +195,7 @@ func TestExtendResetsTheTTL(t *testing.T) {
 }
 
 func TestTTLReportsTheRemainingLease(t *testing.T) {
-	c, _ := newClient(t, shared)
+	c, _ := newClient(t, shared())
 	l := mustLock(t, c, key(t), dlock.WithTTL(time.Minute))
 	d, err := l.TTL(ctxT(t))
 	if err != nil {
@@ -213,7 +213,7 @@ func TestTTLReportsTheRemainingLease(t *testing.T) {
 }
 
 func TestTTLOfALockSomeoneElseTookIsNotHeld(t *testing.T) {
-	c, rdb := newClient(t, shared)
+	c, rdb := newClient(t, shared())
 	k := key(t)
 	l := mustLock(t, c, k, dlock.WithTTL(20*time.Millisecond))
 	eventually(t, "the lock expires", func() bool { return rdb.Exists(ctxT(t), k).Val() == 0 })
@@ -224,7 +224,7 @@ func TestTTLOfALockSomeoneElseTookIsNotHeld(t *testing.T) {
 }
 
 func TestLockIsSafeForConcurrentUse(t *testing.T) {
-	c, _ := newClient(t, shared)
+	c, _ := newClient(t, shared())
 	l := mustLock(t, c, key(t), dlock.WithTTL(time.Minute))
 	done := make(chan error, 30)
 	for i := 0; i < 10; i++ {
@@ -243,7 +243,7 @@ func TestLockIsSafeForConcurrentUse(t *testing.T) {
 }
 
 func TestUnlockWithAnEndedContextStillReleases(t *testing.T) {
-	c, rdb := newClient(t, shared)
+	c, rdb := newClient(t, shared())
 	k := key(t)
 	l := mustLock(t, c, k)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -267,7 +267,7 @@ func TestAnUncontendedLockAndUnlockAllocateLittle(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates")
 	}
-	c, _ := newClient(t, shared)
+	c, _ := newClient(t, shared())
 	ctx := context.Background()
 	k := key(t)
 	for _, acquire := range []struct {

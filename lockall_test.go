@@ -30,7 +30,7 @@ func TestLockAllInOppositeOrdersNeverDeadlocks(t *testing.T) {
 	defer cancel()
 	var wg sync.WaitGroup
 	for g := range 8 {
-		c, _ := newClient(t, shared)
+		c, _ := newClient(t, shared())
 		order := keys
 		if g%2 == 1 {
 			order = reversed
@@ -67,8 +67,8 @@ func TestLockAllInOppositeOrdersNeverDeadlocks(t *testing.T) {
 // All or nothing: when one key cannot be had, the others are released at
 // once, and the error names the key.
 func TestLockAllReleasesWhatItGotWhenOneKeyIsTaken(t *testing.T) {
-	c, _ := newClient(t, shared)
-	other, _ := newClient(t, shared)
+	c, _ := newClient(t, shared())
+	other, _ := newClient(t, shared())
 	base := key(t)
 	keys := []string{base + ":1", base + ":2", base + ":3"}
 	blocker := mustLock(t, other, keys[2], dlock.WithTTL(time.Minute))
@@ -91,7 +91,7 @@ func TestLockAllReleasesWhatItGotWhenOneKeyIsTaken(t *testing.T) {
 
 // Bad input is refused before anything is sent.
 func TestLockAllBadInput(t *testing.T) {
-	c, admin := newClient(t, shared)
+	c, admin := newClient(t, shared())
 	k := key(t)
 	for name, keys := range map[string][]string{
 		"none":      nil,

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,33 +17,74 @@ import (
 	"github.com/dlock-go/dlock/internal/redistest"
 )
 
+// The servers the tests share start on first use, so that the tests
+// that need no server (parsing, keys, options) run without one.
+var (
+	sharedServer  = lazily(func() ([]*redistest.Server, error) { s, err := redistest.Spawn(); return []*redistest.Server{s}, err })
+	redlockServer = lazily(func() ([]*redistest.Server, error) {
+		var masters []*redistest.Server
+		for i := 0; i < 3; i++ {
+			s, err := redistest.Spawn()
+			if err != nil {
+				return masters, err
+			}
+			masters = append(masters, s)
+		}
+		return masters, nil
+	})
+)
+
 // shared is a redis-server that tests which do not disturb the server use,
 // each with its own keys. Tests that kill, pause or flush a server start
 // their own.
-var shared *redistest.Server
+func shared() *redistest.Server { return sharedServer.get()[0] }
 
-func TestMain(m *testing.M) {
-	var err error
-	shared, err = redistest.Spawn()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+// addr is the address of the server the examples use.
+func addr() string { return shared().Addr() }
+
+// redlockAddrs are the three independent masters of the Redlock example.
+func redlockAddrs() []string {
+	var addrs []string
+	for _, s := range redlockServer.get() {
+		addrs = append(addrs, s.Addr())
 	}
-	addr = shared.Addr() // for the examples
-	var masters []*redistest.Server
-	for i := 0; i < 3; i++ { // for the Redlock example
-		s, err := redistest.Spawn()
-		if err != nil {
+	return addrs
+}
+
+// servers are servers started once, on first use, and closed by TestMain.
+type servers struct {
+	once  sync.Once
+	start func() ([]*redistest.Server, error)
+	got   []*redistest.Server
+}
+
+var started []*servers
+
+func lazily(start func() ([]*redistest.Server, error)) *servers {
+	s := &servers{start: start}
+	started = append(started, s)
+	return s
+}
+
+func (s *servers) get() []*redistest.Server {
+	s.once.Do(func() {
+		var err error
+		if s.got, err = s.start(); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
-		masters = append(masters, s)
-		redlockAddrs[i] = s.Addr()
-	}
+	})
+	return s.got
+}
+
+func TestMain(m *testing.M) {
 	code := m.Run()
-	shared.Close()
-	for _, s := range masters {
-		s.Close()
+	for _, s := range started {
+		for _, srv := range s.got {
+			if srv != nil {
+				srv.Close()
+			}
+		}
 	}
 	if code == 0 {
 		// Every test closes what it opens; anything still running now is

@@ -39,7 +39,7 @@ func (e *events) of(kind dlock.EventKind) []dlock.Event {
 }
 
 func TestObserverSeesTheLockLifecycle(t *testing.T) {
-	c, rdb := newClient(t, shared)
+	c, rdb := newClient(t, shared())
 	var evs events
 	c.SetObserver(evs.observe)
 	k := key(t)
@@ -83,7 +83,7 @@ func TestObserverSeesTheLockLifecycle(t *testing.T) {
 // Every event names the primitive, from the options when nothing was
 // obtained and from the grant otherwise.
 func TestEventsNameThePrimitive(t *testing.T) {
-	c, _ := newClient(t, shared)
+	c, _ := newClient(t, shared())
 	var evs events
 	c.SetObserver(evs.observe)
 	k := key(t)
@@ -132,7 +132,7 @@ func errText(err error) string {
 }
 
 func TestAWaitThatEndsIsObservedAsContended(t *testing.T) {
-	c, _ := newClient(t, shared)
+	c, _ := newClient(t, shared())
 	var evs events
 	c.SetObserver(evs.observe)
 	k := key(t)
@@ -147,7 +147,7 @@ func TestAWaitThatEndsIsObservedAsContended(t *testing.T) {
 }
 
 func TestTheLoggerReportsALossWithoutTheToken(t *testing.T) {
-	c, rdb := newClient(t, shared)
+	c, rdb := newClient(t, shared())
 	var buf syncBuffer
 	c.SetLogger(slog.New(slog.NewTextHandler(&buf, nil)))
 	k := key(t)
@@ -183,7 +183,7 @@ func (s *syncBuffer) String() string {
 // Observers feeds several observers; each sees every event, with the
 // node count, the nodes that answered and Outcome's word for it.
 func TestSeveralObserversSeeEveryEvent(t *testing.T) {
-	c, _ := newClient(t, shared)
+	c, _ := newClient(t, shared())
 	var a, b events
 	c.SetObserver(dlock.Observers(a.observe, nil, b.observe))
 	k := key(t)
@@ -226,7 +226,7 @@ func (t *countingTracer) Start(ctx context.Context, _ dlock.SpanKind, _, _ strin
 
 // The observer and the tracer are set and cleared independently.
 func TestObserverAndTracerAreSetApart(t *testing.T) {
-	c, _ := newClient(t, shared)
+	c, _ := newClient(t, shared())
 	k := key(t)
 	var tr countingTracer
 	var evs events

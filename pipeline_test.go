@@ -95,7 +95,7 @@ func allFree(t *testing.T, c *dlock.Client, keys []string) {
 // lock behind and never two holders; the keys' TTL is a minute, so a lost
 // grant would show.
 func TestContextsEndingMidPipelineLeaveNoLockBehind(t *testing.T) {
-	c, _ := newClient(t, shared)
+	c, _ := newClient(t, shared())
 	keys := keysOf(t, 8)
 	ctxFor := func() (context.Context, context.CancelFunc) {
 		return context.WithTimeout(context.Background(), time.Duration(rand.IntN(3000))*time.Microsecond)
@@ -156,7 +156,7 @@ func stalledUnderPipelining(t *testing.T, opts ...dlock.Option) {
 // and gives them back: a program that exits after Close leaves nothing
 // held.
 func TestCloseGivesBackLateGrantsBeforeReturning(t *testing.T) {
-	rdb := shared.Client(t)
+	rdb := shared().Client(t)
 	c := dlock.New(rdb)
 	keys := keysOf(t, 20)
 	var wg sync.WaitGroup
@@ -203,7 +203,7 @@ func TestCloseReturnsWhileTheServerStallsUnderPipelining(t *testing.T) {
 // Direct: every call goes through the user's client, hooks and all (here
 // a dial hook that is the only way to the server).
 func TestDirectSendsEverythingThroughTheUsersClient(t *testing.T) {
-	opts := shared.Options()
+	opts := shared().Options()
 	real := opts.Addr
 	opts.Addr = "127.0.0.1:1"
 	rdb := redis.NewClient(opts)

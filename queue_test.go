@@ -25,7 +25,7 @@ func queueLen(t *testing.T, rdb *redis.Client, key string) int64 {
 // the lock (or nil) when Lock returns. It returns once the waiter is queued.
 func startWaiter(t *testing.T, rdb *redis.Client, k string, queued int64, opts ...dlock.Option) <-chan *dlock.Lock {
 	t.Helper()
-	c, _ := newClient(t, shared)
+	c, _ := newClient(t, shared())
 	got := make(chan *dlock.Lock, 1)
 	go func() {
 		l, err := c.Lock(ctxT(t), k, opts...)
@@ -39,7 +39,7 @@ func startWaiter(t *testing.T, rdb *redis.Client, k string, queued int64, opts .
 }
 
 func TestWaitersAreServedInArrivalOrder(t *testing.T) {
-	c, rdb := newClient(t, shared)
+	c, rdb := newClient(t, shared())
 	k := key(t)
 	holder := mustLock(t, c, k, dlock.WithTTL(time.Minute))
 	var waiters []<-chan *dlock.Lock
@@ -80,8 +80,8 @@ func TestWaitersAreServedInArrivalOrder(t *testing.T) {
 // The hand-off reaches the waiter through its own grant list: no wake-up is
 // lost even when releases come back to back, and no waiter waits for a TTL.
 func TestEveryReleaseReachesTheNextWaiter(t *testing.T) {
-	a, rdb := newClient(t, shared)
-	b, _ := newClient(t, shared)
+	a, rdb := newClient(t, shared())
+	b, _ := newClient(t, shared())
 	k := key(t)
 	l := mustLock(t, a, k, dlock.WithTTL(time.Minute))
 	for i := 0; i < 50; i++ {
@@ -114,7 +114,7 @@ func TestEveryReleaseReachesTheNextWaiter(t *testing.T) {
 }
 
 func TestADeadWaiterIsSkipped(t *testing.T) {
-	c, rdb := newClient(t, shared)
+	c, rdb := newClient(t, shared())
 	ctx := ctxT(t)
 	k := key(t)
 	holder := mustLock(t, c, k, dlock.WithTTL(time.Minute))
@@ -152,10 +152,10 @@ func TestADeadWaiterIsSkipped(t *testing.T) {
 }
 
 func TestAWaiterThatGivesUpLeavesTheQueue(t *testing.T) {
-	c, rdb := newClient(t, shared)
+	c, rdb := newClient(t, shared())
 	k := key(t)
 	holder := mustLock(t, c, k, dlock.WithTTL(time.Minute))
-	quitter, _ := newClient(t, shared)
+	quitter, _ := newClient(t, shared())
 	ctx, cancel := context.WithCancel(context.Background())
 	quit := make(chan error, 1)
 	go func() { _, err := quitter.Lock(ctx, k); quit <- err }()
@@ -181,8 +181,8 @@ func TestAWaiterThatGivesUpLeavesTheQueue(t *testing.T) {
 }
 
 func TestANewcomerCannotJumpTheQueue(t *testing.T) {
-	c, rdb := newClient(t, shared)
-	newcomer, _ := newClient(t, shared)
+	c, rdb := newClient(t, shared())
+	newcomer, _ := newClient(t, shared())
 	k := key(t)
 	mustLock(t, c, k, dlock.WithTTL(time.Minute))
 	waiter := startWaiter(t, rdb, k, 1, dlock.WithTTL(time.Minute))
@@ -228,8 +228,8 @@ func TestAHandedOverLockHoldsItsWholeTTLWhenLockReturns(t *testing.T) {
 		sameGroup bool // the waiter on the holder's Client
 	}{{"another Client", false}, {"the holder's Client", true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			a, _ := newClient(t, shared)
-			b, _ := newClient(t, shared)
+			a, _ := newClient(t, shared())
+			b, _ := newClient(t, shared())
 			if tc.sameGroup {
 				b = a
 			}
@@ -243,7 +243,7 @@ func TestAHandedOverLockHoldsItsWholeTTLWhenLockReturns(t *testing.T) {
 				}
 				got <- l
 			}()
-			_, rdb := newClient(t, shared)
+			_, rdb := newClient(t, shared())
 			eventually(t, "the waiter is queued", func() bool { return queueLen(t, rdb, k) == 1 })
 			if err := holder.Unlock(ctxT(t)); err != nil {
 				t.Fatal(err)
@@ -257,8 +257,8 @@ func TestAHandedOverLockHoldsItsWholeTTLWhenLockReturns(t *testing.T) {
 
 func TestAHandedOverPermitReadHoldAndLeadershipHoldTheirWholeTTL(t *testing.T) {
 	const ttl = time.Minute
-	a, rdb := newClient(t, shared)
-	b, _ := newClient(t, shared)
+	a, rdb := newClient(t, shared())
+	b, _ := newClient(t, shared())
 	for _, tc := range []struct {
 		name      string
 		hold, get func(c *dlock.Client, k string) (*dlock.Lock, error)
@@ -305,7 +305,7 @@ func TestAHandedOverPermitReadHoldAndLeadershipHoldTheirWholeTTL(t *testing.T) {
 }
 
 func TestQueuedWaitersGetAKeySetByHandWhenItIsDeleted(t *testing.T) {
-	_, rdb := newClient(t, shared)
+	_, rdb := newClient(t, shared())
 	k := key(t)
 	rdb.Set(ctxT(t), k, "by-hand", time.Minute)
 	w := startWaiter(t, rdb, k, 1)

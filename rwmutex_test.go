@@ -12,7 +12,7 @@ import (
 // Readers share, a writer excludes everyone, and write fences are above
 // every earlier grant's.
 func TestRWMutexReadersShareAWriterExcludes(t *testing.T) {
-	c, _ := newClient(t, shared)
+	c, _ := newClient(t, shared())
 	k := key(t)
 	var readers, writers, mostReaders atomic.Int32
 	var last atomic.Int64
@@ -70,7 +70,7 @@ func TestRWMutexReadersShareAWriterExcludes(t *testing.T) {
 // A waiting writer is not starved: readers that come after it wait behind
 // it.
 func TestRWMutexAWaitingWriterIsNotStarved(t *testing.T) {
-	c, _ := newClient(t, shared)
+	c, _ := newClient(t, shared())
 	k := key(t)
 	m := c.RWMutex(k)
 	r1, err := m.TryRLock(ctxT(t), dlock.WithTTL(time.Minute))

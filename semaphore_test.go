@@ -18,7 +18,7 @@ import (
 // Never more than N permit holders, however many goroutines ask; every
 // permit's fence is above the fences before it.
 func TestASemaphoreNeverHasMoreThanNHolders(t *testing.T) {
-	c, _ := newClient(t, shared)
+	c, _ := newClient(t, shared())
 	k := key(t)
 	const permits, goroutines, rounds = 3, 24, 8
 	var inside, most atomic.Int32
@@ -65,7 +65,7 @@ func TestASemaphoreNeverHasMoreThanNHolders(t *testing.T) {
 // Waiters get permits in arrival order, and a crashed holder's permit
 // comes back with its TTL.
 func TestSemaphorePermitsGoInArrivalOrderAndExpire(t *testing.T) {
-	c, _ := newClient(t, shared)
+	c, _ := newClient(t, shared())
 	k := key(t)
 	sem := c.Semaphore(k, 2)
 	a, err := sem.TryAcquire(ctxT(t), dlock.WithTTL(time.Minute))
@@ -82,7 +82,7 @@ func TestSemaphorePermitsGoInArrivalOrderAndExpire(t *testing.T) {
 	_ = crashed // never released: it expires
 	order := make(chan int, 3)
 	for i := range 3 {
-		other, _ := newClient(t, shared)
+		other, _ := newClient(t, shared())
 		go func() {
 			l, err := other.Semaphore(k, 2).Acquire(ctxT(t), dlock.WithTTL(time.Minute))
 			if err != nil {
@@ -109,7 +109,7 @@ func TestSemaphorePermitsGoInArrivalOrderAndExpire(t *testing.T) {
 }
 
 func TestSemaphoreBadInputAndKinds(t *testing.T) {
-	c, _ := newClient(t, shared)
+	c, _ := newClient(t, shared())
 	k := key(t)
 	if _, err := c.Semaphore(k, 0).TryAcquire(ctxT(t)); !errors.Is(err, dlock.ErrInvalidArgument) {
 		t.Fatalf("0 permits: %v", err)
@@ -150,7 +150,7 @@ func TestSemaphoreBadInputAndKinds(t *testing.T) {
 
 // A permit is a Lock: Extend, TTL and the watchdog work on it.
 func TestAPermitIsALock(t *testing.T) {
-	c, _ := newClient(t, shared)
+	c, _ := newClient(t, shared())
 	k := key(t)
 	l, err := c.Semaphore(k, 2).TryAcquire(ctxT(t), dlock.WithTTL(200*time.Millisecond), dlock.WithAutoRenew())
 	if err != nil {
@@ -176,7 +176,7 @@ func TestAPermitIsALock(t *testing.T) {
 
 // Inspect says what kind of lock holds a key.
 func TestInspectTellsTheKinds(t *testing.T) {
-	c, _ := newClient(t, shared)
+	c, _ := newClient(t, shared())
 	base := key(t)
 	sem := c.Semaphore(base+":sem", 3)
 	p1, _ := sem.TryAcquire(ctxT(t))
@@ -209,7 +209,7 @@ func TestInspectTellsTheKinds(t *testing.T) {
 // long permit given back leaves the key to expire with the short one that
 // crashed, and then a Lock may take it.
 func TestASemaphoreKeyExpiresWithItsLastHolder(t *testing.T) {
-	c, admin := newClient(t, shared)
+	c, admin := newClient(t, shared())
 	k := key(t)
 	sem := c.Semaphore(k, 2)
 	long, err := sem.TryAcquire(ctxT(t), dlock.WithTTL(time.Hour))
@@ -237,7 +237,7 @@ func TestASemaphoreKeyExpiresWithItsLastHolder(t *testing.T) {
 // Unlock of a hold whose key another kind of lock took since is
 // ErrNotHeld, as for a lock someone else holds now.
 func TestUnlockAfterAnotherKindTookTheKeyIsNotHeld(t *testing.T) {
-	c, _ := newClient(t, shared)
+	c, _ := newClient(t, shared())
 	k := key(t)
 	p, err := c.Semaphore(k, 2).TryAcquire(ctxT(t), dlock.WithTTL(50*time.Millisecond))
 	if err != nil {
@@ -268,7 +268,7 @@ func TestUnlockAfterAnotherKindTookTheKeyIsNotHeld(t *testing.T) {
 // Permits' holders stay apart in logs: the kind is kept, and six
 // characters of the random part.
 func TestPermitsAreToldApartInStatusAndLogs(t *testing.T) {
-	c, _ := newClient(t, shared)
+	c, _ := newClient(t, shared())
 	k := key(t)
 	sem := c.Semaphore(k, 100)
 	a, _ := sem.TryAcquire(ctxT(t))
@@ -316,8 +316,8 @@ func usageError(t *testing.T, what string, err, want error) {
 func TestAMisconfiguredWaiterDoesNotFailTheHoldersReleases(t *testing.T) {
 	for _, bad := range []string{"~s4~misconfigured", "~r~reader"} {
 		t.Run(bad, func(t *testing.T) {
-			a, rdb := newClient(t, shared)
-			b, _ := newClient(t, shared)
+			a, rdb := newClient(t, shared())
+			b, _ := newClient(t, shared())
 			k := key(t)
 			sem := a.Semaphore(k, 3)
 			var holders []*dlock.Lock
@@ -358,7 +358,7 @@ func TestAMisconfiguredWaiterDoesNotFailTheHoldersReleases(t *testing.T) {
 // key is empty is queued; once the others hold, it alone gets
 // ErrPermitMismatch, at its next roll call.
 func TestAMisconfiguredWaiterIsToldAtItsRollCall(t *testing.T) {
-	c, rdb := newClient(t, shared)
+	c, rdb := newClient(t, shared())
 	k := key(t)
 	queueAliveWaiter(t, rdb, k, "first", "~s3~first")
 	ctx, cancel := context.WithTimeout(ctxT(t), 20*time.Second)

@@ -13,8 +13,8 @@ import (
 )
 
 func TestLockWaitsForTheHolderToUnlock(t *testing.T) {
-	holderC, _ := newClient(t, shared)
-	waiterC, _ := newClient(t, shared)
+	holderC, _ := newClient(t, shared())
+	waiterC, _ := newClient(t, shared())
 	k := key(t)
 	holder := mustLock(t, holderC, k, dlock.WithTTL(time.Minute))
 
@@ -47,7 +47,7 @@ func TestLockWaitsForTheHolderToUnlock(t *testing.T) {
 }
 
 func TestLockWaitsForAnExpiringHolder(t *testing.T) {
-	c, _ := newClient(t, shared)
+	c, _ := newClient(t, shared())
 	k := key(t)
 	mustLock(t, c, k, dlock.WithTTL(200*time.Millisecond)) // never unlocked
 	l, err := c.Lock(ctxT(t), k)
@@ -58,7 +58,7 @@ func TestLockWaitsForAnExpiringHolder(t *testing.T) {
 }
 
 func TestLockWaitsForAKeySetByHand(t *testing.T) {
-	c, rdb := newClient(t, shared)
+	c, rdb := newClient(t, shared())
 	k := key(t)
 	rdb.Set(ctxT(t), k, "by-hand", 0) // no expiry: only a DEL frees it
 	go func() {
@@ -71,7 +71,7 @@ func TestLockWaitsForAKeySetByHand(t *testing.T) {
 }
 
 func TestLockGivesUpWhenTheContextEnds(t *testing.T) {
-	c, _ := newClient(t, shared)
+	c, _ := newClient(t, shared())
 	k := key(t)
 	mustLock(t, c, k, dlock.WithTTL(time.Minute))
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
@@ -83,7 +83,7 @@ func TestLockGivesUpWhenTheContextEnds(t *testing.T) {
 }
 
 func TestLockWithCanceledContextDoesNotTry(t *testing.T) {
-	c, rdb := newClient(t, shared)
+	c, rdb := newClient(t, shared())
 	k := key(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -101,8 +101,8 @@ func TestLockWithCanceledContextDoesNotTry(t *testing.T) {
 }
 
 func TestLockReturnsWhenTheClientCloses(t *testing.T) {
-	holderC, _ := newClient(t, shared)
-	waiterC, _ := newClient(t, shared)
+	holderC, _ := newClient(t, shared())
+	waiterC, _ := newClient(t, shared())
 	k := key(t)
 	mustLock(t, holderC, k, dlock.WithTTL(time.Minute))
 	errc := make(chan error, 1)
@@ -123,7 +123,7 @@ func TestLockReturnsWhenTheClientCloses(t *testing.T) {
 }
 
 func TestCallsAfterCloseReturnErrClosed(t *testing.T) {
-	c, _ := newClient(t, shared)
+	c, _ := newClient(t, shared())
 	l := mustLock(t, c, key(t))
 	c.Close()
 	if _, err := c.TryLock(ctxT(t), key(t)); !errors.Is(err, dlock.ErrClosed) {
@@ -141,7 +141,7 @@ func TestCallsAfterCloseReturnErrClosed(t *testing.T) {
 
 func TestManyWaitersAllGetTheLockInTurn(t *testing.T) {
 	const waiters = 10
-	c, _ := newClient(t, shared) // one Client: its waiters share one subscription
+	c, _ := newClient(t, shared()) // one Client: its waiters share one subscription
 	k := key(t)
 	first := mustLock(t, c, k, dlock.WithTTL(time.Minute))
 	done := make(chan error, waiters)
@@ -176,7 +176,7 @@ func TestManyWaitersAllGetTheLockInTurn(t *testing.T) {
 // caller gives up) and never returns a lock already lost. (It used to
 // return the queue's grant as it came, its Context already ended.)
 func TestLockNeverReturnsALeaseAlreadyOver(t *testing.T) {
-	rdb := shared.Client(t)
+	rdb := shared().Client(t)
 	rdb.AddHook(lateReplies(15 * time.Millisecond))
 	c := dlock.New(rdb)
 	defer c.Close()
@@ -198,7 +198,7 @@ func TestLockNeverReturnsALeaseAlreadyOver(t *testing.T) {
 	}
 	// Whatever the waits left behind, the key is free again at once or
 	// within its TTL.
-	other, _ := newClient(t, shared)
+	other, _ := newClient(t, shared())
 	eventually(t, "the key is free", func() bool {
 		l, err := other.TryLock(ctxT(t), k, dlock.WithTTL(time.Second))
 		if err != nil {
@@ -237,11 +237,11 @@ func (d lateReplies) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 // sent 15 ms late; contexts that end before, during and after the
 // give-back.)
 func TestARefusedReplicaAckLeavesTheKeyFreeOrSaysTheContextEnded(t *testing.T) {
-	rdb := shared.Client(t)
+	rdb := shared().Client(t)
 	rdb.AddHook(lateRequests(15 * time.Millisecond))
 	c := dlock.New(rdb)
 	defer c.Close()
-	admin := shared.Client(t)
+	admin := shared().Client(t)
 	base := key(t)
 	var keys []string
 	for d := 10 * time.Millisecond; d <= 80*time.Millisecond; d += 5 * time.Millisecond {

@@ -18,6 +18,7 @@ import (
 	_ "modernc.org/sqlite" // the SQL fencing row's database, pure Go
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/guard"
 	"github.com/dlock-go/dlock/internal/redistest"
 )
 
@@ -371,7 +372,7 @@ var experiments = []experiment{
 				return "", false, err
 			}
 			defer b.Unlock(ctx)
-			// The resource, a Redis key behind dlock's Guard: B writes,
+			// The resource, a Redis key behind guard.Redis: B writes,
 			// then A wakes up and writes.
 			ok, err := guardedWrites(ctx, e.rdb, k+":balance", b.Fence(), a.Fence())
 			if err != nil {
@@ -451,14 +452,14 @@ var experiments = []experiment{
 	},
 }
 
-// guardedWrites writes to key through dlock's Guard once per fence, in
+// guardedWrites writes to key through guard.Redis once per fence, in
 // order, and says which writes were accepted.
 func guardedWrites(ctx context.Context, rdb *redis.Client, key string, fences ...int64) ([]bool, error) {
-	g := dlock.NewGuard(rdb)
+	g := guard.NewRedis(rdb)
 	var ok []bool
 	for _, f := range fences {
 		err := g.Set(ctx, key, f, f, time.Minute)
-		if err != nil && !errors.Is(err, dlock.ErrStaleFence) {
+		if err != nil && !errors.Is(err, guard.ErrStaleFence) {
 			return nil, err
 		}
 		ok = append(ok, err == nil)
@@ -484,7 +485,7 @@ func sqlFenceExperiment(ctx context.Context, e *env) (string, bool, error) {
 	if _, err := db.ExecContext(ctx, "CREATE TABLE accounts (id TEXT PRIMARY KEY, balance BIGINT, fence BIGINT)"); err != nil {
 		return "", false, err
 	}
-	accounts := dlock.SQLTable{Dialect: dlock.SQLite, Table: "accounts", ID: "id"}
+	accounts := guard.SQLTable{Dialect: guard.SQLite, Table: "accounts", ID: "id"}
 	k := demoKey("account:42")
 	a, err := e.locks.TryLock(ctx, k, dlock.WithTTL(100*time.Millisecond))
 	if err != nil {
@@ -511,7 +512,7 @@ func sqlFenceExperiment(ctx context.Context, e *env) (string, bool, error) {
 		return "", false, err
 	}
 	return fmt.Sprintf("B (fence %d) set 90; A's late UPDATE (fence %d): %v; balance %d", b.Fence(), a.Fence(), errText(errA), balance),
-		errors.Is(errA, dlock.ErrStaleFence) && balance == 90, nil
+		errors.Is(errA, guard.ErrStaleFence) && balance == 90, nil
 }
 
 func errText(err error) string {

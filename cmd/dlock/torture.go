@@ -26,7 +26,7 @@ Inject faults into real processes and report, with numbers, what holds and
 what breaks. It starts its own redis-server processes on loopback, an
 in-process proxy in front of each (to delay, black-hole or cut traffic, or
 redirect it after a failover), a fenced resource (a redis-server of its own,
-written through dlock.Guard, as users would), and N client processes (this
+written through guard.Redis, as users would), and N client processes (this
 binary again) that loop: obtain the lock, write to the resource with their
 fence while holding it, release. A nemesis injects the scenario's
 faults meanwhile. Then the history is checked:

@@ -17,6 +17,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/guard"
 	"github.com/dlock-go/dlock/internal/redistest"
 )
 
@@ -25,7 +26,7 @@ import (
 type store struct {
 	name string
 	db   *sql.DB
-	t    dlock.SQLTable
+	t    guard.SQLTable
 }
 
 func ctxT(t *testing.T) context.Context {
@@ -39,14 +40,14 @@ func ctxT(t *testing.T) context.Context {
 func stores(t *testing.T) []store {
 	var out []store
 	pg := redistest.StartPostgres(t)
-	out = append(out, open(t, "postgres", "pgx", pg.DSN, dlock.Postgres))
+	out = append(out, open(t, "postgres", "pgx", pg.DSN, guard.Postgres))
 	my := redistest.StartMariaDB(t)
-	out = append(out, open(t, "mariadb", "mysql", my.DSN, dlock.MySQL))
-	out = append(out, open(t, "sqlite", "sqlite", "file:"+filepath.Join(t.TempDir(), "db.sqlite")+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(wal)", dlock.SQLite))
+	out = append(out, open(t, "mariadb", "mysql", my.DSN, guard.MySQL))
+	out = append(out, open(t, "sqlite", "sqlite", "file:"+filepath.Join(t.TempDir(), "db.sqlite")+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(wal)", guard.SQLite))
 	return out
 }
 
-func open(t *testing.T, name, driver, dsn string, d dlock.SQLDialect) store {
+func open(t *testing.T, name, driver, dsn string, d guard.SQLDialect) store {
 	db, err := sql.Open(driver, dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +60,7 @@ func open(t *testing.T, name, driver, dsn string, d dlock.SQLDialect) store {
 	if _, err := db.ExecContext(ctxT(t), "CREATE TABLE "+table+" (id VARCHAR(64) PRIMARY KEY, owner VARCHAR(64), balance BIGINT, fence BIGINT)"); err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
-	return store{name: name, db: db, t: dlock.SQLTable{Dialect: d, Table: table, ID: "id"}}
+	return store{name: name, db: db, t: guard.SQLTable{Dialect: d, Table: table, ID: "id"}}
 }
 
 func (s store) row(t *testing.T, id string) (balance, fence int64) {
@@ -71,7 +72,7 @@ func (s store) row(t *testing.T, id string) (balance, fence int64) {
 }
 
 func (s store) ph() string {
-	if s.t.Dialect == dlock.Postgres {
+	if s.t.Dialect == guard.Postgres {
 		return "$1"
 	}
 	return "?"
@@ -134,11 +135,11 @@ func upsertAndUpdate(t *testing.T, s store) {
 		t.Fatal(err)
 	}
 	err := s.t.Upsert(ctx, s.db, 110, "a", vals(99))
-	var stale *dlock.StaleFenceError
-	if !errors.As(err, &stale) || !errors.Is(err, dlock.ErrStaleFence) || stale.Highest != 120 || stale.Fence != 110 {
+	var stale *guard.StaleFenceError
+	if !errors.As(err, &stale) || !errors.Is(err, guard.ErrStaleFence) || stale.Highest != 120 || stale.Fence != 110 {
 		t.Fatalf("a stale upsert: %v", err)
 	}
-	if err := s.t.Update(ctx, s.db, 119, "a", vals(98)); !errors.Is(err, dlock.ErrStaleFence) {
+	if err := s.t.Update(ctx, s.db, 119, "a", vals(98)); !errors.Is(err, guard.ErrStaleFence) {
 		t.Fatalf("a stale update: %v", err)
 	}
 	if b, f := s.row(t, "a"); b != 20 || f != 120 {
@@ -186,8 +187,8 @@ func concurrentWriters(t *testing.T, s store) {
 						mu.Lock()
 						highest = max(highest, fence)
 						mu.Unlock()
-					case errors.Is(err, dlock.ErrStaleFence):
-					case s.t.Dialect == dlock.MySQL && strings.Contains(err.Error(), "Deadlock"):
+					case errors.Is(err, guard.ErrStaleFence):
+					case s.t.Dialect == guard.MySQL && strings.Contains(err.Error(), "Deadlock"):
 						// InnoDB may abort one of two racing writers:
 						// the caller retries; nothing was written.
 					default:
@@ -210,16 +211,16 @@ func concurrentWriters(t *testing.T, s store) {
 func badInput(t *testing.T, s store) {
 	ctx := ctxT(t)
 	v := map[string]any{"balance": 1}
-	bad := func(mod func(*dlock.SQLTable)) dlock.SQLTable { c := s.t; mod(&c); return c }
+	bad := func(mod func(*guard.SQLTable)) guard.SQLTable { c := s.t; mod(&c); return c }
 	for name, err := range map[string]error{
 		"fence 0":            s.t.Upsert(ctx, s.db, 0, "x", v),
 		"negative fence":     s.t.Update(ctx, s.db, -1, "x", v),
 		"the fence as value": s.t.Upsert(ctx, s.db, 5, "x", map[string]any{"fence": 9}),
 		"the id as value":    s.t.Upsert(ctx, s.db, 5, "x", map[string]any{"id": "y"}),
 		"injected column":    s.t.Upsert(ctx, s.db, 5, "x", map[string]any{"balance = 0; --": 1}),
-		"injected table":     bad(func(c *dlock.SQLTable) { c.Table = "t; DROP TABLE x" }).Upsert(ctx, s.db, 5, "x", v),
-		"no dialect":         bad(func(c *dlock.SQLTable) { c.Dialect = 0 }).Upsert(ctx, s.db, 5, "x", v),
-		"empty id column":    bad(func(c *dlock.SQLTable) { c.ID = "" }).Upsert(ctx, s.db, 5, "x", v),
+		"injected table":     bad(func(c *guard.SQLTable) { c.Table = "t; DROP TABLE x" }).Upsert(ctx, s.db, 5, "x", v),
+		"no dialect":         bad(func(c *guard.SQLTable) { c.Dialect = 0 }).Upsert(ctx, s.db, 5, "x", v),
+		"empty id column":    bad(func(c *guard.SQLTable) { c.ID = "" }).Upsert(ctx, s.db, 5, "x", v),
 	} {
 		if !errors.Is(err, dlock.ErrInvalidArgument) {
 			t.Errorf("%s: %v", name, err)
@@ -240,7 +241,7 @@ func inATransaction(t *testing.T, s store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.t.Update(ctx, tx, 40, "tx", map[string]any{"balance": 4}); !errors.Is(err, dlock.ErrStaleFence) {
+	if err := s.t.Update(ctx, tx, 40, "tx", map[string]any{"balance": 4}); !errors.Is(err, guard.ErrStaleFence) {
 		t.Fatalf("stale in a transaction: %v", err)
 	}
 	if err := s.t.Update(ctx, tx, 60, "tx", map[string]any{"balance": 6}); err != nil {
@@ -266,7 +267,7 @@ func TestAStaleHolderAfterAFailoverIsRefusedByTheRow(t *testing.T) {
 	defer ml.Close()
 	defer rl.Close()
 	ctx := ctxT(t)
-	s := open(t, "sqlite", "sqlite", "file:"+filepath.Join(t.TempDir(), "db.sqlite"), dlock.SQLite)
+	s := open(t, "sqlite", "sqlite", "file:"+filepath.Join(t.TempDir(), "db.sqlite"), guard.SQLite)
 	k := fmt.Sprintf("account:%d", rand.Uint32())
 	warm, err := ml.TryLock(ctx, k)
 	if err != nil {
@@ -299,7 +300,7 @@ func TestAStaleHolderAfterAFailoverIsRefusedByTheRow(t *testing.T) {
 	if err := s.t.For(current).Update(ctx, s.db, "42", map[string]any{"balance": 90}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.t.For(stale).Update(ctx, s.db, "42", map[string]any{"balance": 110}); !errors.Is(err, dlock.ErrStaleFence) {
+	if err := s.t.For(stale).Update(ctx, s.db, "42", map[string]any{"balance": 110}); !errors.Is(err, guard.ErrStaleFence) {
 		t.Fatalf("the old master's holder wrote: %v", err)
 	}
 	if err := current.Unlock(ctx); err != nil {
@@ -322,7 +323,7 @@ func TestGuardedRowsInTheCornersOfEachDatabase(t *testing.T) {
 			if err := s.t.Upsert(ctx, s.db, 5, "rr", map[string]any{"balance": 1}); err != nil {
 				t.Fatal(err)
 			}
-			if s.t.Dialect != dlock.SQLite { // SQLite transactions are serial: no snapshot to go stale
+			if s.t.Dialect != guard.SQLite { // SQLite transactions are serial: no snapshot to go stale
 				tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead})
 				if err != nil {
 					t.Fatal(err)
@@ -360,7 +361,7 @@ func TestGuardedRowsInTheCornersOfEachDatabase(t *testing.T) {
 			if err := u.Upsert(ctx, s.db, 10, "alice", map[string]any{"email": "x@y"}); err != nil {
 				t.Fatal(err)
 			}
-			if err := u.Upsert(ctx, s.db, 30, "bob", map[string]any{"email": "x@y"}); err == nil || errors.Is(err, dlock.ErrStaleFence) {
+			if err := u.Upsert(ctx, s.db, 30, "bob", map[string]any{"email": "x@y"}); err == nil || errors.Is(err, guard.ErrStaleFence) {
 				t.Fatalf("bob's upsert on alice's email: %v", err)
 			}
 			var id string
@@ -385,7 +386,7 @@ func TestGuardedRowsInTheCornersOfEachDatabase(t *testing.T) {
 				}
 				bad := s.t
 				bad.Table = tb
-				if err := bad.Check(ctx, s.db); !errors.Is(err, dlock.ErrInvalidArgument) && !(s.t.Dialect == dlock.SQLite && typ == "INT") {
+				if err := bad.Check(ctx, s.db); !errors.Is(err, dlock.ErrInvalidArgument) && !(s.t.Dialect == guard.SQLite && typ == "INT") {
 					t.Errorf("a %s fence column passed Check: %v", typ, err)
 				}
 			}
@@ -393,12 +394,12 @@ func TestGuardedRowsInTheCornersOfEachDatabase(t *testing.T) {
 	}
 	// MySQL with clientFoundRows, which counts matched rows.
 	my := redistest.StartMariaDB(t)
-	s := open(t, "mariadb-cfr", "mysql", my.DSN+"?clientFoundRows=true", dlock.MySQL)
+	s := open(t, "mariadb-cfr", "mysql", my.DSN+"?clientFoundRows=true", guard.MySQL)
 	ctx := ctxT(t)
 	if err := s.t.Upsert(ctx, s.db, 10, "c", map[string]any{"balance": 10}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.t.Upsert(ctx, s.db, 5, "c", map[string]any{"balance": 5}); !errors.Is(err, dlock.ErrStaleFence) {
+	if err := s.t.Upsert(ctx, s.db, 5, "c", map[string]any{"balance": 5}); !errors.Is(err, guard.ErrStaleFence) {
 		t.Fatalf("clientFoundRows: a stale upsert: %v", err)
 	}
 	if err := s.t.Upsert(ctx, s.db, 10, "c", map[string]any{"balance": 10}); err != nil {
@@ -418,7 +419,7 @@ func TestKeywordColumnsCaseDuplicatesAndNilArguments(t *testing.T) {
 			if _, err := s.db.ExecContext(ctx, "CREATE TABLE "+table+" (id VARCHAR(64) PRIMARY KEY, "+quoted(s, "order")+" BIGINT, fence BIGINT)"); err != nil {
 				t.Fatal(err)
 			}
-			kw := dlock.SQLTable{Dialect: s.t.Dialect, Table: table, ID: "id"}
+			kw := guard.SQLTable{Dialect: s.t.Dialect, Table: table, ID: "id"}
 			if err := kw.Upsert(ctx, s.db, 1, "a", map[string]any{"order": 7}); err != nil {
 				t.Fatalf("a column named order: %v", err)
 			}
@@ -441,7 +442,7 @@ func TestKeywordColumnsCaseDuplicatesAndNilArguments(t *testing.T) {
 
 // quoted quotes a name in s's dialect, for the test's own DDL.
 func quoted(s store, name string) string {
-	if s.t.Dialect == dlock.MySQL {
+	if s.t.Dialect == guard.MySQL {
 		return "`" + name + "`"
 	}
 	return `"` + name + `"`

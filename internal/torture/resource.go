@@ -9,13 +9,13 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/guard"
 	"github.com/dlock-go/dlock/internal/redistest"
 )
 
 // Resource is the fenced resource the clients write to: a redis-server of
 // its own (no fault touches it) whose one key is written through the
-// shipped dlock.Guard, so that the product is what the checker exercises.
+// shipped guard.Redis, so that the product is what the checker exercises.
 // The guarded script appends each accepted write to the key, a list, in
 // the step that admits it: the list is the order the guard accepted them
 // in. Refused writes are reported by their writers ("refused" events).
@@ -37,7 +37,7 @@ const resourceKey = "torture:resource"
 
 // logWrite appends "client fence grant sent" to the resource, if the
 // guard admits the fence.
-var logWrite = dlock.NewGuardedScript(`return redis.call('RPUSH', KEYS[1], ARGV[1] .. ' ' .. ARGV[2] .. ' ' .. ARGV[3] .. ' ' .. ARGV[4])`)
+var logWrite = guard.NewScript(`return redis.call('RPUSH', KEYS[1], ARGV[1] .. ' ' .. ARGV[2] .. ' ' .. ARGV[3] .. ' ' .. ARGV[4])`)
 
 // NewResource starts the resource's server on a loopback port.
 func NewResource() (*Resource, error) {
@@ -81,13 +81,13 @@ func (r *Resource) Close() { r.srv.Close() }
 
 // writer is a client's side of the resource: the guarded write.
 type writer struct {
-	rdb   *redis.Client
-	guard *dlock.Guard
+	rdb *redis.Client
+	g   *guard.Redis
 }
 
 func newWriter(addr string) *writer {
 	rdb := redis.NewClient(&redis.Options{Addr: addr, DisableIdentity: true})
-	return &writer{rdb: rdb, guard: dlock.NewGuard(rdb)}
+	return &writer{rdb: rdb, g: guard.NewRedis(rdb)}
 }
 
 // write sends client's write under fence (granted at grant), and reports
@@ -95,8 +95,8 @@ func newWriter(addr string) *writer {
 func (w *writer) write(client int, fence, grant int64) (refused bool, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, err = w.guard.Run(ctx, logWrite, fence, []string{resourceKey}, client, fence, grant, time.Now().UnixNano())
-	if errors.Is(err, dlock.ErrStaleFence) {
+	_, err = w.g.Run(ctx, logWrite, fence, []string{resourceKey}, client, fence, grant, time.Now().UnixNano())
+	if errors.Is(err, guard.ErrStaleFence) {
 		return true, nil
 	}
 	return false, err

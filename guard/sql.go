@@ -1,4 +1,4 @@
-package dlock
+package guard
 
 import (
 	"context"
@@ -10,11 +10,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/dlock-go/dlock/internal/argerr"
 )
 
 // Fenced rows in SQL
 //
-// The same rule as Guard's, kept by the database: each row of a table has
+// The same rule as the Redis guard's, kept by the database: each row of a table has
 // a fence column, the highest fence that wrote the row, and a write lands
 // only with a fence at least the row's, in the one statement that writes:
 //
@@ -27,7 +29,7 @@ import (
 // the write. The fence is per row: rows are resources, each guarded by its
 // own lock or by one lock for many. A NULL fence (a column added to a table
 // that has rows) counts as 0: any fence may write it. One lock per row, as
-// for Guard: fences of different locks are different counters.
+// for Redis: fences of different locks are different counters.
 //
 // The fence column must be a 64-bit integer (BIGINT; INTEGER on SQLite) or
 // a NUMERIC: a text column would compare "9" above "10", a 32-bit one
@@ -59,8 +61,8 @@ func (d SQLDialect) String() string {
 	return "SQLDialect(" + strconv.Itoa(int(d)) + ")"
 }
 
-// SQLTable is a table whose rows carry a fence column (see the top of
-// guard_sql.go). Its names are SQL identifiers (letters, digits and
+// SQLTable is a table whose rows carry a fence column (see the package
+// documentation). Its names are SQL identifiers (letters, digits and
 // underscores, the table's optionally schema-qualified): nothing else is
 // accepted. They are quoted in the statements, so a column may be named
 // as a keyword ("order"); write them as the database stores them
@@ -110,47 +112,47 @@ func (t SQLTable) table() string {
 // anything is sent.
 func (t SQLTable) check(db SQLDB, fence int64, values map[string]any) error {
 	if db == nil || reflect.ValueOf(db).Kind() == reflect.Pointer && reflect.ValueOf(db).IsNil() {
-		return invalid("SQL table %q: nil database handle", t.Table)
+		return argerr.New("SQL table %q: nil database handle", t.Table)
 	}
 	if t.Dialect < Postgres || t.Dialect > SQLite {
-		return invalid("SQL table %q: unknown dialect %v", t.Table, t.Dialect)
+		return argerr.New("SQL table %q: unknown dialect %v", t.Table, t.Dialect)
 	}
 	parts := strings.Split(t.Table, ".")
 	if len(parts) > 2 || !identifier.MatchString(parts[0]) || !identifier.MatchString(parts[len(parts)-1]) {
-		return invalid("SQL table name %q: letters, digits and underscores, optionally schema.table", t.Table)
+		return argerr.New("SQL table name %q: letters, digits and underscores, optionally schema.table", t.Table)
 	}
 	for _, c := range []string{t.ID, t.fence()} {
 		if !identifier.MatchString(c) {
-			return invalid("SQL table %s: column name %q: letters, digits and underscores", t.Table, c)
+			return argerr.New("SQL table %s: column name %q: letters, digits and underscores", t.Table, c)
 		}
 	}
 	if strings.EqualFold(t.ID, t.fence()) {
-		return invalid("SQL table %s: the ID and fence columns are both %q", t.Table, t.ID)
+		return argerr.New("SQL table %s: the ID and fence columns are both %q", t.Table, t.ID)
 	}
 	seen := make(map[string]string, len(values))
 	for c := range values {
 		if !identifier.MatchString(c) {
-			return invalid("SQL table %s: column name %q: letters, digits and underscores", t.Table, c)
+			return argerr.New("SQL table %s: column name %q: letters, digits and underscores", t.Table, c)
 		}
 		if strings.EqualFold(c, t.ID) || strings.EqualFold(c, t.fence()) {
-			return invalid("SQL table %s: column %q is the guard's own, not a value to write", t.Table, c)
+			return argerr.New("SQL table %s: column %q is the guard's own, not a value to write", t.Table, c)
 		}
 		// MySQL and SQLite compare column names without case: two values
 		// for one column would leave which lands to the map's order.
 		if other, dup := seen[strings.ToLower(c)]; dup {
-			return invalid("SQL table %s: columns %q and %q are one column", t.Table, other, c)
+			return argerr.New("SQL table %s: columns %q and %q are one column", t.Table, other, c)
 		}
 		seen[strings.ToLower(c)] = c
 	}
 	if fence < 1 {
-		return invalid("fence %d for table %s: fences start at 1 (0 is no lock's)", fence, t.Table)
+		return argerr.New("fence %d for table %s: fences start at 1 (0 is no lock's)", fence, t.Table)
 	}
 	return nil
 }
 
 // Check asks the database whether the table has its ID and fence columns,
 // and whether the fence column holds fences as numbers. The error matches
-// ErrInvalidArgument when it does not (with the database's words), or is
+// dlock.ErrInvalidArgument when it does not (with the database's words), or is
 // the database's own when it cannot say. Call it once, at start.
 func (t SQLTable) Check(ctx context.Context, db SQLDB) error {
 	if err := t.check(db, 1, nil); err != nil {
@@ -159,7 +161,7 @@ func (t SQLTable) Check(ctx context.Context, db SQLDB) error {
 	rows, err := db.QueryContext(ctx, fmt.Sprintf("SELECT %s, %s FROM %s WHERE 1 = 0", t.q(t.ID), t.q(t.fence()), t.table()))
 	if err != nil {
 		if missing(err) && ctx.Err() == nil {
-			return invalid("SQL table %s needs the columns %s and %s (a BIGINT fence): %v", t.Table, t.ID, t.fence(), err)
+			return argerr.New("SQL table %s needs the columns %s and %s (a BIGINT fence): %v", t.Table, t.ID, t.fence(), err)
 		}
 		return fmt.Errorf("dlock: checking SQL table %s: %w", t.Table, err)
 	}
@@ -169,7 +171,7 @@ func (t SQLTable) Check(ctx context.Context, db SQLDB) error {
 		return err
 	}
 	if !holdsFences(t.Dialect, types[1]) {
-		return invalid("SQL table %s: fence column %s is %s: it must be a BIGINT (or a NUMERIC of 19 digits or more, no fraction), compared as a number", t.Table, t.fence(), types[1].DatabaseTypeName())
+		return argerr.New("SQL table %s: fence column %s is %s: it must be a BIGINT (or a NUMERIC of 19 digits or more, no fraction), compared as a number", t.Table, t.fence(), types[1].DatabaseTypeName())
 	}
 	return rows.Err()
 }
@@ -239,7 +241,7 @@ func columns(values map[string]any) []string {
 // Update sets values on the row id, and its fence to fence, if the row's
 // fence is at most fence. The error matches ErrStaleFence (a
 // *StaleFenceError) when the row has a higher fence, sql.ErrNoRows when
-// there is no such row, ErrInvalidArgument for a bad name, a fence below 1
+// there is no such row, dlock.ErrInvalidArgument for a bad name, a fence below 1
 // or (outside a transaction) a table without the ID or fence column, as
 // Check says; otherwise it wraps the database's.
 func (t SQLTable) Update(ctx context.Context, db SQLDB, fence int64, id any, values map[string]any) error {
@@ -392,37 +394,9 @@ func (t SQLTable) reread(ctx context.Context, db SQLDB, id any, values map[strin
 // PostgreSQL transaction).
 func (t SQLTable) explain(ctx context.Context, db SQLDB, err error) error {
 	if _, tx := db.(*sql.Tx); !tx && missing(err) && ctx.Err() == nil {
-		if cerr := t.Check(ctx, db); errors.Is(cerr, ErrInvalidArgument) {
+		if cerr := t.Check(ctx, db); errors.Is(cerr, argerr.Err) {
 			return cerr
 		}
 	}
 	return fmt.Errorf("dlock: guarded write to %s: %w", t.Table, err)
 }
-
-// For returns t bound to l: its writes carry l's fence, and are not sent
-// once l's Context has ended (the error is the Context's cause).
-func (t SQLTable) For(l *Lock) LockTable { return LockTable{t: t, l: l} }
-
-// LockTable is an SQLTable bound to one Lock (SQLTable.For).
-type LockTable struct {
-	t SQLTable
-	l *Lock
-}
-
-// Update is SQLTable.Update with the lock's fence.
-func (b LockTable) Update(ctx context.Context, db SQLDB, id any, values map[string]any) error {
-	if err := b.held(); err != nil {
-		return err
-	}
-	return b.t.Update(ctx, db, b.l.Fence(), id, values)
-}
-
-// Upsert is SQLTable.Upsert with the lock's fence.
-func (b LockTable) Upsert(ctx context.Context, db SQLDB, id any, values map[string]any) error {
-	if err := b.held(); err != nil {
-		return err
-	}
-	return b.t.Upsert(ctx, db, b.l.Fence(), id, values)
-}
-
-func (b LockTable) held() error { return stillHeld(b.l, b.t.Table) }

@@ -1,4 +1,4 @@
-package dlock_test
+package guard_test
 
 import (
 	"context"
@@ -13,19 +13,20 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/guard"
 	"github.com/dlock-go/dlock/internal/redistest"
 )
 
 // logWrite appends its fence to the resource (a list) in the guarded step,
 // so the list is the order in which the guard accepted writes.
-var logWrite = dlock.NewGuardedScript(`return redis.call('RPUSH', KEYS[1], ARGV[1])`)
+var logWrite = guard.NewScript(`return redis.call('RPUSH', KEYS[1], ARGV[1])`)
 
 // Concurrent writers with interleaved fences: whatever the interleaving,
 // the accepted fences never go down, every refusal names a higher fence,
 // and the highest fence's write is the last one standing.
 func TestConcurrentGuardedWritesNeverLetALowerFenceLand(t *testing.T) {
 	rdb := shared.Client(t)
-	g := dlock.NewGuard(rdb)
+	g := guard.NewRedis(rdb)
 	res, val := key(t), key(t)+":value"
 	const writers, each = 16, 40
 	var wg sync.WaitGroup
@@ -38,20 +39,20 @@ func TestConcurrentGuardedWritesNeverLetALowerFenceLand(t *testing.T) {
 			for i := 0; i < each; i++ {
 				fence := 1 + rand.Int64N(writers*each)
 				_, err := g.Run(ctxT(t), logWrite, fence, []string{res}, fence)
-				var stale *dlock.StaleFenceError
+				var stale *guard.StaleFenceError
 				switch {
 				case err == nil:
 					mu.Lock()
 					highest = max(highest, fence)
 					mu.Unlock()
-				case errors.As(err, &stale) && errors.Is(err, dlock.ErrStaleFence):
+				case errors.As(err, &stale) && errors.Is(err, guard.ErrStaleFence):
 					if stale.Highest <= fence || stale.Fence != fence || stale.Resource != res {
 						t.Errorf("refusal %+v for fence %d", stale, fence)
 					}
 				default:
 					t.Error(err)
 				}
-				if err := g.Set(ctxT(t), val, fence, fence, 0); err != nil && !errors.Is(err, dlock.ErrStaleFence) {
+				if err := g.Set(ctxT(t), val, fence, fence, 0); err != nil && !errors.Is(err, guard.ErrStaleFence) {
 					t.Error(err)
 				}
 			}
@@ -86,7 +87,7 @@ func TestConcurrentGuardedWritesNeverLetALowerFenceLand(t *testing.T) {
 // and writes; the first one's late write is refused.
 func TestAPausedHoldersLateWriteIsRefused(t *testing.T) {
 	c, rdb := newClient(t, shared)
-	g := dlock.NewGuard(rdb)
+	g := guard.NewRedis(rdb)
 	k, res := key(t), key(t)+":account"
 	old := mustLock(t, c, k, dlock.WithTTL(100*time.Millisecond))
 	if err := g.For(old).Set(ctxT(t), res, "100", 0); err != nil {
@@ -102,7 +103,7 @@ func TestAPausedHoldersLateWriteIsRefused(t *testing.T) {
 	}
 	// The paused holder, unaware, writes with its fence.
 	err = g.Set(ctxT(t), res, old.Fence(), "110", 0)
-	if !errors.Is(err, dlock.ErrStaleFence) {
+	if !errors.Is(err, guard.ErrStaleFence) {
 		t.Fatalf("late write: %v", err)
 	}
 	// Bound to its Lock, the write is not even sent.
@@ -114,26 +115,10 @@ func TestAPausedHoldersLateWriteIsRefused(t *testing.T) {
 	}
 }
 
-// After a failover to a replica that never saw the last grant, two hold
-// the lock; the new master's fence is higher, so the old holder's write is
-// refused by a resource on another deployment.
-func TestTheGuardRefusesTheStaleHolderAfterAFailover(t *testing.T) {
-	g := dlock.NewGuard(shared.Client(t))
-	k, res := key(t), key(t)+":stock"
-	stale, current := failoverToALaggingReplica(t, k)
-	if _, err := g.For(current).HSet(ctxT(t), res, "sku-1", 9); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := g.HSet(ctxT(t), res, stale.Fence(), "sku-1", 10); !errors.Is(err, dlock.ErrStaleFence) {
-		t.Fatalf("the old master's holder wrote: %v", err)
-	}
-}
-
-// Fences are numbered per lock key: a resource written under two locks
 // refuses the one whose fences are lower, as guard.go says.
 func TestFencesOfAnotherLockAreComparedAsNumbers(t *testing.T) {
 	c, rdb := newClient(t, shared)
-	g := dlock.NewGuard(rdb)
+	g := guard.NewRedis(rdb)
 	res := key(t) + ":shared-resource"
 	first := mustLock(t, c, key(t)+":a", dlock.WithTTL(time.Minute))
 	later := mustLock(t, c, key(t)+":b", dlock.WithTTL(time.Minute))
@@ -143,13 +128,13 @@ func TestFencesOfAnotherLockAreComparedAsNumbers(t *testing.T) {
 	if err := g.For(later).Set(ctxT(t), res, "b", 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := g.For(first).Set(ctxT(t), res, "a", 0); !errors.Is(err, dlock.ErrStaleFence) {
+	if err := g.For(first).Set(ctxT(t), res, "a", 0); !errors.Is(err, guard.ErrStaleFence) {
 		t.Fatalf("the other lock's lower fence: %v", err)
 	}
 }
 
 func TestGuardedWritesRefuseBadInput(t *testing.T) {
-	g := dlock.NewGuard(shared.Client(t))
+	g := guard.NewRedis(shared.Client(t))
 	ctx := ctxT(t)
 	for name, err := range map[string]error{
 		"fence 0":         g.Set(ctx, "k", 0, "v", 0),
@@ -173,13 +158,13 @@ func TestGuardedWritesRefuseBadInput(t *testing.T) {
 
 // Fences above 2^53 (where Lua's numbers lose precision) compare exactly.
 func TestGuardComparesLargeFencesExactly(t *testing.T) {
-	g := dlock.NewGuard(shared.Client(t))
+	g := guard.NewRedis(shared.Client(t))
 	res := key(t)
 	const big = int64(1)<<53 + 1
 	if err := g.Set(ctxT(t), res, big, "x", 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := g.Set(ctxT(t), res, big-1, "y", 0); !errors.Is(err, dlock.ErrStaleFence) {
+	if err := g.Set(ctxT(t), res, big-1, "y", 0); !errors.Is(err, guard.ErrStaleFence) {
 		t.Fatalf("fence 2^53 after 2^53+1: %v", err)
 	}
 	if err := g.Set(ctxT(t), res, big, "z", 0); err != nil {
@@ -193,7 +178,7 @@ func TestGuardComparesLargeFencesExactly(t *testing.T) {
 // The record lives as long as its resource and the retention after it.
 func TestTheGuardRecordLivesWithItsResource(t *testing.T) {
 	rdb := shared.Client(t)
-	g := dlock.NewGuard(rdb).WithRetention(200 * time.Millisecond)
+	g := guard.NewRedis(rdb).WithRetention(200 * time.Millisecond)
 	ctx := ctxT(t)
 	recTTL := func(res string) time.Duration {
 		t.Helper()
@@ -218,7 +203,7 @@ func TestTheGuardRecordLivesWithItsResource(t *testing.T) {
 	if ttl := recTTL(forever); ttl <= 0 || ttl > 200*time.Millisecond {
 		t.Fatalf("after Del: record TTL %v, want the retention", ttl)
 	}
-	if err := g.Set(ctx, forever, 4, "stale", 0); !errors.Is(err, dlock.ErrStaleFence) {
+	if err := g.Set(ctx, forever, 4, "stale", 0); !errors.Is(err, guard.ErrStaleFence) {
 		t.Fatalf("a stale write after Del: %v", err)
 	}
 	cache := key(t)
@@ -253,9 +238,9 @@ func scanAll(t *testing.T, rdb *redis.Client, pattern string) []string {
 // after writing (Redis keeps what it wrote), so a lower fence cannot undo
 // that write.
 func TestAGuardedScriptSeesOnlyItsOwnArguments(t *testing.T) {
-	g := dlock.NewGuard(shared.Client(t))
+	g := guard.NewRedis(shared.Client(t))
 	res := key(t)
-	counts := dlock.NewGuardedScript("#!lua flags=allow-cross-slot-keys\nreturn {#KEYS, #ARGV, KEYS[1], ARGV[2], select('#', ...), 'nil', 'nil'}")
+	counts := guard.NewScript("#!lua flags=allow-cross-slot-keys\nreturn {#KEYS, #ARGV, KEYS[1], ARGV[2], select('#', ...), 'nil', 'nil'}")
 	got, err := g.Run(ctxT(t), counts, 10, []string{res}, "a", "b")
 	if err != nil {
 		t.Fatal(err)
@@ -263,26 +248,26 @@ func TestAGuardedScriptSeesOnlyItsOwnArguments(t *testing.T) {
 	if r := got.([]any); len(r) != 7 || r[0] != int64(1) || r[1] != int64(2) || r[2] != res || r[3] != "b" || r[4] != int64(0) || r[5] != "nil" || r[6] != "nil" {
 		t.Fatalf("the script saw %v", r)
 	}
-	peek := dlock.NewGuardedScript(`local ok, v = pcall(function() return admitted end) return type(v) == 'function' and 1 or 0`)
+	peek := guard.NewScript(`local ok, v = pcall(function() return admitted end) return type(v) == 'function' and 1 or 0`)
 	if v, err := g.Run(ctxT(t), peek, 10, []string{res}); err != nil || v != int64(0) {
 		t.Fatalf("the script saw the guard's functions: %v, %v", v, err)
 	}
-	failing := dlock.NewGuardedScript(`redis.call('SET', KEYS[1], 'by-20') return redis.error_reply('ERR a later step failed')`)
+	failing := guard.NewScript(`redis.call('SET', KEYS[1], 'by-20') return redis.error_reply('ERR a later step failed')`)
 	if _, err := g.Run(ctxT(t), failing, 20, []string{res}); err == nil || err.Error() != "ERR a later step failed" {
 		t.Fatalf("the script's own error: %v", err)
 	}
-	if err := g.Set(ctxT(t), res, 15, "by-15", 0); !errors.Is(err, dlock.ErrStaleFence) {
+	if err := g.Set(ctxT(t), res, 15, "by-15", 0); !errors.Is(err, guard.ErrStaleFence) {
 		t.Fatalf("a lower fence after a failed script that wrote: %v", err)
 	}
-	raising := dlock.NewGuardedScript(`redis.call('SET', KEYS[1], 'by-30') return redis.call('INCR', KEYS[1])`)
+	raising := guard.NewScript(`redis.call('SET', KEYS[1], 'by-30') return redis.call('INCR', KEYS[1])`)
 	if _, err := g.Run(ctxT(t), raising, 30, []string{res}); err == nil {
 		t.Fatal("INCR of a string succeeded")
 	}
 	if h, _ := g.Highest(ctxT(t), res); h != 30 {
 		t.Fatalf("after a script that raised, Highest %d, want 30", h)
 	}
-	fake := dlock.NewGuardedScript(`return redis.error_reply('DLOCKSTALE 99')`)
-	if _, err := g.Run(ctxT(t), fake, 40, []string{res}); err == nil || errors.Is(err, dlock.ErrStaleFence) {
+	fake := guard.NewScript(`return redis.error_reply('DLOCKSTALE 99')`)
+	if _, err := g.Run(ctxT(t), fake, 40, []string{res}); err == nil || errors.Is(err, guard.ErrStaleFence) {
 		t.Fatalf("the script's own DLOCKSTALE reply read as the guard's: %v", err)
 	}
 }
@@ -293,17 +278,17 @@ func TestGuardedScriptsRefuseWhatTheyCannotGuard(t *testing.T) {
 			t.Fatalf("a no-writes script: %v", err)
 		}
 	}()
-	g := dlock.NewGuard(shared.Client(t))
+	g := guard.NewRedis(shared.Client(t))
 	if _, err := g.Run(ctxT(t), logWrite, 1, []string{key(t), "dlock:guard:{x}"}); !errors.Is(err, dlock.ErrInvalidArgument) {
 		t.Fatalf("a reserved second key: %v", err)
 	}
-	dlock.NewGuardedScript("#!lua flags=no-writes\nreturn 1")
+	guard.NewScript("#!lua flags=no-writes\nreturn 1")
 }
 
 // Long argument lists pass, as they would without the guard.
 func TestGuardedWritesTakeLongArgumentLists(t *testing.T) {
 	rdb := shared.Client(t)
-	g := dlock.NewGuard(rdb)
+	g := guard.NewRedis(rdb)
 	var pairs []any
 	for i := 0; i < 5000; i++ {
 		pairs = append(pairs, strconv.Itoa(i), i)
@@ -311,7 +296,7 @@ func TestGuardedWritesTakeLongArgumentLists(t *testing.T) {
 	if n, err := g.HSet(ctxT(t), key(t), 1, pairs...); err != nil || n != 5000 {
 		t.Fatalf("HSet of 5000 fields: %d, %v", n, err)
 	}
-	count := dlock.NewGuardedScript(`return #ARGV`)
+	count := guard.NewScript(`return #ARGV`)
 	args := make([]any, 20000)
 	for i := range args {
 		args[i] = i
@@ -325,18 +310,18 @@ func TestGuardedWritesTakeLongArgumentLists(t *testing.T) {
 func TestTheGuardWorksOnACluster(t *testing.T) {
 	cl := redistest.StartCluster(t, 3)
 	rdb := cl.Client(t)
-	g := dlock.NewGuard(rdb)
+	g := guard.NewRedis(rdb)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for i, res := range []string{"order:1", "user:{42}:profile", "x{}y", "}{", "{a}{b}"} {
 		if err := g.Set(ctx, res, int64(10+i), "v", 0); err != nil {
 			t.Fatalf("%s: %v", res, err)
 		}
-		if err := g.Set(ctx, res, int64(9+i), "v", 0); !errors.Is(err, dlock.ErrStaleFence) {
+		if err := g.Set(ctx, res, int64(9+i), "v", 0); !errors.Is(err, guard.ErrStaleFence) {
 			t.Fatalf("%s stale: %v", res, err)
 		}
 	}
-	both := dlock.NewGuardedScript(`redis.call('SET', KEYS[1], ARGV[1]) return redis.call('SET', KEYS[2], ARGV[1])`)
+	both := guard.NewScript(`redis.call('SET', KEYS[1], ARGV[1]) return redis.call('SET', KEYS[2], ARGV[1])`)
 	if _, err := g.Run(ctx, both, 5, []string{"{acct:7}:balance", "{acct:7}:history"}, "x"); err != nil {
 		t.Fatal(err)
 	}
@@ -347,7 +332,7 @@ func TestTheGuardWorksOnACluster(t *testing.T) {
 // written: the guard looks at the clock itself.
 func TestAGuardedWriteIsNotSentPastTheLeaseDeadline(t *testing.T) {
 	c, rdb := newClient(t, shared)
-	g := dlock.NewGuard(rdb)
+	g := guard.NewRedis(rdb)
 	for i := 0; i < 30; i++ {
 		k := key(t)
 		l := mustLock(t, c, k, dlock.WithTTL(30*time.Millisecond))
@@ -369,9 +354,9 @@ func TestAGuardedWriteIsNotSentPastTheLeaseDeadline(t *testing.T) {
 // one that raises DLOCKSTALE itself is not taken for the guard's refusal.
 func TestAGuardedScriptThatRaisesAfterWritingIsRecordedAsAWrite(t *testing.T) {
 	rdb := shared.Client(t)
-	g := dlock.NewGuard(rdb).WithRetention(time.Minute)
+	g := guard.NewRedis(rdb).WithRetention(time.Minute)
 	res := key(t)
-	raising := dlock.NewGuardedScript(`redis.call('SET', KEYS[1], 'x', 'PX', 60000) error({err = 'ERR raised after writing'})`)
+	raising := guard.NewScript(`redis.call('SET', KEYS[1], 'x', 'PX', 60000) error({err = 'ERR raised after writing'})`)
 	if _, err := g.Run(ctxT(t), raising, 5, []string{res}); err == nil || !strings.Contains(err.Error(), "raised after writing") {
 		t.Fatalf("the script's raise: %v", err)
 	}
@@ -382,8 +367,8 @@ func TestAGuardedScriptThatRaisesAfterWritingIsRecordedAsAWrite(t *testing.T) {
 		`redis.call('SET', KEYS[1], 'y') error({err = 'DLOCKSTALE 99'})`,
 		`redis.call('SET', KEYS[1], 'z') error('DLOCKSTALE 99', 0)`,
 	} {
-		_, err := g.Run(ctxT(t), dlock.NewGuardedScript(src), 6, []string{res})
-		if err == nil || errors.Is(err, dlock.ErrStaleFence) {
+		_, err := g.Run(ctxT(t), guard.NewScript(src), 6, []string{res})
+		if err == nil || errors.Is(err, guard.ErrStaleFence) {
 			t.Fatalf("%s: %v, read as the guard's refusal though the write landed", src, err)
 		}
 	}
