@@ -1,7 +1,7 @@
 # dlock's build and test entry points. `make test` is what CI runs.
 GO ?= go
 
-.PHONY: test deps check bench-check bench gobench demo timeline-png
+.PHONY: test deps check bench-check bench bench-pair gobench demo timeline-png
 
 # The repository's modules (go.work joins them): the library, the dlock
 # command, the Prometheus and OpenTelemetry adapters and the SQL tests (internal/sqltest, with
@@ -61,6 +61,23 @@ bench-check:
 # gobench runs dlock's own Go benchmarks (against the raw floor).
 bench: deps bench-check
 	cd bench && $(GO) run . -out ../BENCHMARKS.md
+
+# bench-pair runs the bench with a second dlock beside this tree's: the
+# commit BASE, renamed to the module github.com/dlock-go/dlockbase in a
+# temporary copy, as "dlock (base)" in every scenario, interleaved with the
+# others on the same servers. ONLY picks scenarios (bench's -only; the
+# report is then only printed); else the report goes to PAIR_OUT, never to
+# BENCHMARKS.md.
+BASE ?= HEAD
+ONLY ?=
+PAIR_OUT ?= $(CURDIR)/.bench-pair/BENCHMARKS.md
+bench-pair: deps bench-check
+	@base=$$(mktemp -d); trap 'rm -rf $$base' EXIT; \
+	git archive $(BASE) | tar -x -C $$base && \
+	find $$base -name '*.go' -o -name go.mod | xargs sed -i 's#github.com/dlock-go/dlock\b#github.com/dlock-go/dlockbase#g' && \
+	printf 'go 1.26.0\n\nuse (\n\t%s\n\t%s\n)\n' $(CURDIR)/bench $$base > $$base/pair.work && \
+	mkdir -p $(dir $(PAIR_OUT)) && \
+	cd bench && GOWORK=$$base/pair.work $(GO) run -tags dlockbase . -out $(PAIR_OUT) $(if $(ONLY),-only "$(ONLY)")
 
 gobench: deps
 	$(GO) test -run '^$$' -bench . -benchtime 2s -count 1 .

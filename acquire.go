@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock/internal/keyspace"
+	"github.com/dlock-go/dlock/internal/transport"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -439,7 +440,7 @@ func neverSent(err error) bool {
 // error is that or the node timeout is a race between two timers).
 func isSlow(err error) bool {
 	var ne net.Error
-	return errors.Is(err, errNodeTimeout) || errors.Is(err, errUnsent) || errors.As(err, &ne) && ne.Timeout()
+	return errors.Is(err, transport.ErrNodeTimeout) || errors.Is(err, errUnsent) || errors.As(err, &ne) && ne.Timeout()
 }
 
 // retryDelay returns how long a waiter sleeps when no notification comes:
@@ -465,8 +466,8 @@ func (c *Client) prepare(key string, opts []Option) (options, error) {
 		return o, err
 	}
 	for _, n := range c.nodes {
-		if o.replicas > 0 && o.replicaTimeout > n.blockLimit {
-			return o, invalid("replica acknowledgement timeout %v: the go-redis client's read timeout allows at most %v", o.replicaTimeout, n.blockLimit)
+		if o.replicas > 0 && o.replicaTimeout > n.BlockLimit {
+			return o, invalid("replica acknowledgement timeout %v: the go-redis client's read timeout allows at most %v", o.replicaTimeout, n.BlockLimit)
 		}
 	}
 	return o, nil

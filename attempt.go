@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/dlock-go/dlock/internal/transport"
 )
 
 // An attempt is one try for a lock, on every node at once: TryLock, and
@@ -79,7 +81,7 @@ func (c *Client) try(ctx context.Context, key string, o options, listens bool) (
 
 // tryInline is try on one node when nothing can end the wait (a context
 // that never ends, no node timeout): the acquire runs in the caller's
-// goroutine, as awaitOn would run it there, so no answer comes late, and
+// goroutine, as transport.AwaitOn would run it there, so no answer comes late, and
 // the attempt, which keeps what late answers and give-backs need, is made
 // only when a failed try may have left something to give back (conclude).
 // The Lock is made first, so that the acquire can send its token field
@@ -323,7 +325,7 @@ func (a *attempt) release(ctx context.Context, n *node, fence int64) {
 // warnLeft logs that a give-back on n failed with err.
 func (a *attempt) warnLeft(n *node, err error) {
 	a.c.warn("dlock: could not give back a grant nobody waited for; it expires by its TTL",
-		slog.String("key", a.nm.key), slog.String("node", n.name), slog.Any("err", err))
+		slog.String("key", a.nm.key), slog.String("node", n.Name), slog.Any("err", err))
 }
 
 // uncertainPause is how long releaseUncertain waits between its tries.
@@ -351,9 +353,9 @@ const uncertainPause = 100 * time.Millisecond
 func (a *attempt) releaseUncertain(n *node, fence int64, cause error) {
 	a.c.spawn(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
-		answered := settled(ctx, cause)
+		answered := transport.Settled(ctx, cause)
 		cancel()
-		if answered && !shared(a.token) && refusal(cause) {
+		if answered && !shared(a.token) && transport.Refusal(cause) {
 			return
 		}
 		a.releaseAnswered(n, fence, answered)

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dlock-go/dlock/internal/transport"
 )
 
 // These drive the attempt's decisions from made-up answers, without Redis.
@@ -18,7 +20,7 @@ var (
 	taken      = func(pttl time.Duration) answer[grant] { return answer[grant]{v: grant{pttl: pttl}} }
 	failed     = answer[grant]{err: &NodeError{Node: "n", Op: "acquire", Err: errors.New("connection reset")}}
 	refusedErr = answer[grant]{err: &NodeError{Node: "n", Op: "acquire", Err: &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}}}
-	abandoned  = answer[grant]{err: &NodeError{Node: "n", Op: "acquire", Err: errNodeTimeout}, abandoned: true}
+	abandoned  = answer[grant]{err: &NodeError{Node: "n", Op: "acquire", Err: transport.ErrNodeTimeout}, abandoned: true}
 )
 
 const testTTL = 10 * time.Second
@@ -143,7 +145,7 @@ func TestBallotDecidesOnceWhenLateAnswersCompleteIt(t *testing.T) {
 // up (found by review: with two of three nodes stalled, 4 of 20 Locks
 // returned a QuorumError after 50 ms where they had waited before).
 func TestAnAcquireNotSentForTheClientsOwnReleaseIsASlowNode(t *testing.T) {
-	n := &node{name: "n"}
+	n := &node{Node: &transport.Node{Name: "n"}}
 	unsent := n.fail("acquire", errUnsent)
 	if !isSlow(unsent) || !neverSent(unsent) {
 		t.Fatalf("isSlow %v, neverSent %v; want both", isSlow(unsent), neverSent(unsent))

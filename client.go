@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dlock-go/dlock/internal/transport"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -35,16 +36,9 @@ type Client struct {
 	names  namesCache                  // see keys.go
 	groups groups                      // waiters by key, single node (queue.go)
 	gates  gates                       // listening waiters by key (gate.go)
-	work   *workers                    // the goroutines spawn runs on (workers.go)
-
-	// Background work Close waits for: bgN goroutines running, counted
-	// under bgMu; bgIdle is signalled when bgN reaches 0. drained is set
-	// once Close has seen it reach 0: later work is not waited for.
-	bgMu    sync.Mutex
-	bgIdle  sync.Cond
-	bgN     int
-	drained bool
-	untrack func() // ends a tracked call: made once, as a method value costs an allocation
+	// work runs the calls whose callers may stop waiting, and the
+	// cleanups, and counts what Close waits for.
+	work *transport.Work
 }
 
 // cleanupTimeout bounds the context of best-effort releases that run after
@@ -68,7 +62,7 @@ const cleanupTimeout = 5 * time.Second
 // On a plain *redis.Client (one server), when many goroutines run dlock's
 // scripts at once, dlock sends them pipelined over one connection of a
 // client it makes for itself from the same options, and closes in Close
-// (pipeline.go); a lone call goes straight to the given client. The
+// (internal/transport); a lone call goes straight to the given client. The
 // user's hooks (tracing, metrics) see only the calls that go straight.
 //
 // New panics, with an error that matches ErrInvalidArgument or
@@ -96,9 +90,9 @@ func New[C RedisClient](nodes ...C) *Client {
 			panic(fmt.Errorf("dlock: New: *redis.Ring is not supported: a ring moves keys between shards when one fails, so two clients could hold the same lock: %w", errors.ErrUnsupported))
 		}
 		n := newNode(rdb, i)
-		for _, id := range []any{identity(rdb, i), n.addr} {
+		for _, id := range []any{identity(rdb, i), n.Addr} {
 			if j, dup := seen[id]; dup && id != "" {
-				panic(invalid("New: Redis clients %d and %d are the same node (%s): each node must be an independent master", j, i, n.name))
+				panic(invalid("New: Redis clients %d and %d are the same node (%s): each node must be an independent master", j, i, n.Name))
 			}
 			seen[id] = i
 		}
@@ -106,8 +100,7 @@ func New[C RedisClient](nodes ...C) *Client {
 	}
 	c.ctx, c.close = context.WithCancel(context.Background())
 	c.done = c.ctx.Done()
-	c.work = newWorkers()
-	c.untrack = c.endTracked
+	c.work = transport.NewWork()
 	return c
 }
 
@@ -134,7 +127,7 @@ func isNil(rdb any) bool {
 
 // Close releases dlock's own resources: its pub/sub subscriptions and
 // background goroutines (the idle workers that run its calls end, see
-// workers.go). It waits for in-flight calls and background cleanups, which are bounded by the go-redis clients' timeouts; the
+// internal/transport/workers.go). It waits for in-flight calls and background cleanups, which are bounded by the go-redis clients' timeouts; the
 // give-back of a call that went unanswered waits at most 5 s for go-redis
 // to be done with the call, and 5 s more for the server to answer. It does
 // not close the go-redis clients, and it does not release held locks (they
@@ -142,20 +135,18 @@ func isNil(rdb any) bool {
 // matching ErrClosed. Close is idempotent.
 func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
-		c.bgMu.Lock()
+		c.work.Close()
 		c.closed.Store(true)
-		c.bgMu.Unlock()
 		c.close()
 		for _, n := range c.nodes {
-			n.sub.close()
+			n.StopWatching()
 		}
 		// Work started while this waits is waited for too: a grant that
 		// comes back after its caller left, during Close, is given back
 		// before Close returns.
-		c.waitIdle(true)
-		c.work.stop()
+		c.work.Drain()
 		for _, n := range c.nodes {
-			n.co.close()
+			n.Close()
 		}
 	})
 	return nil
@@ -178,60 +169,12 @@ func (c *Client) usable() error {
 	return nil
 }
 
-// spawn runs fn in a goroutine that Close waits for, also while Close is
-// waiting. Once Close has returned (a held Lock can still be unlocked),
-// the goroutine is not waited for; it ends with its Redis call.
-func (c *Client) spawn(fn func()) {
-	done, tracked := c.track(false)
-	c.work.run(func() {
-		if tracked {
-			defer done()
-		}
-		fn()
-	})
-}
+// spawn runs fn in a goroutine that Close waits for (transport.Work).
+func (c *Client) spawn(fn func()) { c.work.Spawn(fn) }
 
 // begin registers a call that Close must wait for; done ends it. ok is
 // false (and nothing is registered) once the Client is closed.
-func (c *Client) begin() (done func(), ok bool) { return c.track(true) }
-
-// track registers work that Close must wait for: refused once Close has
-// begun if fresh (a new call), else once Close has returned.
-func (c *Client) track(fresh bool) (done func(), ok bool) {
-	c.bgMu.Lock()
-	defer c.bgMu.Unlock()
-	if c.drained || (fresh && c.closed.Load()) {
-		return nil, false
-	}
-	c.bgN++
-	if c.untrack == nil { // a Client not made by New (tests)
-		return c.endTracked, true
-	}
-	return c.untrack, true
-}
-
-// waitIdle waits until no background work runs; drain then refuses any
-// more.
-func (c *Client) waitIdle(drain bool) {
-	c.bgMu.Lock()
-	defer c.bgMu.Unlock()
-	if c.bgIdle.L == nil {
-		c.bgIdle.L = &c.bgMu
-	}
-	for c.bgN > 0 {
-		c.bgIdle.Wait()
-	}
-	c.drained = c.drained || drain
-}
-
-// endTracked ends a call that track registered (c.untrack).
-func (c *Client) endTracked() {
-	c.bgMu.Lock()
-	defer c.bgMu.Unlock()
-	if c.bgN--; c.bgN == 0 {
-		c.bgIdle.Broadcast()
-	}
-}
+func (c *Client) begin() (done func(), ok bool) { return c.work.Begin() }
 
 // bind returns a context that ends with ctx or, with cause ErrClosed, when
 // the Client is closed; unbind releases it.

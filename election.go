@@ -117,7 +117,7 @@ func (e *Election) announce(msg string) {
 		e.c.cleanup(func(ctx context.Context) {
 			ctx, cancel := context.WithTimeout(ctx, time.Second)
 			defer cancel()
-			_ = n.rdb.Do(ctx, n.publish(), ch, msg).Err()
+			_ = n.RDB.Do(ctx, n.Publish(), ch, msg).Err()
 		})
 	}
 }
@@ -185,13 +185,13 @@ func (e *Election) Observe(ctx context.Context) *Observation {
 		defer unbind()
 		ch := keyspace.Derive(electPrefix, e.key)
 		for _, n := range e.c.nodes {
-			w, _ := n.sub.watch(ch, func(string) {
+			w, _ := n.Watch(ch, func(string) {
 				select {
 				case poke <- struct{}{}:
 				default:
 				}
 			})
-			defer w.cancel()
+			defer w.Cancel()
 		}
 		err := e.observe(ctx, out, poke)
 		o.mu.Lock()

@@ -41,7 +41,7 @@ func (c *Client) checkEviction() {
 					logger = slog.Default()
 				}
 				logger.LogAttrs(ctx, slog.LevelWarn, "dlock: this Redis server may evict lock keys, fencing counters and guard records, which breaks mutual exclusion; set maxmemory-policy noeviction",
-					slog.String("node", n.name), slog.String("maxmemory-policy", policy), slog.Int64("maxmemory", limit))
+					slog.String("node", n.Name), slog.String("maxmemory-policy", policy), slog.Int64("maxmemory", limit))
 			}
 		}
 	})
@@ -56,7 +56,7 @@ func evicts(policy string, limit int64) bool {
 // evictionPolicy reads the node's maxmemory-policy and maxmemory; ok is
 // false when it cannot (CONFIG refused, or no answer).
 func (n *node) evictionPolicy(ctx context.Context) (policy string, limit int64, ok bool) {
-	reply, err := n.rdb.Do(ctx, "CONFIG", "GET", "maxmemory*").Result()
+	reply, err := n.RDB.Do(ctx, "CONFIG", "GET", "maxmemory*").Result()
 	if err != nil {
 		return "", 0, false
 	}

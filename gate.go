@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/dlock-go/dlock/internal/transport"
 )
 
 // gates keeps a Client's listening waiters (Redlock, WithReplicaAck) on one
@@ -92,11 +94,11 @@ func (gs *gates) freed(key string) {
 type gate struct {
 	busy    bool
 	queue   []chan struct{}
-	held    chan struct{}     // not nil: the turn was passed on by a waiter that obtained the lock; closed once it is released (freed)
-	until   time.Time         // with held: when that holder's lease ends, if it has not released the lock by then
-	wake    chan struct{}     // a majority of nodes announced a release (one pending at most)
-	watches []*watch          // on every node
-	readies []<-chan struct{} // closed once each node confirmed its subscription
+	held    chan struct{}      // not nil: the turn was passed on by a waiter that obtained the lock; closed once it is released (freed)
+	until   time.Time          // with held: when that holder's lease ends, if it has not released the lock by then
+	wake    chan struct{}      // a majority of nodes announced a release (one pending at most)
+	watches []*transport.Watch // on every node
+	readies []<-chan struct{}  // closed once each node confirmed its subscription
 
 	mu    sync.Mutex
 	freed []bool // the nodes that announced a release since the turn's last attempt
@@ -172,7 +174,7 @@ func (gs *gates) enter(ctx context.Context, closed <-chan struct{}, key string, 
 func newGate(key string, nodes []*node) *gate {
 	g := &gate{wake: make(chan struct{}, 1), freed: make([]bool, len(nodes)), need: len(nodes)/2 + 1}
 	for i, n := range nodes {
-		w, ready := n.sub.watch(wakeChannel(key), func(payload string) {
+		w, ready := n.Watch(wakeChannel(key), func(payload string) {
 			if payload == "released" {
 				g.released(i)
 			}
@@ -261,7 +263,7 @@ func (t *turn) leave(until time.Time) {
 		gs.n.Add(-1)
 		gs.mu.Unlock()
 		for _, w := range g.watches {
-			w.cancel()
+			w.Cancel()
 		}
 		return
 	}
@@ -274,3 +276,13 @@ func (t *turn) leave(until time.Time) {
 	g.queue = g.queue[1:]
 	close(next)
 }
+
+// notifyWindow is how long a failed attempt of a waiter that listens for
+// release messages keeps the key's notify key alive. The release script
+// publishes only while that key exists, so that a release nobody listens
+// for costs no PUBLISH. A waiter attempts again at least every maxRetryWait,
+// renewing it; if it lapsed anyway, the waiter's timer still retries.
+const notifyWindow = 3 * maxRetryWait
+
+// notifyMillis is notifyWindow as the acquire script takes it (boxed once).
+var notifyMillis any = notifyWindow.Milliseconds()

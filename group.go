@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/dlock-go/dlock/internal/transport"
 )
 
 // waitGroup is a Client's waiters on one key: it owns their subscription
@@ -24,7 +26,7 @@ type waitGroup struct {
 	nm    *lockNames
 	id    string          // this group's name in the queue
 	ready <-chan struct{} // closed once the wake channel is subscribed
-	watch *watch
+	watch *transport.Watch
 
 	mu       sync.Mutex
 	waiters  map[string]*queuedWaiter
@@ -101,7 +103,7 @@ func newWaitGroup(c *Client, nm *lockNames) *waitGroup {
 		waiters: map[string]*queuedWaiter{}, departed: map[string]string{},
 		emptied: make(chan struct{}, 1),
 	}
-	g.watch, g.ready = g.n.sub.watch(nm.wake, g.message)
+	g.watch, g.ready = g.n.Watch(nm.wake, g.message)
 	c.spawn(g.keepalive)
 	return g
 }
@@ -144,7 +146,7 @@ func (g *waitGroup) join(ctx context.Context, w *queuedWaiter) (l *Lock, err err
 	score := w.score
 	w.mu.Unlock()
 	seq, sent := g.stamp()
-	r, err, left := await(ctx, g.c, w.o.nodeTimeoutFor(1),
+	r, err, left := transport.Await(ctx, g.c.work, w.o.nodeTimeoutFor(1),
 		func(ctx context.Context) (joinReply, error) { return g.n.join(ctx, g.nm, w, g.id, seq, score) },
 		func(joinReply, error) { g.leave(w.id, w.token, 0) })
 	noteStep(w.o.note, err, left)
@@ -231,7 +233,7 @@ func (g *waitGroup) exit(w *queuedWaiter, leave bool) {
 func (g *waitGroup) leave(id, token string, timeout time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
-	_, err, left := await(ctx, g.c, timeout,
+	_, err, left := transport.Await(ctx, g.c.work, timeout,
 		func(ctx context.Context) (bool, error) { return g.n.leave(ctx, g.nm, token, id) },
 		func(_ bool, err error) { g.left(id, token, err) })
 	if !left {

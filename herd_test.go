@@ -104,7 +104,7 @@ func TestAThousandWaitersOnADefaultClientAreAllServed(t *testing.T) {
 	close(stop)
 	watchers.Wait()
 	// The pool, dlock's one subscription, the admin client, and dlock's
-	// own pipelining client (pipeline.go: five connections, one per batch
+	// own pipelining client (internal/transport/pipeline.go: five connections, one per batch
 	// in flight, and a sixth while it replaces a broken one).
 	if limit := int64(10*runtime.GOMAXPROCS(0) + 8); maxConns.Load() > limit {
 		t.Errorf("the server saw %d connections, more than the pool, the subscription and the pipeline (%d)", maxConns.Load(), limit)

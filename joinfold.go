@@ -3,6 +3,8 @@ package dlock
 import (
 	"context"
 	"time"
+
+	"github.com/dlock-go/dlock/internal/transport"
 )
 
 // joinFold is the first joins of a group's deferred waiters, made by the
@@ -108,7 +110,7 @@ func (w *queuedWaiter) folded(ctx context.Context, g *waitGroup) (foldState, err
 		case <-w.signal:
 		case <-ctx.Done():
 		case <-late:
-			unanswered = g.n.unanswered("wait", errNodeTimeout)
+			unanswered = g.n.unanswered("wait", transport.ErrNodeTimeout)
 		}
 	}
 }
@@ -199,7 +201,7 @@ func (w *queuedWaiter) deferJoin(ctx context.Context, g *waitGroup) (fold foldSt
 	if g.c.groups.deferFor > 0 {
 		d = g.c.groups.deferFor
 	}
-	if endsWithin(ctx, d) || !g.deferring(w) {
+	if transport.EndsWithin(ctx, d) || !g.deferring(w) {
 		return foldNone, nil // a context that ends first gets a join, not a wait
 	}
 	t := time.NewTimer(d)

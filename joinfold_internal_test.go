@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dlock-go/dlock/internal/redistest"
+	"github.com/dlock-go/dlock/internal/transport"
 )
 
 // releaseGate is a go-redis hook on the release, join and leave scripts:
@@ -68,7 +69,7 @@ func lockingAsync(t *testing.T, ctx context.Context, c *Client, k string, opts .
 	got := make(chan *Lock, 1)
 	go func() {
 		l, err := c.Lock(ctx, k, append([]Option{WithTTL(time.Minute)}, opts...)...)
-		if err != nil && ctx.Err() == nil && !errors.Is(err, errNodeTimeout) {
+		if err != nil && ctx.Err() == nil && !errors.Is(err, transport.ErrNodeTimeout) {
 			t.Error(err)
 		}
 		got <- l

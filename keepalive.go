@@ -6,12 +6,14 @@ package dlock
 import (
 	"context"
 	"time"
+
+	"github.com/dlock-go/dlock/internal/transport"
 )
 
 // keepalive runs the group's keepalive step until the group retires (no
 // waiter for groupLinger) or the Client closes.
 func (g *waitGroup) keepalive() {
-	defer g.watch.cancel()
+	defer g.watch.Cancel()
 	t := time.NewTimer(g.period())
 	defer t.Stop()
 	lastRoll := time.Now()
@@ -73,7 +75,7 @@ func (g *waitGroup) rollCall() []string {
 func (g *waitGroup) step(roll []string) {
 	timeout := g.nodeTimeout()
 	seq, _ := g.stamp()
-	r, err, left := await(g.c.ctx, g.c, timeout, func(ctx context.Context) (keepaliveReply, error) {
+	r, err, left := transport.Await(g.c.ctx, g.c.work, timeout, func(ctx context.Context) (keepaliveReply, error) {
 		ctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
 		defer cancel()
 		return g.n.keepalive(ctx, g.nm, g.id, seq, roll)

@@ -45,7 +45,7 @@ type lockNames struct {
 	// holders' fences and notify key, in that order.
 	all     [6]string
 	acquire [4]string // the acquire script's KEYS: lock, fence, queue, notify
-	// acquire boxed as command arguments (node.scriptBoxed)
+	// acquire boxed as command arguments (transport.Node.RunBoxed)
 	acquireBoxed [4]any
 	wake         string // the wake channel
 }

@@ -130,7 +130,7 @@ func TestReleaseNotifiesWatchers(t *testing.T) {
 					t.Fatal(g, err)
 				}
 				wake := make(chan string, 1)
-				w, ready := n.sub.watch(wakeChannel(k), func(p string) {
+				w, ready := n.Watch(wakeChannel(k), func(p string) {
 					select {
 					case wake <- p:
 					default:
@@ -152,7 +152,7 @@ func TestReleaseNotifiesWatchers(t *testing.T) {
 				case <-time.After(20 * time.Second):
 					t.Fatalf("%q: no notification after Unlock", k)
 				}
-				w.cancel()
+				w.Cancel()
 			}
 		})
 	}

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/dlock-go/dlock/internal/transport"
 )
 
 // Lock is one acquisition of a lock: the key, the random token stored at it,
@@ -316,7 +318,7 @@ func (rs *releases) on(ctx context.Context, n *node) (bool, error) {
 func (l *Lock) retryRelease(n *node, cause error) {
 	l.c.spawn(func() {
 		ctx, cancel := context.WithTimeout(l.c.ctx, cleanupTimeout)
-		answered := settled(ctx, cause)
+		answered := transport.Settled(ctx, cause)
 		cancel()
 		if answered {
 			return
@@ -339,7 +341,7 @@ func (l *Lock) retryRelease(n *node, cause error) {
 			why = "the node cannot be reached"
 		}
 		l.c.warn("dlock: could not release the lock on a node ("+why+"); it expires there by its TTL",
-			slog.String("key", l.names.key), slog.String("node", n.name), slog.Any("err", err))
+			slog.String("key", l.names.key), slog.String("node", n.Name), slog.Any("err", err))
 	})
 }
 

@@ -4,14 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/dlock-go/dlock/internal/transport"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -27,7 +26,7 @@ import (
 // uses to subscribe on the master of each key's slot (sharded pub/sub); a
 // client's address, for errors, by its Options method. A plain
 // *redis.Client gets its scripts through Do, as EVALSHA commands dlock
-// builds (coalescer.run); any other client through its own EvalSha and
+// builds (internal/transport); any other client through its own EvalSha and
 // Eval.
 type RedisClient interface {
 	redis.Scripter
@@ -35,21 +34,6 @@ type RedisClient interface {
 	Pipelined(ctx context.Context, fn func(redis.Pipeliner) error) ([]redis.Cmder, error)
 	Subscribe(ctx context.Context, channels ...string) *redis.PubSub
 }
-
-// clusterClient is a RedisClient over a Redis Cluster.
-type clusterClient interface {
-	RedisClient
-	MasterForKey(ctx context.Context, key string) (*redis.Client, error)
-	SSubscribe(ctx context.Context, channels ...string) *redis.PubSub
-}
-
-// The go-redis clients dlock is tested with.
-var (
-	_ RedisClient   = (*redis.Client)(nil)
-	_ clusterClient = (*redis.ClusterClient)(nil)
-	_ RedisClient   = (*redis.AutoPipeliner)(nil)
-	_ RedisClient   = redis.UniversalClient(nil)
-)
 
 // Native (server-side) conditional commands: Redis 8.4 added DELEX key IFEQ
 // value and SET ... IFEQ value, which do what the release and extend scripts
@@ -60,69 +44,23 @@ const (
 	nativePresent
 )
 
-// node is one Redis deployment dlock talks to: a standalone server (or a
-// Sentinel-managed failover client), or a Redis Cluster.
+// node is one Redis deployment dlock talks to (transport.Node: how its
+// scripts reach it), with what the protocol keeps per node.
 type node struct {
-	rdb     RedisClient
-	cluster clusterClient // rdb, when it is a cluster client (sharded pub/sub); else nil
-	name    string        // address(es), for errors, or "node i"; never credentials
-	addr    string        // the address(es) that tell the node apart, when known
-	native  atomic.Int32
-	sub     *subscriber
-	co      *coalescer // how its scripts travel (pipeline.go)
+	*transport.Node
+	native atomic.Int32
 	// inflight holds the Client's Redlock releases under way on this
 	// node, which its acquires of the same key wait for (inflight.go).
 	inflight inflight
 
-	refreshed atomic.Int64 // when refresh last asked for a cluster map reload (unix ns)
-
 	lastDurations atomic.Pointer[durationArgs] // the acquire's last TTL and keep (durations)
-
-	// blockLimit is the longest a blocking command (WAIT) may wait on the
-	// server: half the client's read timeout, so that go-redis does not
-	// time out first.
-	blockLimit time.Duration
 }
-
-// failoverAddr is what go-redis gives as the address of every Sentinel
-// failover client (redis.NewFailoverClient), whatever its master: it tells
-// nothing apart.
-const failoverAddr = "FailoverClient"
 
 // newNode returns the node for rdb; i is its place among the Client's
 // nodes, which names it when its address is unknown.
 func newNode(rdb RedisClient, i int) *node {
-	n := &node{rdb: rdb, blockLimit: waitStep, name: fmt.Sprintf("node %d", i)}
-	n.cluster, _ = rdb.(clusterClient)
-	var readTimeout time.Duration
-	switch c := rdb.(type) {
-	case interface{ Options() *redis.Options }:
-		readTimeout = c.Options().ReadTimeout
-		if addr := c.Options().Addr; addr != failoverAddr {
-			n.name, n.addr = addr, addr
-		}
-	case interface{ Options() *redis.ClusterOptions }:
-		n.name, readTimeout = strings.Join(c.Options().Addrs, ","), c.Options().ReadTimeout
-		n.addr = n.name
-	}
-	if readTimeout > 0 {
-		n.blockLimit = max(readTimeout/2, 10*time.Millisecond)
-	}
-	n.sub = newSubscriber(n)
-	n.co = newCoalescer(rdb)
+	n := &node{Node: transport.NewNode(rdb, i, waitStep)}
 	return n
-}
-
-// script runs s on the node (see coalescer).
-func (n *node) script(ctx context.Context, s *redis.Script, keys []string, args ...any) *redis.Cmd {
-	return n.co.run(ctx, n.rdb, s, keys, nil, args...)
-}
-
-// scriptBoxed is script for the hot paths, with keys also given boxed as
-// command arguments (built once per lock key, lockNames), which a
-// pipelined script then does not box again on every run.
-func (n *node) scriptBoxed(ctx context.Context, s *redis.Script, keys []string, boxed []any, args ...any) *redis.Cmd {
-	return n.co.run(ctx, n.rdb, s, keys, boxed, args...)
 }
 
 // fail returns the error of op on n: a usage error (kindError) as it is,
@@ -131,44 +69,15 @@ func (n *node) fail(op string, err error) error {
 	if kerr := kindError(err); kerr != nil {
 		return kerr
 	}
-	n.refresh(err)
-	return &NodeError{Node: n.name, Op: op, Err: err}
+	n.Refresh(err)
+	return &NodeError{Node: n.Name, Op: op, Err: err}
 }
-
-// refresh asks a cluster client to reload its map of slots when a node
-// could not be reached: a network error (refused, reset, timed out: a dead
-// host often answers nothing), not a reply or dlock's own verdicts such as
-// ErrNoReplicaAck. A master that died leaves go-redis's ClusterClient
-// sending its slots' commands to the dead address until the map is
-// reloaded, which it does by itself only on a MOVED reply (never coming
-// from a dead node) or after ClusterStateReloadInterval (a minute by
-// default): after a failover the replica that took over would stay unused
-// for up to that long. The reload is asynchronous, at most one per
-// clusterRefreshEvery.
-func (n *node) refresh(err error) {
-	r, ok := n.rdb.(interface{ ReloadState(context.Context) })
-	var ne net.Error
-	unreachable := errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
-	ended := errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) // a net.Error too
-	if !ok || !unreachable || ended {
-		return
-	}
-	now := time.Now().UnixNano()
-	last := n.refreshed.Load()
-	if now-last < int64(clusterRefreshEvery) || !n.refreshed.CompareAndSwap(last, now) {
-		return
-	}
-	r.ReloadState(context.Background())
-}
-
-// clusterRefreshEvery spaces a node's cluster map reloads (refresh).
-const clusterRefreshEvery = 250 * time.Millisecond
 
 // unanswered is the error of a request whose answer was not waited for
-// (see calls): a *NodeError for the node timeout, the caller's context's
+// (transport.Calls): a *NodeError for the node timeout, the caller's context's
 // error as it is.
 func (n *node) unanswered(op string, err error) error {
-	if err == errNodeTimeout {
+	if err == transport.ErrNodeTimeout {
 		return n.fail(op, err)
 	}
 	return err
@@ -229,12 +138,12 @@ func (n *node) acquire(ctx context.Context, nm *lockNames, token string, arg any
 func (n *node) runAcquire(ctx context.Context, nm *lockNames, listens bool, args []any) (any, error) {
 	if !listens {
 		keys, boxed := nm.leanKeys()
-		res, err := n.scriptBoxed(ctx, acquireLeanScript, keys, boxed, args...).Result()
+		res, err := n.RunBoxed(ctx, acquireLeanScript, keys, boxed, args...).Result()
 		if r, _ := res.(int64); r != leanMarked {
 			return res, err
 		}
 	}
-	return n.scriptBoxed(ctx, acquireScript, nm.acquire[:], nm.acquireBoxed[:], args...).Result()
+	return n.RunBoxed(ctx, acquireScript, nm.acquire[:], nm.acquireBoxed[:], args...).Result()
 }
 
 // acquired reads the acquire script's reply res (and, with
@@ -281,7 +190,7 @@ func (n *node) durations(ttl, keep time.Duration) *durationArgs {
 // acquireShared runs the shared_acquire script: a semaphore permit or a
 // read-write hold.
 func (n *node) acquireShared(ctx context.Context, nm *lockNames, token string, o options) (grant, error) {
-	res, err := n.script(ctx, sharedAcquireScript, nm.queueKeys(), token, o.ttl.Milliseconds(), o.fenceKeep().Milliseconds()).Slice()
+	res, err := n.Run(ctx, sharedAcquireScript, nm.queueKeys(), token, o.ttl.Milliseconds(), o.fenceKeep().Milliseconds()).Slice()
 	if err != nil {
 		return grant{}, n.fail("acquire", err)
 	}
@@ -304,13 +213,13 @@ func (n *node) acquireAcked(ctx context.Context, keys []string, args []any, o op
 	for attempt := 0; ; attempt++ {
 		var script *redis.Cmd
 		var wait *redis.Cmd
-		_, err := n.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		_, err := n.RDB.Pipelined(ctx, func(p redis.Pipeliner) error {
 			script = acquireScript.EvalSha(ctx, p, keys, args...)
 			wait = p.Do(ctx, "WAIT", o.replicas, o.replicaTimeout.Milliseconds())
 			return nil
 		})
 		if err != nil && redis.HasErrorPrefix(script.Err(), "NOSCRIPT") && attempt == 0 {
-			if err := acquireScript.Load(ctx, n.rdb).Err(); err != nil {
+			if err := acquireScript.Load(ctx, n.RDB).Err(); err != nil {
 				return nil, 0, err
 			}
 			continue
@@ -368,7 +277,7 @@ func holderTTL(v any) time.Duration {
 // release, or nil to box it here.
 func (n *node) release(ctx context.Context, nm *lockNames, token string, arg any, fence int64, keep time.Duration, lean bool, group string, joins []any) (releaseReply, error) {
 	if shared(token) {
-		v, err := n.script(ctx, sharedReleaseScript, nm.queueKeys(), token, n.publish(), nm.wake).Int64()
+		v, err := n.Run(ctx, sharedReleaseScript, nm.queueKeys(), token, n.Publish(), nm.wake).Int64()
 		if err != nil {
 			return releaseReply{}, n.fail("release", err)
 		}
@@ -377,7 +286,7 @@ func (n *node) release(ctx context.Context, nm *lockNames, token string, arg any
 	if lean && fence == 0 && group == "" && readsHolderMark(token) {
 		arg = n.tokenArg(token, arg)
 		keys, boxed := nm.leanReleaseKeys()
-		v, err := n.scriptBoxed(ctx, releaseLeanScript, keys, boxed, arg).Int64()
+		v, err := n.RunBoxed(ctx, releaseLeanScript, keys, boxed, arg).Int64()
 		if err != nil {
 			return releaseReply{}, n.fail("release", err)
 		}
@@ -414,7 +323,7 @@ func boxToken(p *string) any { return p }
 // argument stored an address in the key, and the lock stayed held until
 // its TTL).
 func (n *node) tokenArg(token string, arg any) any {
-	if arg == nil || !n.co.plain {
+	if arg == nil || !n.Plain() {
 		return token
 	}
 	return arg
@@ -425,7 +334,7 @@ func (n *node) tokenArg(token string, arg any) any {
 func (n *node) releaseFull(ctx context.Context, nm *lockNames, token string, fence int64, keep time.Duration, group string, joins []any) (releaseReply, error) {
 	args := n.releaseArgs(token, fence, keep, group)
 	args = append(args, joins...)
-	r, err := n.script(ctx, releaseScript, nm.releaseKeys(), args...).Result()
+	r, err := n.Run(ctx, releaseScript, nm.releaseKeys(), args...).Result()
 	if err != nil {
 		return releaseReply{}, n.fail("release", err)
 	}
@@ -492,22 +401,13 @@ const (
 func (n *node) releaseArgs(token string, fence int64, keep time.Duration, group string) []any {
 	switch {
 	case group != "":
-		return []any{token, fence, keep.Milliseconds(), n.publish(), group}
-	case n.cluster != nil:
-		return []any{token, fence, keep.Milliseconds(), n.publish()}
+		return []any{token, fence, keep.Milliseconds(), n.Publish(), group}
+	case n.Cluster != nil:
+		return []any{token, fence, keep.Milliseconds(), n.Publish()}
 	case fence != 0:
 		return []any{token, fence, keep.Milliseconds()}
 	}
 	return []any{token}
-}
-
-// publish returns the command that announces a free lock: sharded pub/sub on
-// a cluster, where plain PUBLISH would be broadcast to every node.
-func (n *node) publish() string {
-	if n.cluster != nil {
-		return "SPUBLISH"
-	}
-	return "PUBLISH"
 }
 
 // extend resets the lock's expiry to ttl if its key holds token, keeps
@@ -519,7 +419,7 @@ func (n *node) extend(ctx context.Context, nm *lockNames, token string, ttl, kee
 	var err error
 	switch {
 	case shared(token):
-		v, err = n.script(ctx, sharedExtendScript, []string{nm.key, nm.holders(), nm.fence()}, token, ttl.Milliseconds(), keep.Milliseconds()).Int64()
+		v, err = n.Run(ctx, sharedExtendScript, []string{nm.key, nm.holders(), nm.fence()}, token, ttl.Milliseconds(), keep.Milliseconds()).Int64()
 	case n.hasNative(ctx):
 		if ok, err := n.extendNative(ctx, nm, token, ttl, keep); ok || err != nil {
 			return ok, err
@@ -529,7 +429,7 @@ func (n *node) extend(ctx context.Context, nm *lockNames, token string, ttl, kee
 		// and the script does.
 		fallthrough
 	default:
-		v, err = n.script(ctx, extendScript, []string{nm.key, nm.fence()}, token, ttl.Milliseconds(), keep.Milliseconds()).Int64()
+		v, err = n.Run(ctx, extendScript, []string{nm.key, nm.fence()}, token, ttl.Milliseconds(), keep.Milliseconds()).Int64()
 	}
 	if err != nil {
 		return false, n.fail("extend", err)
@@ -541,7 +441,7 @@ func (n *node) extend(ctx context.Context, nm *lockNames, token string, ttl, kee
 // PEXPIRE GT (which only lengthens), in one round trip.
 func (n *node) extendNative(ctx context.Context, nm *lockNames, token string, ttl, keep time.Duration) (bool, error) {
 	var set *redis.Cmd
-	_, err := n.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, err := n.RDB.Pipelined(ctx, func(p redis.Pipeliner) error {
 		set = p.Do(ctx, "SET", nm.key, token, "IFEQ", token, "PX", ttl.Milliseconds())
 		p.Do(ctx, "PEXPIRE", nm.fence(), keep.Milliseconds(), "GT")
 		return nil
@@ -572,7 +472,7 @@ type keyState struct {
 // to look for (see scripts/inspect.lua).
 func (n *node) inspect(ctx context.Context, key, token string) (keyState, error) {
 	queue, _ := queueKeys(key)
-	res, err := n.script(ctx, inspectScript, []string{key, fenceKey(key), queue}, token).Slice()
+	res, err := n.Run(ctx, inspectScript, []string{key, fenceKey(key), queue}, token).Slice()
 	if err != nil {
 		return keyState{}, n.fail("inspect", err)
 	}
@@ -607,7 +507,7 @@ func (n *node) hasNative(ctx context.Context) bool {
 	case nativeAbsent:
 		return false
 	}
-	res, err := n.rdb.Do(ctx, "COMMAND", "INFO", "DELEX").Slice()
+	res, err := n.RDB.Do(ctx, "COMMAND", "INFO", "DELEX").Slice()
 	switch {
 	case err == nil:
 		state := nativeAbsent
@@ -616,7 +516,7 @@ func (n *node) hasNative(ctx context.Context) bool {
 		}
 		n.native.Store(state)
 		return state == nativePresent
-	case isRedisError(err):
+	case transport.IsRedisError(err):
 		n.native.Store(nativeAbsent)
 	}
 	return false
@@ -629,9 +529,7 @@ func commandInfoFound(reply []any) bool {
 	return len(reply) == 1 && reply[0] != nil
 }
 
-// isRedisError reports whether err is an error reply from the server (as
-// opposed to a network or client error).
-func isRedisError(err error) bool {
-	var re redis.Error
-	return errors.As(err, &re) && !errors.Is(err, redis.Nil)
-}
+// Direct returns rdb wrapped so that dlock sends every call through it,
+// never pipelined through a client of its own (see New): for a client
+// whose hooks change what is sent or where.
+func Direct(rdb *redis.Client) RedisClient { return transport.Direct(rdb) }

@@ -117,7 +117,7 @@ func TestAStalledServerEndsEveryPipelinedCall(t *testing.T) {
 }
 
 // Without a node timeout, a context's end is what ends a pipelined call to
-// a stalled server: the calls wait in their callers' goroutines (awaitOn)
+// a stalled server: the calls wait in their callers' goroutines (transport.AwaitOn)
 // and return with their contexts, and the grants the server runs once it
 // resumes are given back.
 func TestContextsEndPipelinedCallsToAStalledServer(t *testing.T) {
@@ -195,7 +195,7 @@ func TestCloseReturnsWhileTheServerStallsUnderPipelining(t *testing.T) {
 	case <-closed:
 	case <-time.After(30 * time.Second):
 		// 30 s is go-redis's own bound on closing a pipeliner with a
-		// batch in flight: Close must not wait for it (conns.go).
+		// batch in flight: Close must not wait for it (internal/transport/conns.go).
 		t.Fatal("Close did not return within 30s while the server was paused")
 	}
 }

@@ -37,7 +37,7 @@ import (
 //
 // What a waiter costs. A Client's waiters on one key form a group
 // (waitGroup). The group subscribes to the key's wake channel through the
-// node's one subscription connection (notify.go), and the subscriber hands
+// node's one subscription connection (internal/transport/subscriber.go), and the subscriber hands
 // each grant to the waiter it names; no waiter holds a connection, and the
 // user's pool is used only for each waiter's join (one script, unless a
 // release makes it) and for the group's keepalive step: one script every

@@ -21,7 +21,7 @@ type joinReply struct {
 
 // join runs the join script (scripts/join.lua).
 func (n *node) join(ctx context.Context, nm *lockNames, w *queuedWaiter, group string, seq int64, score string) (joinReply, error) {
-	res, err := n.script(ctx, joinScript, nm.queueKeys(), w.token, w.o.ttl.Milliseconds(), w.id, group, seq, score, n.publish(), nm.wake, w.o.fenceKeep().Milliseconds()).Slice()
+	res, err := n.Run(ctx, joinScript, nm.queueKeys(), w.token, w.o.ttl.Milliseconds(), w.id, group, seq, score, n.Publish(), nm.wake, w.o.fenceKeep().Milliseconds()).Slice()
 	if err != nil {
 		return joinReply{}, n.fail("wait", err)
 	}
@@ -54,11 +54,11 @@ type keepaliveReply struct {
 // keepalive runs the keepalive script (scripts/keepalive.lua).
 func (n *node) keepalive(ctx context.Context, nm *lockNames, group string, seq int64, roll []string) (keepaliveReply, error) {
 	args := make([]any, 0, 4+len(roll))
-	args = append(args, group, seq, n.publish(), nm.wake)
+	args = append(args, group, seq, n.Publish(), nm.wake)
 	for _, id := range roll {
 		args = append(args, id)
 	}
-	res, err := n.script(ctx, keepaliveScript, nm.queueKeys(), args...).Slice()
+	res, err := n.Run(ctx, keepaliveScript, nm.queueKeys(), args...).Slice()
 	if err != nil {
 		return keepaliveReply{}, n.fail("wait", err)
 	}
@@ -90,7 +90,7 @@ func (n *node) keepalive(ctx context.Context, nm *lockNames, group string, seq i
 // leave takes a waiter out of the queue; if it had been granted the lock
 // meanwhile, the lock goes on to the next waiter. It reports whether it had.
 func (n *node) leave(ctx context.Context, nm *lockNames, token, id string) (bool, error) {
-	v, err := n.script(ctx, leaveScript, nm.queueKeys(), token, id, n.publish(), nm.wake).Int64()
+	v, err := n.Run(ctx, leaveScript, nm.queueKeys(), token, id, n.Publish(), nm.wake).Int64()
 	if err != nil {
 		return false, n.fail("leave", err)
 	}

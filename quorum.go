@@ -84,7 +84,7 @@ func (v votes) undecided(ctxErr error, n int) error {
 }
 
 // ballot counts the answers to one question as they come, in time or late
-// (see calls), and acts once, when they first reach a verdict.
+// (transport.Calls), and acts once, when they first reach a verdict.
 type ballot struct {
 	n      int
 	decide func(verdict) // called once, with agreed or refused

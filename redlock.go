@@ -2,8 +2,9 @@ package dlock
 
 import (
 	"context"
-	"errors"
 	"time"
+
+	"github.com/dlock-go/dlock/internal/transport"
 )
 
 // Redlock
@@ -70,10 +71,6 @@ func (o options) nodeTimeoutFor(n int) time.Duration {
 	return min(DefaultNodeTimeout, o.ttl/10)
 }
 
-// errNodeTimeout is a node's error when it did not answer within the
-// per-node timeout.
-var errNodeTimeout = errors.New("no answer within the node timeout")
-
 // answer is one node's answer in a round.
 type answer[T any] struct {
 	v         T
@@ -100,11 +97,11 @@ type round[T, B any] struct {
 	late func(B, *node, T, error)
 	// lateTakesError says that late handles an error (one that may hide
 	// an answer) as safely as the answer itself, so that on one node the
-	// call may wait in the caller's goroutine (awaitOn).
+	// call may wait in the caller's goroutine (transport.AwaitOn).
 	lateTakesError bool
 }
 
-// ask puts the question to every node in nodes in parallel (see calls) and
+// ask puts the question to every node in nodes in parallel (transport.Calls) and
 // appends their answers, in order, to dst (a caller asking one node can
 // give it room for the answer on its stack). A node that has not answered
 // when the wait ends gets an error, ctx's or a *NodeError for the timeout,
@@ -122,20 +119,20 @@ func (r round[T, B]) ask(dst []answer[T], ctx context.Context, c *Client, nodes 
 	if r.late != nil {
 		late = func(i int, v T, err error) { r.late(r.by, nodes[i], v, err) }
 	}
-	cs := startCalls(ctx, c, ops, late)
-	got, why := cs.wait(ctx, len(nodes), r.timeout, r.enough(len(nodes)))
+	cs := transport.StartCalls(ctx, c.work, ops, late)
+	got, why := cs.Wait(ctx, len(nodes), r.timeout, r.enough(len(nodes)))
 	for i, n := range nodes {
 		answers[i] = answer[T]{err: n.unanswered(r.op, why), abandoned: true}
 	}
 	for _, g := range got {
-		answers[g.i] = answer[T]{v: g.v, err: g.err}
+		answers[g.I] = answer[T]{v: g.V, err: g.Err}
 	}
 	return append(dst, answers...)
 }
 
-// askOne puts the question to the one node n (see awaitOn).
+// askOne puts the question to the one node n (see transport.AwaitOn).
 func (r round[T, B]) askOne(ctx context.Context, c *Client, n *node) answer[T] {
-	v, err, left := awaitOn(ctx, c, n, r.lateTakesError, r.timeout, r.by, r.call, r.late)
+	v, err, left := transport.AwaitOn(ctx, c.work, n, r.lateTakesError && n.Busy(), r.timeout, r.by, r.call, r.late)
 	if left {
 		err = n.unanswered(r.op, err)
 	}
@@ -144,15 +141,15 @@ func (r round[T, B]) askOne(ctx context.Context, c *Client, n *node) answer[T] {
 
 // enough returns the test that ends a round's wait early: a majority of
 // n nodes said yes (nil without yes).
-func (r round[T, B]) enough(n int) func([]reply[T]) bool {
+func (r round[T, B]) enough(n int) func([]transport.Reply[T]) bool {
 	if r.yes == nil {
 		return nil
 	}
 	need := majority(n)
-	return func(got []reply[T]) bool {
+	return func(got []transport.Reply[T]) bool {
 		yes := 0
 		for _, g := range got {
-			if g.err == nil && r.yes(g.v) {
+			if g.Err == nil && r.yes(g.V) {
 				yes++
 			}
 		}

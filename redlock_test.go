@@ -174,7 +174,7 @@ func TestRedlockLockWaitsForSlowNodes(t *testing.T) {
 	_, err := c.Lock(ctx, k, opts...)
 	if took := time.Since(start); took >= 30*time.Second {
 		// Subscribing to a paused node's release messages must not hold
-		// the waiter up (notify.go).
+		// the waiter up (internal/transport/subscriber.go).
 		t.Fatalf("Lock took %v: it waited for the paused nodes' read timeout", took)
 	}
 	if !errors.Is(err, dlock.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, dlock.ErrNoQuorum) {

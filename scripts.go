@@ -3,7 +3,7 @@ package dlock
 import (
 	_ "embed"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/dlock-go/dlock/internal/transport"
 )
 
 // One script per server-side operation, each a file in scripts/ whose header
@@ -13,7 +13,7 @@ import (
 // (fence.lua); those that mark the fencing counter, set_mark (mark.lua);
 // and those that work the queue or several holders the functions of
 // prelude.lua, prepended here. A script is sent as EVALSHA, and as EVAL
-// when the server answers NOSCRIPT (coalescer.run), so it is loaded once
+// when the server answers NOSCRIPT (transport.Node.Run), so it is loaded once
 // per server, not per call.
 var (
 	//go:embed scripts/token.lua
@@ -34,72 +34,49 @@ var (
 
 	//go:embed scripts/acquire_lean.lua
 	acquireLeanSrc    string
-	acquireLeanScript = redis.NewScript(tokenSrc + fenceSrc + acquireLeanSrc)
+	acquireLeanScript = transport.NewScript(tokenSrc + fenceSrc + acquireLeanSrc)
 
 	//go:embed scripts/acquire.lua
 	acquireSrc    string
-	acquireScript = redis.NewScript(tokenSrc + fenceSrc + markSrc + acquireSrc)
+	acquireScript = transport.NewScript(tokenSrc + fenceSrc + markSrc + acquireSrc)
 
 	//go:embed scripts/release.lua
 	releaseSrc    string
-	releaseScript = redis.NewScript(queuing + releaseSrc)
+	releaseScript = transport.NewScript(queuing + releaseSrc)
 
 	//go:embed scripts/release_lean.lua
 	releaseLeanSrc    string
-	releaseLeanScript = redis.NewScript(tokenSrc + releaseLeanSrc)
+	releaseLeanScript = transport.NewScript(tokenSrc + releaseLeanSrc)
 
 	//go:embed scripts/join.lua
 	joinSrc    string
-	joinScript = redis.NewScript(queuing + joinSrc)
+	joinScript = transport.NewScript(queuing + joinSrc)
 
 	//go:embed scripts/keepalive.lua
 	keepaliveSrc    string
-	keepaliveScript = redis.NewScript(queuing + keepaliveSrc)
+	keepaliveScript = transport.NewScript(queuing + keepaliveSrc)
 
 	//go:embed scripts/leave.lua
 	leaveSrc    string
-	leaveScript = redis.NewScript(queuing + leaveSrc)
+	leaveScript = transport.NewScript(queuing + leaveSrc)
 
 	//go:embed scripts/extend.lua
 	extendSrc    string
-	extendScript = redis.NewScript(tokenSrc + extendSrc)
+	extendScript = transport.NewScript(tokenSrc + extendSrc)
 
 	//go:embed scripts/shared_acquire.lua
 	sharedAcquireSrc    string
-	sharedAcquireScript = redis.NewScript(queuing + sharedAcquireSrc)
+	sharedAcquireScript = transport.NewScript(queuing + sharedAcquireSrc)
 
 	//go:embed scripts/shared_release.lua
 	sharedReleaseSrc    string
-	sharedReleaseScript = redis.NewScript(queuing + sharedReleaseSrc)
+	sharedReleaseScript = transport.NewScript(queuing + sharedReleaseSrc)
 
 	//go:embed scripts/shared_extend.lua
 	sharedExtendSrc    string
-	sharedExtendScript = redis.NewScript(queuing + sharedExtendSrc)
+	sharedExtendScript = transport.NewScript(queuing + sharedExtendSrc)
 
 	//go:embed scripts/inspect.lua
 	inspectSrc    string
-	inspectScript = redis.NewScript(inspectSrc)
+	inspectScript = transport.NewScript(inspectSrc)
 )
-
-// The hashes of the scripts every uncontended lock+unlock runs, boxed once
-// as command arguments (hashArg).
-var (
-	acquireLeanHash any = acquireLeanScript.Hash()
-	acquireHash     any = acquireScript.Hash()
-	leanHash        any = releaseLeanScript.Hash()
-)
-
-// hashArg returns s's hash as an EVALSHA argument: boxed once for the
-// scripts of the uncontended path, which a pipelined script then does not
-// box again on every run.
-func hashArg(s *redis.Script) any {
-	switch s {
-	case acquireLeanScript:
-		return acquireLeanHash
-	case acquireScript:
-		return acquireHash
-	case releaseLeanScript:
-		return leanHash
-	}
-	return s.Hash()
-}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/dlock-go/dlock/internal/transport"
 )
 
 // Semaphores and read-write locks
@@ -81,7 +83,7 @@ var ErrPermitMismatch = errors.New("dlock: the semaphore's holders have other pe
 // reply's script sha and Lua line are left out: they are the server's
 // bookkeeping, not the caller's business.
 func kindError(err error) error {
-	if !isRedisError(err) {
+	if !transport.IsRedisError(err) {
 		return nil
 	}
 	switch msg := err.Error(); {

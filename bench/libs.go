@@ -47,6 +47,31 @@ func dlockLock(c *dlock.Client) func(ctx context.Context, key string) (func() er
 	}
 }
 
+// dlocks are dlock's lockers on addrs: this tree's, and in a paired run
+// (make bench-pair) the base build's beside it.
+func dlocks(addrs []string) []locker {
+	libs := []locker{dlockLocker(addrs)}
+	for _, b := range baseLockers {
+		libs = append(libs, b.lock(addrs))
+	}
+	return libs
+}
+
+// dlockTryLockers are dlock's TryLock lockers on addr, as dlocks.
+func dlockTryLockers(addr string) []locker {
+	libs := []locker{dlockTryLocker(addr)}
+	for _, b := range baseLockers {
+		libs = append(libs, b.try(addr))
+	}
+	return libs
+}
+
+// baseLockers is the base build of a paired run (base.go), or nothing.
+var baseLockers []struct {
+	lock func(addrs []string) locker
+	try  func(addr string) locker
+}
+
 // dlockTryLocker is dlock's TryLock on one node: measured uncontended
 // only (it does not wait), beside Lock, whose first attempt is the same
 // script.

@@ -102,7 +102,7 @@ func main() {
 	}
 
 	single := func() []locker {
-		libs := []locker{dlockLocker([]string{addr}), redislockLocker(addr), redsyncLocker([]string{addr})}
+		libs := append(dlocks([]string{addr}), redislockLocker(addr), redsyncLocker([]string{addr}))
 		if r, err := rueidislockLocker(addr); err == nil {
 			libs = append(libs, r)
 		} else {
@@ -175,7 +175,7 @@ func main() {
 
 	uncontendedLibs := func() []locker {
 		libs := append([]locker{rawFloor(addr), fencedFloor(addr)}, single()...)
-		return slices.Insert(libs, 3, dlockTryLocker(addr)) // after dlock's Lock
+		return slices.Insert(libs, 3+len(baseLockers), dlockTryLockers(addr)...) // after dlock's Lock
 	}
 	for _, oneCPU := range []bool{false, true} {
 		scenario := "uncontended, 1 node"
@@ -206,13 +206,13 @@ func main() {
 	run("64 keys, 64 goroutines", append([]locker{fencedFloor(addr), fencedFloorPipelined(addr)}, single()...), func(l locker, _ int) result {
 		return contended(l, 64, 0, per, true)
 	})
-	redlockLibs := []locker{dlockLocker(all), redsyncLocker(all)}
+	redlockLibs := append(dlocks(all), redsyncLocker(all))
 	fiveNodes := "Redlock 5 nodes, uncontended"
 	warmUp(fiveNodes, redlockLibs)
 	runRounds(fiveNodes, redlockLibs, fine, func(l locker, _ int) result {
 		return uncontended(l, fiveNodes, n)
 	})
-	run("Redlock 5 nodes, hot key, 16 g, 1ms CS", []locker{dlockLocker(all), redsyncLocker(all)}, func(l locker, _ int) result {
+	run("Redlock 5 nodes, hot key, 16 g, 1ms CS", append(dlocks(all), redsyncLocker(all)), func(l locker, _ int) result {
 		return contended(l, 16, time.Millisecond, per, false)
 	})
 	// Herds: many goroutines on one key, each served once, on go-redis's
@@ -221,7 +221,7 @@ func main() {
 		poolSize = 0
 		defer func() { poolSize = 128 }()
 		if len(addrs) > 1 {
-			return []locker{dlockLocker(addrs), redsyncLocker(addrs)}
+			return append(dlocks(addrs), redsyncLocker(addrs))
 		}
 		return single()
 	}

@@ -1,4 +1,4 @@
-package dlock
+package transport
 
 import (
 	"context"
@@ -7,21 +7,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Release and hand-off messages
-//
-// The scripts publish on a lock key's wake channel: "released" when they
-// leave the lock free (for Redlock and WithReplicaAck waiters, acquire.go),
-// and "g id fence seq lease" when they hand it to a queued waiter
-// (queue.go). A node's subscriber carries every channel this Client
-// watches and passes each message to the channel's watchers: a wait group
-// (which delivers a grant to the waiter it names) or a listening waiter.
-//
-// Messages make waiting prompt; they are never needed for progress or
-// safety. A queued waiter's group also finds its grants with its keepalive,
-// and a listening waiter retries on a timer, which covers what pub/sub
-// cannot: a lock that expires instead of being released, a message lost
-// while the subscription reconnects, a subscription that could not be made
-// at all (e.g. an ACL without channel permissions).
+// A node's subscriber carries every channel the Client watches and passes
+// each message to the channel's watchers. What the messages mean, and why
+// waiting never depends on them, is the protocol's (dlock's queue.go).
 //
 // One goroutine (run) owns the subscriber's state: which channels are
 // watched and by whom. Everything that touches the network runs beside it,
@@ -32,9 +20,9 @@ import (
 // channel only from the master that owns its slot, so there the Client
 // keeps one sharded subscription (SSUBSCRIBE) per master it waits on, found
 // when the channel is first watched (a slot that moves later costs its
-// watchers their messages, which the fallbacks cover).
+// watchers their messages).
 type subscriber struct {
-	n     *node
+	n     *Node
 	start sync.Once
 
 	ops    chan func(*subState) // requests to the owner
@@ -43,16 +31,6 @@ type subscriber struct {
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the owner and its helpers have stopped
 }
-
-// notifyWindow is how long a failed attempt of a waiter that listens for
-// release messages keeps the key's notify key alive. The release script
-// publishes only while that key exists, so that a release nobody listens
-// for costs no PUBLISH. A waiter attempts again at least every maxRetryWait,
-// renewing it; if it lapsed anyway, the waiter's timer still retries.
-const notifyWindow = 3 * maxRetryWait
-
-// notifyMillis is notifyWindow as the acquire script takes it (boxed once).
-var notifyMillis any = notifyWindow.Milliseconds()
 
 // subState is what the owner goroutine owns.
 type subState struct {
@@ -70,15 +48,15 @@ type subState struct {
 
 // watched is one subscribed channel and its watchers.
 type watched struct {
-	watchers  map[*watch]struct{}
+	watchers  map[*Watch]struct{}
 	ready     chan struct{} // closed once the server confirmed the subscription
 	confirmed bool
 }
 
-// watch is one watcher of a channel: fn receives each message's payload
+// Watch is one watcher of a channel: fn receives each message's payload
 // ("resubscribed" after the connection was made again, when messages may
 // have been lost). fn runs on the owner goroutine and must not block.
-type watch struct {
+type Watch struct {
 	s       *subscriber
 	channel string
 	fn      func(payload string)
@@ -88,7 +66,7 @@ type watch struct {
 // subscribed again after the connection broke.
 const resubscribed = "resubscribed"
 
-func newSubscriber(n *node) *subscriber {
+func newSubscriber(n *Node) *subscriber {
 	s := &subscriber{n: n, ops: make(chan func(*subState)), msgs: make(chan any, 64), done: make(chan struct{})}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s
@@ -111,14 +89,14 @@ func (s *subscriber) do(op func(*subState)) bool {
 // watch registers fn for channel's messages. ready is closed once the
 // server has confirmed the subscription: any message after that reaches fn
 // (unless the connection breaks). The caller must cancel the watch.
-func (s *subscriber) watch(channel string, fn func(payload string)) (w *watch, ready <-chan struct{}) {
-	w = &watch{s: s, channel: channel, fn: fn}
+func (s *subscriber) watch(channel string, fn func(payload string)) (w *Watch, ready <-chan struct{}) {
+	w = &Watch{s: s, channel: channel, fn: fn}
 	never := make(chan struct{})
 	ready = never
 	s.do(func(st *subState) {
 		ch := st.chans[channel]
 		if ch == nil {
-			ch = &watched{watchers: map[*watch]struct{}{}, ready: make(chan struct{})}
+			ch = &watched{watchers: map[*Watch]struct{}{}, ready: make(chan struct{})}
 			st.chans[channel] = ch
 			s.subscribe(st, ch, channel)
 		}
@@ -128,9 +106,9 @@ func (s *subscriber) watch(channel string, fn func(payload string)) (w *watch, r
 	return w, ready
 }
 
-// cancel removes the watcher, and the channel's subscription with its last
+// Cancel removes the watcher, and the channel's subscription with its last
 // watcher.
-func (w *watch) cancel() {
+func (w *Watch) Cancel() {
 	s := w.s
 	s.do(func(st *subState) {
 		ch := st.chans[w.channel]
@@ -142,7 +120,7 @@ func (w *watch) cancel() {
 			return
 		}
 		delete(st.chans, w.channel)
-		if s.n.cluster != nil {
+		if s.n.Cluster != nil {
 			st.pending = append(st.pending, func() {
 				if ps := st.shards[st.shardOf[w.channel]]; ps != nil {
 					_ = ps.SUnsubscribe(s.ctx, w.channel)
@@ -165,7 +143,7 @@ func (s *subscriber) subscribe(st *subState, ch *watched, name string) {
 		st.helpers.Add(1)
 		go s.receive(ps, &st.helpers)
 	}
-	if cc := s.n.cluster; cc != nil {
+	if cc := s.n.Cluster; cc != nil {
 		st.pending = append(st.pending, func() {
 			master, err := cc.MasterForKey(ctx, name)
 			if err != nil {
@@ -188,7 +166,7 @@ func (s *subscriber) subscribe(st *subState, ch *watched, name string) {
 	}
 	first := st.shared == nil
 	if first {
-		st.shared = s.n.rdb.Subscribe(ctx)
+		st.shared = s.n.RDB.Subscribe(ctx)
 		st.open = append(st.open, st.shared)
 	}
 	ps := st.shared

@@ -1,4 +1,4 @@
-package dlock
+package transport
 
 import (
 	"context"
@@ -30,7 +30,7 @@ import (
 // one, keeps their configuration, and Client.Close closes dlock's. That
 // client is made on first need. Only a plain *redis.Client to one server
 // coalesces: a cluster, a Sentinel failover client (whose dialer follows
-// the Sentinels' choice of master) or any other RedisClient (Direct's
+// the Sentinels' choice of master) or any other Client (Direct's
 // wrapper included) is used as given.
 //
 // Why this is as safe as one request per script: every script is one
@@ -66,13 +66,13 @@ type coalescer struct {
 }
 
 // newCoalescer returns the coalescer of a node over rdb.
-func newCoalescer(rdb RedisClient) *coalescer {
+func newCoalescer(rdb Client) *coalescer {
 	c := &coalescer{}
 	_, c.plain = rdb.(*redis.Client)
 	// The options are copied now, as newNode reads them: the user's client
 	// writes to them as it connects (under a lock of its own that dlock
 	// cannot take).
-	if user, ok := rdb.(*redis.Client); ok && user.Options().Addr != failoverAddr {
+	if user, ok := rdb.(*redis.Client); ok && user.Options().Addr != FailoverAddr {
 		c.opt = ownOptions(user.Options())
 		// As long as the user's client would wait for a command: the
 		// write and read timeouts, and a second for the queue. None when
@@ -96,7 +96,7 @@ const coalesceAbove = 4
 // run runs script s on the node: through the pipeliner when more than
 // coalesceAbove scripts are in flight (s included) or ctx asks for it
 // (viaPipeline), else on the user's client.
-func (c *coalescer) run(ctx context.Context, rdb RedisClient, s *redis.Script, keys []string, boxed []any, args ...any) *redis.Cmd {
+func (c *coalescer) run(ctx context.Context, rdb Client, s *Script, keys []string, boxed []any, args ...any) *redis.Cmd {
 	n := c.inflight.Add(1)
 	defer c.inflight.Add(-1)
 	if _, forced := ctx.(viaPipeline); (forced || n > coalesceAbove) && c.opt != nil {
@@ -123,8 +123,8 @@ func (c *coalescer) run(ctx context.Context, rdb RedisClient, s *redis.Script, k
 // are only copied, can stay on the caller's stack, so it allocates less
 // than Script.Run. Only for a
 // *redis.Client, whose EvalSha is this same command sent through Do.
-func runScript(ctx context.Context, rdb RedisClient, s *redis.Script, keys []string, boxed []any, args []any) *redis.Cmd {
-	cmd := rdb.Do(ctx, evalsha(hashArg(s), keys, boxed, args)...)
+func runScript(ctx context.Context, rdb Client, s *Script, keys []string, boxed []any, args []any) *redis.Cmd {
+	cmd := rdb.Do(ctx, evalsha(s.hash, keys, boxed, args)...)
 	if noScript(cmd.Err()) {
 		// A copy: go-redis keeps what it is given.
 		return s.Eval(ctx, rdb, keys, slices.Clone(args)...)
@@ -167,10 +167,10 @@ type viaPipeline struct{ context.Context }
 // without it, each of a herd's scripts left waiting behind a pause would
 // send the whole script on a connection of the user's pool (64 EVALs for
 // 64 callers in a review's test, where the loads are shared).
-func (c *coalescer) pipelined(ctx context.Context, ap *redis.AutoPipeliner, rdb RedisClient, s *redis.Script, keys []string, boxed []any, args []any) *redis.Cmd {
+func (c *coalescer) pipelined(ctx context.Context, ap *redis.AutoPipeliner, rdb Client, s *Script, keys []string, boxed []any, args []any) *redis.Cmd {
 	for loads := 0; ; loads++ {
 		since := c.loads.Load()
-		cmd := c.send(ctx, ap, hashArg(s), keys, boxed, args)
+		cmd := c.send(ctx, ap, s.hash, keys, boxed, args)
 		if !noScript(cmd.Err()) {
 			return cmd
 		}
@@ -203,7 +203,7 @@ func noScript(err error) bool {
 // simply sent again. Without this, each batch in flight during a load came
 // back NOSCRIPT after it and loaded s once more: a herd of 256 goroutines
 // after SCRIPT FLUSH ran 10-36 loads where 2 do.
-func (c *coalescer) load(ctx context.Context, rdb RedisClient, s *redis.Script, since uint64) error {
+func (c *coalescer) load(ctx context.Context, rdb Client, s *Script, since uint64) error {
 	c.loadMu.Lock()
 	if c.loaded[s.Hash()] > since {
 		c.loadMu.Unlock()
@@ -264,7 +264,7 @@ func (c *coalescer) send(ctx context.Context, ap *redis.AutoPipeliner, sha any, 
 	switch {
 	case c.bound > 0 && ctx.Done() == nil:
 		wctx = c.wait()
-	case c.bound > 0 && endsWithin(ctx, c.bound):
+	case c.bound > 0 && EndsWithin(ctx, c.bound):
 	case c.bound > 0:
 		var cancel context.CancelFunc
 		wctx, cancel = context.WithTimeout(ctx, c.bound)
@@ -285,8 +285,8 @@ func (c *coalescer) send(ctx context.Context, ap *redis.AutoPipeliner, sha any, 
 	return cmd
 }
 
-// endsWithin reports whether ctx has a deadline at most d from now.
-func endsWithin(ctx context.Context, d time.Duration) bool {
+// EndsWithin reports whether ctx has a deadline at most d from now.
+func EndsWithin(ctx context.Context, d time.Duration) bool {
 	end, ok := ctx.Deadline()
 	return ok && time.Until(end) <= d
 }
@@ -294,7 +294,7 @@ func endsWithin(ctx context.Context, d time.Duration) bool {
 // unanswered is the error of a pipelined script whose answer did not come
 // in time (err says why). The pipeliner may still send it (go-redis
 // retries a batch whose connection failed) and the server run it; f tells
-// when the pipeliner is done with it (see settled).
+// when the pipeliner is done with it (see Settled).
 type unanswered struct {
 	err error
 	f   redis.AutoFuture
@@ -303,25 +303,25 @@ type unanswered struct {
 func (e *unanswered) Error() string { return e.err.Error() }
 func (e *unanswered) Unwrap() error { return e.err }
 
-// settled waits, while ctx lasts, until the request that err was the
+// Settled waits, while ctx lasts, until the request that err was the
 // answer to can no longer be sent: at once unless err is a pipelined
 // script's unanswered, whose pipeliner may still retry it. It reports
 // whether the request's answer has come since: then it has run, and a
 // request sent now reaches the server after it.
-func settled(ctx context.Context, err error) (answered bool) {
+func Settled(ctx context.Context, err error) (answered bool) {
 	var u *unanswered
 	if !errors.As(err, &u) {
 		return false
 	}
 	err = u.f.WaitContext(ctx)
-	return err == nil || isRedisError(err) // a script's error reply is an answer too
+	return err == nil || IsRedisError(err) // a script's error reply is an answer too
 }
 
-// refusal reports whether err is an unanswered acquire (of a mutex) whose
+// Refusal reports whether err is an unanswered acquire (of a mutex) whose
 // answer has since come and is an integer: the acquire scripts' answer
 // when the key is taken or marked (acquire_lean.lua, acquire.lua), which
 // grants nothing.
-func refusal(err error) bool {
+func Refusal(err error) bool {
 	var u *unanswered
 	if !errors.As(err, &u) {
 		return false
@@ -428,14 +428,6 @@ func ownOptions(user *redis.Options) *redis.Options {
 	}
 	return &opt
 }
-
-// Direct returns rdb wrapped so that dlock sends every call through it,
-// never pipelined through a client of its own (see New): for a client
-// whose hooks change what is sent or where.
-func Direct(rdb *redis.Client) RedisClient { return direct{rdb} }
-
-// direct is Direct's wrapper: a RedisClient that is not a *redis.Client.
-type direct struct{ *redis.Client }
 
 // pipelineOptions configures the pipeliner: half duplex, where a batch is
 // written and its answers read before its connection takes the next, with

@@ -1,52 +1,39 @@
-package dlock
+package transport
 
 import (
 	"context"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
-	"github.com/redis/go-redis/v9"
-
 	"github.com/dlock-go/dlock/internal/redistest"
+	"go.uber.org/goleak"
 )
 
-// Many goroutines on a default client: their scripts go through dlock's
-// own pipeliner (not the user's client's AutoPipeline), every lock stays
-// exclusive, and Close stops the pipeliner and closes dlock's own client.
-func TestManyGoroutinesCoalesceOnDlocksOwnClient(t *testing.T) {
+// Many goroutines on a default client: their scripts go through the
+// node's own pipeliner (not the user's client's AutoPipeline), and Close
+// stops the pipeliner and closes the node's own client; a script after
+// Close goes to the user's client.
+func TestManyGoroutinesCoalesceOnTheNodesOwnClient(t *testing.T) {
 	s := redistest.Start(t)
 	rdb := s.Client(t)
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	c := New(rdb)
-	co := c.nodes[0].co
+	n := NewNode(rdb, 0, time.Second)
+	co := n.co
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	incr := NewScript("return redis.call('INCR', KEYS[1])")
 
-	const goroutines, keys, cycles = 64, 16, 30
-	var holders [keys]atomic.Int32
+	const goroutines, cycles = 64, 30
 	var wg sync.WaitGroup
 	errs := make(chan error, goroutines)
 	for g := range goroutines {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := range cycles {
-				k := (g + i) % keys
-				l, err := c.Lock(ctx, fmt.Sprintf("lock:coalesce:%d", k))
-				if err != nil {
-					errs <- err
-					return
-				}
-				if holders[k].Add(1) != 1 {
-					errs <- fmt.Errorf("two holders of key %d", k)
-				}
-				holders[k].Add(-1)
-				if err := l.Unlock(ctx); err != nil {
+			for range cycles {
+				if err := n.Run(ctx, incr, []string{fmt.Sprintf("count:%d", g%16)}).Err(); err != nil {
 					errs <- err
 					return
 				}
@@ -57,6 +44,14 @@ func TestManyGoroutinesCoalesceOnDlocksOwnClient(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Fatal(err)
+	}
+	total := 0
+	for k := range 16 {
+		v, _ := rdb.Get(ctx, fmt.Sprintf("count:%d", k)).Int()
+		total += v
+	}
+	if total != goroutines*cycles {
+		t.Fatalf("%d scripts ran, want %d", total, goroutines*cycles)
 	}
 
 	co.mu.RLock()
@@ -71,20 +66,16 @@ func TestManyGoroutinesCoalesceOnDlocksOwnClient(t *testing.T) {
 	}
 	defer user.Close()
 	if user == ap {
-		t.Fatal("dlock used the user's client's AutoPipeline")
+		t.Fatal("the node used the user's client's AutoPipeline")
 	}
-	c.Close()
+	n.Close()
 	if co.ap != nil || co.own != nil {
-		t.Fatal("Close left the pipeliner or dlock's own client open")
+		t.Fatal("Close left the pipeliner or the node's own client open")
 	}
 	if err := user.Ping(ctx).Err(); err != nil {
 		t.Fatalf("the user's AutoPipeline after Close: %v", err)
 	}
-	// After Close, a script goes to the user's client.
-	n := c.nodes[0]
-	co.inflight.Add(1)
-	defer co.inflight.Add(-1)
-	if _, err := n.acquire(ctx, namesOf("lock:after-close"), "tok", nil, options{ttl: time.Second}, false); err != nil {
+	if err := n.Run(viaPipeline{ctx}, incr, []string{"count:after-close"}).Err(); err != nil {
 		t.Fatalf("a script after Close: %v", err)
 	}
 }
@@ -103,27 +94,6 @@ func TestOwnOptionsShareNoClientState(t *testing.T) {
 	}
 	if user.MaintNotificationsConfig != nil && own.MaintNotificationsConfig == user.MaintNotificationsConfig {
 		t.Fatal("the maintenance-notifications configuration is shared, not copied")
-	}
-}
-
-// The same acquire request run twice (go-redis retries a command whose
-// connection broke) answers the grant both times, with one fence: nothing
-// is left held that its caller does not know of.
-func TestAnAcquireRunTwiceIsGrantedOnce(t *testing.T) {
-	s := redistest.Start(t)
-	n := newNode(s.Client(t), 0)
-	ctx := context.Background()
-	for _, token := range []string{"tok", "~s2~tok", "~w~tok"} {
-		nm := namesOf("lock:twice:" + token)
-		o := options{ttl: time.Minute, fenceMargin: time.Minute}
-		first, err := n.acquire(ctx, nm, token, nil, o, false)
-		if err != nil || !first.ok {
-			t.Fatal(token, first, err)
-		}
-		again, err := n.acquire(ctx, nm, token, nil, o, false)
-		if err != nil || !again.ok || again.fence != first.fence {
-			t.Fatalf("%s: the second run: %+v %v, want the grant with fence %d", token, again, err, first.fence)
-		}
 	}
 }
 
@@ -160,7 +130,7 @@ func TestScriptsSentBeforeALoadShareTheNextLoad(t *testing.T) {
 	co := newCoalescer(rdb)
 	t.Cleanup(co.close)
 	bg := context.Background()
-	script := redis.NewScript("return redis.call('SET', KEYS[1], ARGV[1])")
+	script := NewScript("return redis.call('SET', KEYS[1], ARGV[1])")
 	if err := co.run(viaPipeline{bg}, rdb, script, []string{"lock:reload"}, nil, "0").Err(); err != nil {
 		t.Fatal(err) // the pipeliner is up
 	}

@@ -1,4 +1,4 @@
-package dlock
+package transport
 
 import (
 	"context"
@@ -30,29 +30,29 @@ import (
 // script to late as an error (awaitOn).
 
 // calls is a set of requests in flight, numbered from 0.
-type calls[T any] struct {
+type Calls[T any] struct {
 	mu      sync.Mutex
 	over    bool          // the caller stopped waiting: answers go to late
-	replies chan reply[T] // answers for the caller (one slot per request)
+	replies chan Reply[T] // answers for the caller (one slot per request)
 	late    func(i int, v T, err error)
 }
 
 // reply is request i's answer.
-type reply[T any] struct {
-	i   int
-	v   T
-	err error
+type Reply[T any] struct {
+	I   int // the request's number
+	V   T
+	Err error
 }
 
-// startCalls sends each op in its own goroutine. Answers that come after
+// StartCalls sends each op in its own goroutine. Answers that come after
 // the caller stopped waiting go to late, if not nil.
-func startCalls[T any](ctx context.Context, c *Client, ops []func(context.Context) (T, error), late func(i int, v T, err error)) *calls[T] {
-	cs := &calls[T]{replies: make(chan reply[T], len(ops)), late: late}
+func StartCalls[T any](ctx context.Context, w *Work, ops []func(context.Context) (T, error), late func(i int, v T, err error)) *Calls[T] {
+	cs := &Calls[T]{replies: make(chan Reply[T], len(ops)), late: late}
 	bg := context.WithoutCancel(ctx)
 	for i, op := range ops {
-		c.spawn(func() {
+		w.Spawn(func() {
 			v, err := op(bg)
-			if !cs.claim(reply[T]{i, v, err}) && cs.late != nil {
+			if !cs.claim(Reply[T]{i, v, err}) && cs.late != nil {
 				cs.late(i, v, err)
 			}
 		})
@@ -61,7 +61,7 @@ func startCalls[T any](ctx context.Context, c *Client, ops []func(context.Contex
 }
 
 // claim hands r to the caller, or reports that the caller has gone.
-func (cs *calls[T]) claim(r reply[T]) bool {
+func (cs *Calls[T]) claim(r Reply[T]) bool {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	if cs.over {
@@ -71,11 +71,11 @@ func (cs *calls[T]) claim(r reply[T]) bool {
 	return true
 }
 
-// wait collects answers, in the order they come, until all n are in or
+// Wait collects answers, in the order they come, until all n are in or
 // enough (if not nil) says that the answers so far suffice; or until ctx
 // ends or timeout (if positive) passes, in which case why is ctx's error or
-// errNodeTimeout. The answers not collected go to late.
-func (cs *calls[T]) wait(ctx context.Context, n int, timeout time.Duration, enough func([]reply[T]) bool) (got []reply[T], why error) {
+// ErrNodeTimeout. The answers not collected go to late.
+func (cs *Calls[T]) Wait(ctx context.Context, n int, timeout time.Duration, enough func([]Reply[T]) bool) (got []Reply[T], why error) {
 	var deadline <-chan time.Time
 	if timeout > 0 {
 		t := time.NewTimer(timeout)
@@ -90,7 +90,7 @@ func (cs *calls[T]) wait(ctx context.Context, n int, timeout time.Duration, enou
 				return cs.abandon(got), nil
 			}
 		case <-deadline:
-			why = errNodeTimeout
+			why = ErrNodeTimeout
 		case <-ctx.Done():
 			why = ctx.Err()
 		}
@@ -100,7 +100,7 @@ func (cs *calls[T]) wait(ctx context.Context, n int, timeout time.Duration, enou
 
 // abandon stops the wait: answers already delivered are added to got, and
 // every later one goes to late.
-func (cs *calls[T]) abandon(got []reply[T]) []reply[T] {
+func (cs *Calls[T]) abandon(got []Reply[T]) []Reply[T] {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	cs.over = true
@@ -110,16 +110,16 @@ func (cs *calls[T]) abandon(got []reply[T]) []reply[T] {
 	return got
 }
 
-// await runs op and returns its answer, waiting for it until ctx ends or
+// Await runs op and returns its answer, waiting for it until ctx ends or
 // timeout (if positive) passes. left reports that the wait ended first:
-// err is then ctx's error or errNodeTimeout, and late (if not nil)
+// err is then ctx's error or ErrNodeTimeout, and late (if not nil)
 // receives op's answer when it comes. op is sent even when ctx has already
 // ended (a release must still happen); callers that should not send then
 // check ctx first.
 //
 // When nothing can end the wait early (ctx never ends, no timeout), op
 // runs in the caller's goroutine.
-func await[T any](ctx context.Context, c *Client, timeout time.Duration, op func(context.Context) (T, error), late func(T, error)) (v T, err error, left bool) {
+func Await[T any](ctx context.Context, w *Work, timeout time.Duration, op func(context.Context) (T, error), late func(T, error)) (v T, err error, left bool) {
 	if ctx.Done() == nil && timeout <= 0 {
 		v, err = op(ctx)
 		return v, err, false
@@ -128,65 +128,57 @@ func await[T any](ctx context.Context, c *Client, timeout time.Duration, op func
 	if late != nil {
 		lateI = func(_ int, v T, err error) { late(v, err) }
 	}
-	cs := startCalls(ctx, c, []func(context.Context) (T, error){op}, lateI)
-	got, why := cs.wait(ctx, 1, timeout, nil)
+	cs := StartCalls(ctx, w, []func(context.Context) (T, error){op}, lateI)
+	got, why := cs.Wait(ctx, 1, timeout, nil)
 	if len(got) == 1 {
-		return got[0].v, got[0].err, false
+		return got[0].V, got[0].Err, false
 	}
 	return v, why, true
 }
 
 // inlineLeast is the least time a caller's context must have left for
-// awaitOn to wait in the caller's goroutine. A context that ends sooner is
+// AwaitOn to wait in the caller's goroutine. A context that ends sooner is
 // likely to end before the pipeliner answers: then a worker waiting for
 // the answer serves better: it needs no settling, and a refusal no
-// give-back. (Under overload, 256 goroutines on 8 keys with 3-ms contexts
-// so that no lock is obtained, a 20-s TryLock beside them took 2.8-6.2 s
-// with every call waiting in its caller's goroutine, 0.07-4.4 s with
-// workers: runs too noisy to tell apart, so the workers are kept there.)
+// give-back.
 const inlineLeast = 50 * time.Millisecond
 
-// awaitOn is await for call(by, ctx, n), a call to node n by asker by,
+// AwaitOn is Await for call(by, ctx, n), a call to node n by asker by,
 // with late receiving by and n too. The asker, call and late are passed as
 // they are, not bound in closures: on the uncontended path, where the call
 // runs in the caller's goroutine, nothing is allocated for them.
 //
-// pipe says that late handles an error in place of the answer it left (an
-// error that may hide that answer) as safely as the answer itself: an
-// acquire's give-back, which waits until the pipeliner is done with the
-// script and reads its answer if it came (attempt.releaseUncertain). (Not
-// a wait step's: its leave must reach the server after the join, and a
-// pipeliner that retries the join on a stalled server may send it after
-// any bound a leave could wait for.)
+// pipelined says that n's scripts go through its pipeliner now (Busy),
+// whose wait ends with the caller's context, and that late handles an
+// error in place of the answer it left (an error that may hide that
+// answer) as safely as the answer itself: an acquire's give-back, which
+// waits until the pipeliner is done with the script and reads its answer
+// if it came. (Not a wait step's: its leave must reach the server after
+// the join, and a pipeliner that retries the join on a stalled server may
+// send it after any bound a leave could wait for.)
 //
-// With pipe, while n's scripts go through its pipeliner (coalescer.busy),
-// whose wait ends with the caller's context, the call runs in the caller's
-// goroutine with its script sent through the pipeliner, not in a
-// goroutine of its own: a goroutine and two hand-offs less per call when
-// many goroutines share the Client. If ctx ends first, the script may
-// still run: late receives the unanswered error at once, in work of its
-// own, and waits until the pipeliner is done with the script (settled,
-// bounded by cleanupTimeout). Otherwise it is await.
-//
-// A cost: a Close that runs while many callers keep abandoning acquires
-// waits for more give-backs. With 64 goroutines whose TryLocks are
-// cancelled within 2 ms throughout Close, Close took 0.9-6.6 s (twelve
-// Closes) against 1.3-2.1 s (six) with a worker per call; nothing was left
-// held either way.
-func awaitOn[T, B any](ctx context.Context, c *Client, n *node, pipe bool, timeout time.Duration, by B, call func(B, context.Context, *node) (T, error), late func(B, *node, T, error)) (T, error, bool) {
+// Then the call runs in the caller's goroutine with its script sent
+// through the pipeliner, not in a goroutine of its own: a goroutine and
+// two hand-offs less per call when many goroutines share the Client. If
+// ctx ends first, the script may still run: late receives the unanswered
+// error at once, in work of its own, and waits until the pipeliner is done
+// with the script (Settled). Otherwise it is Await. The cost: a Close that
+// runs while many callers keep abandoning acquires waits for more
+// give-backs.
+func AwaitOn[T, B, N any](ctx context.Context, w *Work, n N, pipelined bool, timeout time.Duration, by B, call func(B, context.Context, N) (T, error), late func(B, N, T, error)) (T, error, bool) {
 	if ctx.Done() == nil && timeout <= 0 { // as in await, without its closures
 		v, err := call(by, ctx, n)
 		return v, err, false
 	}
-	inline := pipe && timeout <= 0 && n.co.busy() && !endsWithin(ctx, inlineLeast)
+	inline := pipelined && timeout <= 0 && !EndsWithin(ctx, inlineLeast)
 	var done func()
 	if inline {
 		// Close waits for this call as for a worker's, so that the
 		// give-back it may leave is work Close waits for too.
-		done, inline = c.track(false) // not once Close has returned
+		done, inline = w.Track(false) // not once Close has returned
 	}
 	if !inline {
-		return await(ctx, c, timeout, func(ctx context.Context) (T, error) { return call(by, ctx, n) }, lateOf(by, n, late))
+		return Await(ctx, w, timeout, func(ctx context.Context) (T, error) { return call(by, ctx, n) }, lateOf(by, n, late))
 	}
 	defer done()
 	v, err := call(by, viaPipeline{ctx}, n)
@@ -201,14 +193,14 @@ func awaitOn[T, B any](ctx context.Context, c *Client, n *node, pipe bool, timeo
 	if late != nil {
 		// In work of its own: late may wait for the caller to return
 		// (attempt.late), and for the script to settle (releaseUncertain).
-		c.spawn(func() { late(by, n, zero, err) })
+		w.Spawn(func() { late(by, n, zero, err) })
 	}
 	return zero, ctx.Err(), true
 }
 
 // lateOf is late for asker by and node n, as await takes it (nil if late
 // is).
-func lateOf[T, B any](by B, n *node, late func(B, *node, T, error)) func(T, error) {
+func lateOf[T, B, N any](by B, n N, late func(B, N, T, error)) func(T, error) {
 	if late == nil {
 		return nil
 	}
