@@ -18,11 +18,11 @@ func TestAnAcquireRunTwiceIsGrantedOnce(t *testing.T) {
 	for _, token := range []string{"tok", "~s2~tok", "~w~tok"} {
 		nm := namesOf("lock:twice:" + token)
 		o := options{ttl: time.Minute, fenceMargin: time.Minute}
-		first, err := n.acquire(ctx, nm, token, nil, o, false)
+		first, err := n.acquire(ctx, nm, token, o, false)
 		if err != nil || !first.ok {
 			t.Fatal(token, first, err)
 		}
-		again, err := n.acquire(ctx, nm, token, nil, o, false)
+		again, err := n.acquire(ctx, nm, token, o, false)
 		if err != nil || !again.ok || again.fence != first.fence {
 			t.Fatalf("%s: the second run: %+v %v, want the grant with fence %d", token, again, err, first.fence)
 		}

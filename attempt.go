@@ -81,22 +81,19 @@ func (c *Client) try(ctx context.Context, key string, o options, listens bool) (
 
 // tryInline is try on one node when nothing can end the wait (a context
 // that never ends, no node timeout): the acquire runs in the caller's
-// goroutine, as transport.AwaitOn would run it there, so no answer comes late, and
-// the attempt, which keeps what late answers and give-backs need, is made
-// only when a failed try may have left something to give back (conclude).
-// The Lock is made first, so that the acquire can send its token field
-// (boxToken); a try that fails leaves those bytes unused. Against the
-// round of try, an uncontended lock+unlock allocates less and passes
-// through fewer functions (docs/design.md, "Measurements").
+// goroutine, as transport.AwaitOn would run it there, so no answer comes
+// late, and the attempt, which keeps what late answers and give-backs
+// need, is made only when a failed try may have left something to give
+// back (conclude): an uncontended lock+unlock allocates one object less
+// (the allocation test's bound; docs/design.md, "Measurements").
 func (c *Client) tryInline(ctx context.Context, nm *lockNames, token string, o options, listens bool) (*Lock, time.Duration, error) {
-	l := &Lock{token: token}
 	sent := time.Now()
-	g, err := c.nodes[0].acquire(ctx, nm, token, boxToken(&l.token), o, listens)
+	g, err := c.nodes[0].acquire(ctx, nm, token, o, listens)
 	answers := [1]answer[grant]{{v: g, err: err}}
 	noteAnswers(o.note, answers[:])
 	out := judge(answers[:], nil, time.Since(sent), o.ttl) // ctx never ends
 	if out.err == nil {
-		return initLock(l, c, nm, token, out.fence, o, sent, o.ttl), 0, nil
+		return newLock(c, nm, token, out.fence, o, sent, o.ttl), 0, nil
 	}
 	if len(out.giveBack) == 0 && len(out.uncertain) == 0 { // a refusal: nothing to give back
 		return nil, out.holderTTL, out.err
@@ -150,7 +147,7 @@ func (a *attempt) acquireOn(ctx context.Context, n *node) (grant, error) {
 	if !confirmed(ctx, a.after[n], a.o.nodeTimeoutFor(len(a.c.nodes))) { // a timeout: positive on several nodes
 		return grant{}, n.fail("acquire", errUnsent)
 	}
-	return n.acquire(ctx, a.nm, a.token, boxToken(&a.token), a.o, a.listens)
+	return n.acquire(ctx, a.nm, a.token, a.o, a.listens)
 }
 
 // outcome is what an attempt's answers decide.
@@ -317,7 +314,7 @@ func (a *attempt) giveBackOn(ctx context.Context, n *node) (struct{}, error) {
 // release gives the attempt's token back on n, raising n's fencing counter
 // to fence (if positive).
 func (a *attempt) release(ctx context.Context, n *node, fence int64) {
-	if _, err := a.c.release(ctx, n, a.nm, a.token, boxToken(&a.token), fence, a.o.fenceKeep(), true); err != nil {
+	if _, err := a.c.release(ctx, n, a.nm, a.token, fence, a.o.fenceKeep(), true); err != nil {
 		a.warnLeft(n, err)
 	}
 }
@@ -373,7 +370,7 @@ func (a *attempt) releaseAnswered(n *node, fence int64, answered bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
 	for {
-		released, err := a.c.release(ctx, n, a.nm, a.token, boxToken(&a.token), fence, a.o.fenceKeep(), true)
+		released, err := a.c.release(ctx, n, a.nm, a.token, fence, a.o.fenceKeep(), true)
 		switch {
 		case released || (err == nil && answered):
 			return

@@ -26,7 +26,7 @@
 //   - Owner-only release: the value is a fresh 160-bit random token per
 //     acquisition, and Unlock, Extend and TTL act only while the key still
 //     holds that token, checked and applied in one server-side step (a Lua
-//     script; Extend uses SET IFEQ on Redis 8.4+). A holder whose lock expired
+//     script). A holder whose lock expired
 //     gets ErrNotHeld and cannot delete or extend the next holder's lock.
 //   - Fencing: every grant carries Fence(), strictly greater than every fence
 //     issued before it for the key, even after Redis lost its data (see

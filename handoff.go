@@ -82,13 +82,13 @@ func parseGrant(payload string) (id string, h *handedOff, ok bool) {
 // comes back in the reply instead of being published, and carries the
 // joins of the group's deferred waiters (joinFold); the grant is then
 // delivered here, after the joined waiters have been told.
-func (c *Client) release(ctx context.Context, n *node, nm *lockNames, token string, arg any, fence int64, keep time.Duration, lean bool) (bool, error) {
+func (c *Client) release(ctx context.Context, n *node, nm *lockNames, token string, fence int64, keep time.Duration, lean bool) (bool, error) {
 	var group string
 	var f *joinFold
 	if len(c.nodes) == 1 && !shared(token) { // the FIFO queue is one node's (queue.go)
 		group, f = c.groups.releasing(nm.key, token)
 	}
-	r, err := n.release(ctx, nm, token, arg, fence, keep, lean, group, f.args(nil))
+	r, err := n.release(ctx, nm, token, fence, keep, lean, group, f.args(nil))
 	// Before the hand-off: the next holder's critical section begins
 	// there, and waking the waiters after it began would make a timer it
 	// sets fire later (Go's network poller sleeps whole milliseconds).

@@ -60,49 +60,6 @@ func TestDerivedKeysAreDistinctForDistinctKeys(t *testing.T) {
 	}
 }
 
-func TestNativeCommandsAreDetectedOnceAndAbsentOnThisRedis(t *testing.T) {
-	s := redistest.Start(t)
-	rdb := s.Client(t)
-	ctx := context.Background()
-	version, _ := rdb.InfoMap(ctx, "server").Result()
-	n := newNode(rdb, 0)
-	got := n.hasNative(ctx)
-	// DELEX and SET IFEQ arrived in Redis 8.4; the Debian server the tests
-	// run on is older. Whatever it is, the answer must match COMMAND INFO.
-	info, _ := rdb.Do(ctx, "COMMAND", "INFO", "DELEX").Slice()
-	if want := commandInfoFound(info); got != want {
-		t.Fatalf("hasNative = %v, COMMAND INFO DELEX says %v (server %v)", got, want, version["Server"]["redis_version"])
-	}
-	if n.native.Load() == nativeUnknown {
-		t.Fatal("the answer was not kept")
-	}
-	// The Lua path works on this server.
-	c := New(rdb)
-	defer c.Close()
-	l, err := c.TryLock(ctx, "native-check", WithTTL(time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Extend(ctx, time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func TestCommandInfoReplyShapes(t *testing.T) {
-	if commandInfoFound([]any{nil}) {
-		t.Error("unknown command taken as present")
-	}
-	if !commandInfoFound([]any{[]any{"delex", int64(-2)}}) {
-		t.Error("known command taken as absent")
-	}
-	if commandInfoFound(nil) {
-		t.Error("empty reply taken as present")
-	}
-}
-
 // A release reaches a waiter through pub/sub, without the fallback timer:
 // on a standalone server and on a cluster (sharded pub/sub).
 func TestReleaseNotifiesWatchers(t *testing.T) {
@@ -126,7 +83,7 @@ func TestReleaseNotifiesWatchers(t *testing.T) {
 				n := c.nodes[0]
 				// A waiter that listens fails an attempt, which marks the
 				// key as listened to.
-				if g, err := n.acquire(ctx, namesOf(k), "waiter", nil, options{ttl: time.Minute}, true); err != nil || g.ok {
+				if g, err := n.acquire(ctx, namesOf(k), "waiter", options{ttl: time.Minute}, true); err != nil || g.ok {
 					t.Fatal(g, err)
 				}
 				wake := make(chan string, 1)

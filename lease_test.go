@@ -357,7 +357,7 @@ func TestALateRenewalGivesTheKeyBack(t *testing.T) {
 	admin := s.Client(t)
 	k := key(t)
 	l := mustLock(t, c, k, dlock.WithTTL(time.Second))
-	if err := l.Extend(ctxT(t), time.Second); err != nil { // loads the script, detects SET IFEQ
+	if err := l.Extend(ctxT(t), time.Second); err != nil { // loads the script
 		t.Fatal(err)
 	}
 	p.SetDelay(600 * time.Millisecond) // the Extend lands in time (0.6 s), its answer after the lease (1.2 s)

@@ -57,17 +57,7 @@ var errNoRoom = fmt.Errorf("%w: no room left to extend", ErrMaxHold)
 // newLock returns the Lock for a grant sent at sent, whose key lives for
 // valid from then (the TTL, for a fresh grant).
 func newLock(c *Client, nm *lockNames, token string, fence int64, o options, sent time.Time, valid time.Duration) *Lock {
-	return initLock(new(Lock), c, nm, token, fence, o, sent, valid)
-}
-
-// initLock makes l, a zero Lock nobody else sees yet but for its token
-// (tryInline sets it first and sends its address: it is not written
-// again, for a go-redis hook may still read it), the Lock newLock returns,
-// and returns it.
-func initLock(l *Lock, c *Client, nm *lockNames, token string, fence int64, o options, sent time.Time, valid time.Duration) *Lock {
-	if l.token == "" {
-		l.token = token
-	}
+	l := &Lock{token: token}
 	l.c, l.names, l.fence, l.ttl, l.keep = c, nm, fence, o.ttl, o.fenceKeep()
 	l.acquired, l.valid, l.timeout = sent, valid, o.nodeTimeoutFor(len(c.nodes))
 	l.lease.init(sent, valid, o)
@@ -327,7 +317,7 @@ func (l *Lock) retryRelease(n *node, cause error) {
 		defer cancel()
 		err := cause
 		for pause(ctx, nil, uncertainPause); ctx.Err() == nil; pause(ctx, nil, uncertainPause) {
-			if _, err = l.c.release(ctx, n, l.names, l.token, boxToken(&l.token), l.raise, l.keep, false); err == nil {
+			if _, err = l.c.release(ctx, n, l.names, l.token, l.raise, l.keep, false); err == nil {
 				return
 			} else if neverSent(err) {
 				break
@@ -350,7 +340,7 @@ func (l *Lock) releaseOn(ctx context.Context, n *node) (bool, error) {
 	if ch := l.pending.arrival(n); ch != nil {
 		<-ch // bounded: the acquire's request ends with go-redis's timeouts
 	}
-	return l.c.release(ctx, n, l.names, l.token, boxToken(&l.token), l.raise, l.keep, !l.waited.Load())
+	return l.c.release(ctx, n, l.names, l.token, l.raise, l.keep, !l.waited.Load())
 }
 
 // event is an Event about l: its key, primitive, fence and node count.
@@ -496,7 +486,7 @@ func (l *Lock) giveBack() {
 	l.halt()
 	for _, n := range l.c.nodes {
 		l.c.cleanup(func(ctx context.Context) {
-			_, _ = l.c.release(ctx, n, l.names, l.token, boxToken(&l.token), l.raise, l.keep, !l.waited.Load())
+			_, _ = l.c.release(ctx, n, l.names, l.token, l.raise, l.keep, !l.waited.Load())
 		})
 	}
 }

@@ -35,20 +35,10 @@ type RedisClient interface {
 	Subscribe(ctx context.Context, channels ...string) *redis.PubSub
 }
 
-// Native (server-side) conditional commands: Redis 8.4 added DELEX key IFEQ
-// value and SET ... IFEQ value, which do what the release and extend scripts
-// do without Lua. Detected once per node.
-const (
-	nativeUnknown int32 = iota
-	nativeAbsent
-	nativePresent
-)
-
 // node is one Redis deployment dlock talks to (transport.Node: how its
 // scripts reach it), with what the protocol keeps per node.
 type node struct {
 	*transport.Node
-	native atomic.Int32
 	// inflight holds the Client's Redlock releases under way on this
 	// node, which its acquires of the same key wait for (inflight.go).
 	inflight inflight
@@ -99,15 +89,13 @@ func (g grant) granted() bool { return g.ok }
 // that does not listen (and does not ask for WithReplicaAck, whose WAIT
 // rides with acquire.lua) is served by acquire_lean, and by acquire.lua
 // only if the key's counter is marked (mark.lua): one round trip more,
-// while the key is or was just contended. arg is token boxed as a script
-// argument (boxToken), or nil to box it here.
-func (n *node) acquire(ctx context.Context, nm *lockNames, token string, arg any, o options, listens bool) (grant, error) {
+// while the key is or was just contended.
+func (n *node) acquire(ctx context.Context, nm *lockNames, token string, o options, listens bool) (grant, error) {
 	if shared(token) {
 		return n.acquireShared(ctx, nm, token, o)
 	}
-	arg = n.tokenArg(token, arg)
 	d := n.durations(o.ttl, o.fenceKeep())
-	args := append(make([]any, 0, 4), arg, d.ttl, d.keep)
+	args := append(make([]any, 0, 4), token, d.ttl, d.keep)
 	if listens {
 		args = append(args, notifyMillis)
 	}
@@ -269,13 +257,10 @@ func holderTTL(v any) time.Duration {
 // group waiting for the key, whose grant comes back in the reply instead
 // of being published, and the joins the release makes for it.
 //
-// It is always a script, even where DELEX exists: the delete and the
-// hand-off to the next waiter must be one atomic step, or a newcomer could
-// take the lock in between and the queue would lose its order.
-//
-// arg is token boxed as a script argument (boxToken), for the lean
-// release, or nil to box it here.
-func (n *node) release(ctx context.Context, nm *lockNames, token string, arg any, fence int64, keep time.Duration, lean bool, group string, joins []any) (releaseReply, error) {
+// It is a script: the delete and the hand-off to the next waiter must be
+// one atomic step, or a newcomer could take the lock in between and the
+// queue would lose its order.
+func (n *node) release(ctx context.Context, nm *lockNames, token string, fence int64, keep time.Duration, lean bool, group string, joins []any) (releaseReply, error) {
 	if shared(token) {
 		v, err := n.Run(ctx, sharedReleaseScript, nm.queueKeys(), token, n.Publish(), nm.wake).Int64()
 		if err != nil {
@@ -284,9 +269,8 @@ func (n *node) release(ctx context.Context, nm *lockNames, token string, arg any
 		return releaseReply{released: v == 1}, nil
 	}
 	if lean && fence == 0 && group == "" && readsHolderMark(token) {
-		arg = n.tokenArg(token, arg)
 		keys, boxed := nm.leanReleaseKeys()
-		v, err := n.RunBoxed(ctx, releaseLeanScript, keys, boxed, arg).Int64()
+		v, err := n.RunBoxed(ctx, releaseLeanScript, keys, boxed, token).Int64()
 		if err != nil {
 			return releaseReply{}, n.fail("release", err)
 		}
@@ -305,28 +289,6 @@ type releaseReply struct {
 	released bool
 	grant    string
 	scores   []string
-}
-
-// boxToken returns the token at p as a script argument: the pointer,
-// which go-redis writes as the string it points to, and which, unlike the
-// string, is boxed without an allocation. The string at p must not change
-// (a token field, set once). Only a plain *redis.Client is sent it
-// (tokenArg): a RedisClient wrapper gets the string, as before. A hook on
-// a plain client (AddHook) that reads a command's arguments sees the
-// pointer, which prints as an address, not the token.
-func boxToken(p *string) any { return p }
-
-// tokenArg returns the script argument for token on n: arg (from
-// boxToken), if not nil and n's client is a plain *redis.Client, else the
-// string. A wrapper's own methods see the token as the string, whatever
-// they do with it (found by review: one that forwarded fmt.Sprint of each
-// argument stored an address in the key, and the lock stayed held until
-// its TTL).
-func (n *node) tokenArg(token string, arg any) any {
-	if arg == nil || !n.Plain() {
-		return token
-	}
-	return arg
 }
 
 // releaseFull runs release.lua, with the joins given if any (four
@@ -420,14 +382,6 @@ func (n *node) extend(ctx context.Context, nm *lockNames, token string, ttl, kee
 	switch {
 	case shared(token):
 		v, err = n.Run(ctx, sharedExtendScript, []string{nm.key, nm.holders(), nm.fence()}, token, ttl.Milliseconds(), keep.Milliseconds()).Int64()
-	case n.hasNative(ctx):
-		if ok, err := n.extendNative(ctx, nm, token, ttl, keep); ok || err != nil {
-			return ok, err
-		}
-		// Refused: the key may hold the token with the holder's mark
-		// (scripts/mark.lua), which SET IFEQ does not take for the token
-		// and the script does.
-		fallthrough
 	default:
 		v, err = n.Run(ctx, extendScript, []string{nm.key, nm.fence()}, token, ttl.Milliseconds(), keep.Milliseconds()).Int64()
 	}
@@ -435,26 +389,6 @@ func (n *node) extend(ctx context.Context, nm *lockNames, token string, ttl, kee
 		return false, n.fail("extend", err)
 	}
 	return v == 1, nil
-}
-
-// extendNative is extend on Redis 8.4+: SET IFEQ, and the counter's
-// PEXPIRE GT (which only lengthens), in one round trip.
-func (n *node) extendNative(ctx context.Context, nm *lockNames, token string, ttl, keep time.Duration) (bool, error) {
-	var set *redis.Cmd
-	_, err := n.RDB.Pipelined(ctx, func(p redis.Pipeliner) error {
-		set = p.Do(ctx, "SET", nm.key, token, "IFEQ", token, "PX", ttl.Milliseconds())
-		p.Do(ctx, "PEXPIRE", nm.fence(), keep.Milliseconds(), "GT")
-		return nil
-	})
-	if err := set.Err(); errors.Is(err, redis.Nil) {
-		return false, nil
-	} else if err != nil {
-		return false, n.fail("extend", err)
-	}
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return false, n.fail("extend", err)
-	}
-	return true, nil
 }
 
 // keyState is what one node holds for a lock key.
@@ -493,40 +427,6 @@ func (n *node) inspect(ctx context.Context, key, token string) (keyState, error)
 	st.queued, _ = res[3].(int64)
 	st.held, _ = res[4].(int64)
 	return st, nil
-}
-
-// hasNative reports whether the node has DELEX and SET IFEQ (Redis 8.4+).
-// The first call asks the server (COMMAND INFO DELEX); the answer is kept.
-// If asking fails, the scripts are used and the question is asked again next
-// time; a server that refuses COMMAND (e.g. an ACL without it) is taken as
-// not having them.
-func (n *node) hasNative(ctx context.Context) bool {
-	switch n.native.Load() {
-	case nativePresent:
-		return true
-	case nativeAbsent:
-		return false
-	}
-	res, err := n.RDB.Do(ctx, "COMMAND", "INFO", "DELEX").Slice()
-	switch {
-	case err == nil:
-		state := nativeAbsent
-		if commandInfoFound(res) {
-			state = nativePresent
-		}
-		n.native.Store(state)
-		return state == nativePresent
-	case transport.IsRedisError(err):
-		n.native.Store(nativeAbsent)
-	}
-	return false
-}
-
-// commandInfoFound reports whether a COMMAND INFO reply for one command
-// describes it: the reply is a one-element array whose element is nil for an
-// unknown command.
-func commandInfoFound(reply []any) bool {
-	return len(reply) == 1 && reply[0] != nil
 }
 
 // Direct returns rdb wrapped so that dlock sends every call through it,

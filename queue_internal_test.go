@@ -20,7 +20,7 @@ func heldOnANode(t *testing.T, key string) (*redis.Client, *node, *lockNames) {
 	rdb := redistest.Start(t).Client(t)
 	n := newNode(rdb, 0)
 	nm := namesOf(key)
-	if g, err := n.acquire(context.Background(), nm, "holder", nil, options{ttl: time.Minute}, false); err != nil || !g.ok {
+	if g, err := n.acquire(context.Background(), nm, "holder", options{ttl: time.Minute}, false); err != nil || !g.ok {
 		t.Fatal(g, err)
 	}
 	return rdb, n, nm
@@ -271,7 +271,7 @@ func TestALeanReleaseLeavesAContendedKeyToTheFullOne(t *testing.T) {
 	ctx := context.Background()
 	o := options{ttl: time.Minute}
 	holder := markAware("holder")
-	if g, err := n.acquire(ctx, nm, holder, nil, o, false); err != nil || !g.ok {
+	if g, err := n.acquire(ctx, nm, holder, o, false); err != nil || !g.ok {
 		t.Fatal(g, err)
 	}
 	lean := func(token string) int64 {
@@ -319,10 +319,10 @@ func TestALeanReleaseLeavesAContendedKeyToTheFullOne(t *testing.T) {
 	// the notify key) marks the holder too, and is left to the full
 	// release, which tells it.
 	holder2 := markAware("holder2")
-	if g, err := n.acquire(ctx, nm, holder2, nil, o, false); err != nil || !g.ok {
+	if g, err := n.acquire(ctx, nm, holder2, o, false); err != nil || !g.ok {
 		t.Fatal(g, err)
 	}
-	if g, err := n.acquire(ctx, nm, markAware("listener"), nil, o, true); err != nil || g.ok {
+	if g, err := n.acquire(ctx, nm, markAware("listener"), o, true); err != nil || g.ok {
 		t.Fatalf("a listener's attempt on a held key: %+v %v", g, err)
 	}
 	if v := lean(holder2); v != leanWaited {
@@ -343,7 +343,7 @@ func TestALeanReleaseLeavesAContendedKeyToTheFullOne(t *testing.T) {
 	// While it still listens, a new holder gets the holder's mark with
 	// the key.
 	holder3 := markAware("holder3")
-	if g, err := n.acquire(ctx, nm, holder3, nil, o, false); err != nil || !g.ok {
+	if g, err := n.acquire(ctx, nm, holder3, o, false); err != nil || !g.ok {
 		t.Fatal(g, err)
 	}
 	if got := rdb.Get(ctx, k).Val(); got != holder3+"+" {
@@ -358,7 +358,7 @@ func TestALeanReleaseLeavesAContendedKeyToTheFullOne(t *testing.T) {
 	// release is lean.
 	rdb.Del(ctx, nm.all[5])
 	holder4 := markAware("holder4")
-	if g, err := n.acquire(ctx, nm, holder4, nil, o, false); err != nil || !g.ok {
+	if g, err := n.acquire(ctx, nm, holder4, o, false); err != nil || !g.ok {
 		t.Fatal(g, err)
 	}
 	if c := rdb.Get(ctx, nm.fence()).Val(); strings.HasPrefix(c, "+") {
@@ -480,7 +480,7 @@ func TestTheCounterMarkKeepsNewcomersBehindTheLine(t *testing.T) {
 	if v := leanAcquire("newcomer"); v != int64(leanMarked) || rdb.Exists(ctx, k).Val() != 0 {
 		t.Fatalf("acquire_lean on a free key with a waiter in line: %v, key left: %d", v, rdb.Exists(ctx, k).Val())
 	}
-	if g, err := n.acquire(ctx, nm, "newcomer", nil, o, false); err != nil || g.ok {
+	if g, err := n.acquire(ctx, nm, "newcomer", o, false); err != nil || g.ok {
 		t.Fatalf("a newcomer's acquire with a waiter in line: %+v %v, want refused", g, err)
 	}
 	if rdb.Exists(ctx, k).Val() != 0 || rdb.ZCard(ctx, nm.all[2]).Val() != 1 {
@@ -492,7 +492,7 @@ func TestTheCounterMarkKeepsNewcomersBehindTheLine(t *testing.T) {
 	if _, err := n.leave(ctx, nm, w.token, w.id); err != nil {
 		t.Fatal(err)
 	}
-	g, err := n.acquire(ctx, nm, "newcomer", nil, o, false)
+	g, err := n.acquire(ctx, nm, "newcomer", o, false)
 	if err != nil || !g.ok || g.fence <= marked {
 		t.Fatalf("acquire after the line emptied: %+v %v, want a grant with a fence above %d", g, err, marked)
 	}
@@ -524,7 +524,7 @@ func TestAMarkOutlivesAShortLockWithoutMargin(t *testing.T) {
 	nm := namesOf(k)
 	ctx := context.Background()
 	short := options{ttl: 100 * time.Millisecond} // margin 0: the counter is kept 100 ms
-	if g, err := n.acquire(ctx, nm, "holder", nil, short, false); err != nil || !g.ok {
+	if g, err := n.acquire(ctx, nm, "holder", short, false); err != nil || !g.ok {
 		t.Fatal(g, err)
 	}
 	for _, id := range []string{"a", "b"} {
@@ -549,7 +549,7 @@ func TestAMarkOutlivesAShortLockWithoutMargin(t *testing.T) {
 	}
 	// a's grant lapses (a crashed holder): a newcomer still meets the line.
 	rdb.Del(ctx, k)
-	if g, err := n.acquire(ctx, nm, "newcomer", nil, short, false); err != nil || g.ok {
+	if g, err := n.acquire(ctx, nm, "newcomer", short, false); err != nil || g.ok {
 		t.Fatalf("a newcomer's acquire after the holder's key expired, b queued: %+v %v, want refused", g, err)
 	}
 }
@@ -610,11 +610,11 @@ func TestAListenersMarkOutlivesAShortGrant(t *testing.T) {
 	ctx := context.Background()
 	short := options{ttl: 400 * time.Millisecond}
 	rdb.Set(ctx, k, "A", 10*time.Second)
-	if g, err := n.acquire(ctx, nm, "B", nil, short, true); err != nil || g.ok {
+	if g, err := n.acquire(ctx, nm, "B", short, true); err != nil || g.ok {
 		t.Fatalf("a listener's attempt on a held key: %+v %v", g, err)
 	}
 	rdb.Del(ctx, k)
-	g, err := n.acquire(ctx, nm, "C", nil, short, false)
+	g, err := n.acquire(ctx, nm, "C", short, false)
 	if err != nil || !g.ok {
 		t.Fatalf("acquire of the free key: %+v %v", g, err)
 	}
@@ -635,6 +635,6 @@ func TestAListenersMarkOutlivesAShortGrant(t *testing.T) {
 // releaseOn is node.release as a caller without waiters of its own sends
 // it: whether it released.
 func releaseOn(ctx context.Context, n *node, nm *lockNames, token string, fence int64, keep time.Duration, lean bool) (bool, error) {
-	r, err := n.release(ctx, nm, token, nil, fence, keep, lean, "", nil)
+	r, err := n.release(ctx, nm, token, fence, keep, lean, "", nil)
 	return r.released, err
 }

@@ -18,7 +18,7 @@ func BenchmarkScriptsAlone(b *testing.B) {
 	ctx := context.Background()
 	nm := namesOf("bench")
 	for i := 0; i < b.N; i++ {
-		g, err := n.acquire(ctx, nm, "token", nil, options{ttl: 30 * time.Second}, false)
+		g, err := n.acquire(ctx, nm, "token", options{ttl: 30 * time.Second}, false)
 		if err != nil || !g.ok {
 			b.Fatal(g, err)
 		}

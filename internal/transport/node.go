@@ -137,8 +137,3 @@ func NewScript(src string) *Script {
 	s := redis.NewScript(src)
 	return &Script{Script: s, hash: s.Hash()}
 }
-
-// Plain reports whether the node's client is a plain *redis.Client, whose
-// scripts are sent as commands built here: arguments reach the server as
-// given, not through a wrapper's own methods.
-func (n *Node) Plain() bool { return n.co.plain }

@@ -165,8 +165,7 @@ type viaPipeline struct{ context.Context }
 // again and again) is sent itself, as go-redis's Script.Run does. The
 // second load is for a script that met a flush after the skipped load:
 // without it, each of a herd's scripts left waiting behind a pause would
-// send the whole script on a connection of the user's pool (64 EVALs for
-// 64 callers in a review's test, where the loads are shared).
+// send the whole script on a connection of the user's pool.
 func (c *coalescer) pipelined(ctx context.Context, ap *redis.AutoPipeliner, rdb Client, s *Script, keys []string, boxed []any, args []any) *redis.Cmd {
 	for loads := 0; ; loads++ {
 		since := c.loads.Load()
@@ -201,8 +200,7 @@ func noScript(err error) bool {
 // through (since, c.loads when it was sent, is below the count that load
 // left): that script may have reached the server ahead of the load, and is
 // simply sent again. Without this, each batch in flight during a load came
-// back NOSCRIPT after it and loaded s once more: a herd of 256 goroutines
-// after SCRIPT FLUSH ran 10-36 loads where 2 do.
+// back NOSCRIPT after it and loaded s once more.
 func (c *coalescer) load(ctx context.Context, rdb Client, s *Script, since uint64) error {
 	c.loadMu.Lock()
 	if c.loaded[s.Hash()] > since {
@@ -342,10 +340,10 @@ type boundCtx struct {
 
 // wait returns a context that ends between c.bound and c.bound plus a
 // second from now, for a script's wait in the pipeline when nothing else
-// can end it (its caller's context cannot: call.go sends on one that keeps
-// the caller's values only). The scripts that start within the same second
-// share it; a context and timer of its own per script cost the client 5.7%
-// of its CPU on 64 goroutines over 64 keys.
+// can end it (its caller's context cannot: calls.go sends on one that
+// keeps the caller's values only). The scripts that start within the same
+// second share it: a context and timer of its own per script cost the
+// client more than the sharing (docs/design.md, "Measurements").
 func (c *coalescer) wait() context.Context {
 	now := time.Now()
 	if b := c.within.Load(); b != nil {
