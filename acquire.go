@@ -36,6 +36,7 @@ const (
 // answer and the server grants the lock anyway, the lock is released in the
 // background.
 func (c *Client) TryLock(ctx context.Context, key string, opts ...Option) (*Lock, error) {
+	needContext(ctx)
 	h := c.hooks.Load()
 	start := h.acquireStart()
 	o, err := c.prepare(key, opts)
@@ -53,15 +54,14 @@ func (c *Client) TryLock(ctx context.Context, key string, opts ...Option) (*Lock
 
 // Lock obtains the lock on key, waiting as long as it takes or until ctx
 // ends. When ctx ends first, the error matches both ErrNotObtained and
-// ctx.Err(); when the Client is closed, both ErrNotObtained and ErrClosed. A
-// Redis failure ends the wait at once with a *NodeError. With Redlock, a
-// failure ends it (with a *QuorumError) only once a majority is out of
-// reach: more than a minority of nodes failed outright (refused the
-// connection, answered with an error). Nodes that are only slow, answering
-// after the node timeout, are waited for like a holder; so is, for the few
-// seconds go-redis spends retrying a refused connection before reporting
-// it, a node that just went down. If ctx ends first, the error also carries
-// the last attempt's *QuorumError.
+// ctx.Err(); when the Client is closed, both ErrNotObtained and ErrClosed.
+// A node that cannot be reached or cannot serve yet (a restart, a
+// failover, a network cut: see outage.go) does not end the wait: Lock
+// keeps its place in line and tries again with backoff until ctx ends,
+// and the error of a wait that ended during such an outage also carries
+// the last *NodeError (or *QuorumError). Errors no waiting can fix
+// (NOPERM, WRONGTYPE, bad input) end it at once, as does any node error
+// with WithFailFast.
 //
 // Waiting costs no polling and no connection per waiter. On one node the
 // waiter joins a FIFO queue kept in Redis, and the holder's release hands it
@@ -76,10 +76,9 @@ func (c *Client) TryLock(ctx context.Context, key string, opts ...Option) (*Lock
 //
 // A Lock whose context has no deadline waits as long as it takes: bound it
 // with context.WithTimeout for a bounded wait (other libraries' "retry N
-// times"). WithNodeTimeout bounds each call to Redis, on one node too: a
-// node that does not answer within it ends a single-node wait with a
-// *NodeError.
+// times"). WithNodeTimeout bounds each call to Redis, on one node too.
 func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (l *Lock, err error) {
+	needContext(ctx)
 	contended := false
 	var (
 		o     options
@@ -127,7 +126,7 @@ func (c *Client) lock(ctx context.Context, key string, o options, contended *boo
 		return c.waitListening(ctx, key, o, 0, nil, contended)
 	}
 	l, pttl, err := c.tryFirst(ctx, key, o, listens)
-	if err == nil || !c.mayWait(ctx, err) {
+	if err == nil || !c.mayWait(ctx, o, err) {
 		return l, err
 	}
 	*contended = isContended(ctx, err)
@@ -202,7 +201,7 @@ func (c *Client) waitListening(ctx context.Context, key string, o options, pttl 
 			return l, nil
 		case ctx.Err() != nil:
 			return nil, gaveUp(ctx.Err(), last)
-		case !c.mayWait(ctx, err):
+		case !c.mayWait(ctx, o, err):
 			return nil, err
 		}
 		*contended = *contended || isContended(ctx, err)
@@ -311,10 +310,11 @@ var (
 
 // gaveUp is Lock's error when it stops waiting for cause (an ended context,
 // ErrClosed): it matches ErrNotObtained and cause, and, when the last attempt
-// failed for want of a majority of nodes rather than because the lock was
-// taken, that attempt's *QuorumError too.
+// failed for want of a majority of nodes or because a node could not be
+// reached, rather than because the lock was taken, that attempt's
+// *QuorumError or *NodeError too.
 func gaveUp(cause, last error) error {
-	if errors.Is(last, ErrNoQuorum) {
+	if errors.Is(last, ErrNoQuorum) || transient(last) {
 		return fmt.Errorf("%w: %w (last attempt: %w)", ErrNotObtained, cause, last)
 	}
 	return notObtained(cause)
@@ -367,14 +367,42 @@ func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context
 			err = errors.Join(err, lost)
 		}
 	}()
-	return fn(doContext{fnCtx, &l.lease})
+	return fn(doContext{fnCtx, &l.lease, cancel})
 }
 
 // doContext is fn's context in Do: the caller's context, ended also by the
-// lease, with the earlier of the two deadlines.
+// lease, with the earlier of the two deadlines. As a Lock's Context does,
+// its Done, Err and Value end an overdue lease first, and the context
+// with it, rather than wait for the lease's timer (leaseContext).
 type doContext struct {
 	context.Context
-	ls *lease
+	ls     *lease
+	cancel context.CancelCauseFunc // ends Context
+}
+
+// over ends the context if the lease has ended.
+func (c doContext) over() {
+	if c.ls.over() {
+		c.cancel(c.ls.ended())
+	}
+}
+
+// Done is the context's channel, closed from the lease's deadline on.
+func (c doContext) Done() <-chan struct{} {
+	c.over()
+	return c.Context.Done()
+}
+
+// Err is nil while the lease and the caller's context last.
+func (c doContext) Err() error {
+	c.over()
+	return c.Context.Err()
+}
+
+// Value is the context's value for key (see Done).
+func (c doContext) Value(key any) any {
+	c.over()
+	return c.Context.Value(key)
 }
 
 // Deadline is the earlier of the caller's deadline and the lease's.
@@ -393,14 +421,16 @@ func isContended(ctx context.Context, err error) bool {
 }
 
 // mayWait reports whether Lock should wait and try again after err: someone
-// else holds the lock, or (Redlock) no majority answered but one still can.
+// else holds the lock, the node cannot be reached for now (transient; not
+// with WithFailFast), or (Redlock) no majority answered but one still can.
 // Nodes that were only slow (no answer within the node timeout) may answer
 // next time, as may the nodes that said "taken"; nodes that failed outright
 // (refused the connection, answered with an error) are counted as down, and
 // once more than a minority is down no majority is possible: Lock then
-// returns the *QuorumError at once rather than wait for nodes to come back.
-func (c *Client) mayWait(ctx context.Context, err error) bool {
-	if isContended(ctx, err) {
+// returns the *QuorumError at once (with WithFailFast, or when a node's
+// error is not one that waiting can fix).
+func (c *Client) mayWait(ctx context.Context, o options, err error) bool {
+	if isContended(ctx, err) || !o.failFast && ctx.Err() == nil && transient(err) {
 		return true
 	}
 	var qe *QuorumError

@@ -152,7 +152,7 @@ func TestAnAcquireNotSentForTheClientsOwnReleaseIsASlowNode(t *testing.T) {
 	}
 	c := &Client{nodes: make([]*node, 3)}
 	qe := &QuorumError{OK: 1, Nodes: 3, Quorum: 2, Errs: []error{unsent, unsent}}
-	if !c.mayWait(context.Background(), qe) {
+	if !c.mayWait(context.Background(), options{failFast: true}, qe) {
 		t.Fatal("Lock gives up on two of three nodes whose release is still unanswered")
 	}
 }

@@ -150,7 +150,8 @@
 // *NodeError.
 //
 // A nil context panics in the caller's goroutine, as the standard
-// library's calls do; so does a nil client given to New or
-// guard.NewRedis. Any other nil argument (a *Lock given to a guard's For, a
-// nil *guard.Script, a database handle) is ErrInvalidArgument.
+// library's calls do, before any other argument is looked at; so does a
+// nil client given to New, Direct or guard.NewRedis. Any other nil
+// argument (an Option, a *Lock given to a guard's For, a nil
+// *guard.Script, a database handle) is ErrInvalidArgument.
 package dlock

@@ -211,9 +211,10 @@ type Observation struct {
 	err error
 }
 
-// Err returns why C was closed, once it has been: the context's error,
-// ErrClosed, or an error matching ErrInvalidArgument or ErrWrongKind. It
-// returns nil while C is open.
+// Err returns why C was closed: the context's error, ErrClosed, or an
+// error matching ErrInvalidArgument or ErrWrongKind. It is set just
+// before C is closed, so a receive that finds C closed finds Err set;
+// read before that, it may be nil.
 func (o *Observation) Err() error {
 	o.mu.Lock()
 	defer o.mu.Unlock()

@@ -1,6 +1,7 @@
 package dlock
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -109,4 +110,13 @@ func invalid(format string, args ...any) error { return argerr.New(format, args.
 // waiting (a context error or ErrClosed), so errors.Is matches both.
 func notObtained(cause error) error {
 	return fmt.Errorf("%w: %w", ErrNotObtained, cause)
+}
+
+// needContext panics, in the caller's goroutine and with a message that
+// says why, when ctx is nil, as the standard library's calls do; the
+// calls whose other arguments are checked first call it before them.
+func needContext(ctx context.Context) {
+	if ctx == nil {
+		panic("dlock: nil Context")
+	}
 }

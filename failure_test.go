@@ -3,6 +3,7 @@ package dlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -100,8 +101,8 @@ func TestKilledServerGivesNodeErrorsNotContention(t *testing.T) {
 	assertNodeError(t, "TTL", err)
 	ctx, cancel := context.WithTimeout(ctxT(t), 10*time.Second)
 	defer cancel()
-	_, err = c.Lock(ctx, k)
-	assertNodeError(t, "Lock", err)
+	_, err = c.Lock(ctx, k, dlock.WithFailFast())
+	assertNodeError(t, "Lock with WithFailFast", err)
 
 	if err := s.Restart(); err != nil {
 		t.Fatal(err)
@@ -352,5 +353,34 @@ func TestAnEvictingServerIsWarnedOfOnce(t *testing.T) {
 	q.Close()
 	if strings.Contains(quiet.String(), "evict") {
 		t.Fatalf("warned of a server without a memory limit:\n%s", quiet.String())
+	}
+}
+
+// A nil context panics in the caller's goroutine with a message that says
+// so, before any other argument is looked at; a nil option is
+// ErrInvalidArgument (found by review: LockAll, UnlockAll and a bad
+// Semaphore returned ErrInvalidArgument for a nil context, and a nil
+// option was ignored).
+func TestANilContextPanicsAndANilOptionIsRefused(t *testing.T) {
+	c, _ := newClient(t, shared())
+	for name, call := range map[string]func(){
+		"LockAll":              func() { _, _ = c.LockAll(nil, nil) },                    //nolint:staticcheck
+		"UnlockAll":            func() { _ = dlock.UnlockAll(nil, nil) },                 //nolint:staticcheck
+		"Semaphore.Acquire":    func() { _, _ = c.Semaphore(key(t), 0).Acquire(nil) },    //nolint:staticcheck
+		"Semaphore.TryAcquire": func() { _, _ = c.Semaphore(key(t), 0).TryAcquire(nil) }, //nolint:staticcheck
+		"TryLock":              func() { _, _ = c.TryLock(nil, "") },                     //nolint:staticcheck
+		"Lock":                 func() { _, _ = c.Lock(nil, "") },                        //nolint:staticcheck
+	} {
+		func() {
+			defer func() {
+				if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "nil Context") {
+					t.Errorf("%s(nil, ...): %v, want a panic that names the nil Context", name, r)
+				}
+			}()
+			call()
+		}()
+	}
+	if _, err := c.TryLock(ctxT(t), key(t), nil); !errors.Is(err, dlock.ErrInvalidArgument) {
+		t.Errorf("a nil option: %v, want ErrInvalidArgument", err)
 	}
 }

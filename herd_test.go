@@ -188,38 +188,60 @@ func handedOver(t *testing.T, c *dlock.Client, k string, opts ...dlock.Option) *
 
 // A hand-off to another Client's waiter gives a short claim, which the
 // waiter's join confirms for the whole TTL before its Lock returns. When
-// that join fails, Lock says so, and the claim is passed on: the key is
-// free for others at once, not held up for the TTL.
+// that join fails, a Lock that rides out node errors joins again and
+// holds the whole TTL; one with WithFailFast says so, and the claim is
+// passed on: the key is free for others at once, not held up for the TTL.
 func TestAHandOffWhoseConfirmationFailsIsPassedOn(t *testing.T) {
-	hook := &failNext{}
-	rdb := shared().Client(t)
-	rdb.AddHook(hook)
-	c := dlock.New(rdb)
-	t.Cleanup(func() { c.Close() })
-	other, _ := newClient(t, shared())
-	k := key(t)
-	holder := mustLock(t, other, k, dlock.WithTTL(time.Minute))
-	got := make(chan error, 1)
-	go func() {
-		_, err := c.Lock(ctxT(t), k, dlock.WithTTL(30*time.Second))
-		got <- err
-	}()
-	eventually(t, "queued", func() bool { return queueLen(t, shared().Client(t), k) == 1 })
-	hook.armed.Store(true) // the waiter's next script: its confirming join
-	if err := holder.Unlock(ctxT(t)); err != nil {
-		t.Fatal(err)
-	}
-	var ne *dlock.NodeError
-	if err := <-got; !errors.As(err, &ne) {
-		t.Fatalf("Lock: %v, want the failed join's *NodeError", err)
-	}
-	eventually(t, "the claim is passed on", func() bool {
-		l, err := other.TryLock(ctxT(t), k)
-		if err == nil {
-			_ = l.Unlock(ctxT(t))
+	for _, failFast := range []bool{false, true} {
+		hook := &failNext{}
+		rdb := shared().Client(t)
+		rdb.AddHook(hook)
+		c := dlock.New(rdb)
+		t.Cleanup(func() { c.Close() })
+		other, _ := newClient(t, shared())
+		k := key(t)
+		holder := mustLock(t, other, k, dlock.WithTTL(time.Minute))
+		opts := []dlock.Option{dlock.WithTTL(30 * time.Second)}
+		if failFast {
+			opts = append(opts, dlock.WithFailFast())
 		}
-		return err == nil
-	})
+		type result struct {
+			l   *dlock.Lock
+			err error
+		}
+		got := make(chan result, 1)
+		go func() {
+			l, err := c.Lock(ctxT(t), k, opts...)
+			got <- result{l, err}
+		}()
+		eventually(t, "queued", func() bool { return queueLen(t, shared().Client(t), k) == 1 })
+		hook.armed.Store(true) // the waiter's next script: its confirming join
+		if err := holder.Unlock(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+		r := <-got
+		if !failFast {
+			if r.err != nil {
+				t.Fatalf("Lock riding out the failed join: %v", r.err)
+			}
+			if pttl := rdb.PTTL(ctxT(t), k).Val(); pttl < 20*time.Second {
+				t.Fatalf("the key's PTTL %v when Lock returned, want the whole 30 s", pttl)
+			}
+			_ = r.l.Unlock(ctxT(t))
+			continue
+		}
+		var ne *dlock.NodeError
+		if !errors.As(r.err, &ne) {
+			t.Fatalf("Lock with WithFailFast: %v, want the failed join's *NodeError", r.err)
+		}
+		eventually(t, "the claim is passed on", func() bool {
+			l, err := other.TryLock(ctxT(t), k)
+			if err == nil {
+				_ = l.Unlock(ctxT(t))
+			}
+			return err == nil
+		})
+	}
 }
 
 // An Extend right after a hand-off is not undone by the extension of the
@@ -304,8 +326,10 @@ func TestCloseThenRedisCloseGivesWaitersErrClosed(t *testing.T) {
 	}
 }
 
-// WithNodeTimeout bounds single-node Lock too: on a paused server, before
-// and while it waits, Lock ends with a *NodeError, not at the context's end.
+// WithNodeTimeout bounds each call of a single-node Lock too: on a paused
+// server, before and while it waits, a Lock with WithFailFast ends with a
+// *NodeError, not at the context's end. (Without it, Lock waits through
+// the pause: outage_test.go.)
 func TestLockWithNodeTimeoutOnAPausedServer(t *testing.T) {
 	for _, when := range []string{"before", "while waiting"} {
 		t.Run(when, func(t *testing.T) {
@@ -321,7 +345,10 @@ func TestLockWithNodeTimeoutOnAPausedServer(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			done := make(chan error, 1)
-			go func() { _, err := c.Lock(ctx, k, dlock.WithNodeTimeout(100*time.Millisecond)); done <- err }()
+			go func() {
+				_, err := c.Lock(ctx, k, dlock.WithNodeTimeout(100*time.Millisecond), dlock.WithFailFast())
+				done <- err
+			}()
 			if when != "before" {
 				eventually(t, "queued", func() bool { st, _ := other.Inspect(ctxT(t), k); return st.Waiters == 1 })
 				s.Pause()

@@ -393,3 +393,29 @@ func TestALeaseContextIsDoneFromItsDeadlineOn(t *testing.T) {
 		}
 	}
 }
+
+// Do's fn context is done from the lease's deadline on as well (found by
+// review: it followed the timer). The server is paused, so no renewal
+// moves the deadline.
+func TestDosContextIsDoneFromTheLeasesDeadlineOn(t *testing.T) {
+	s := redistest.Start(t)
+	c, _ := newClient(t, s)
+	for i := 0; i < 5; i++ {
+		_ = c.Do(ctxT(t), key(t), func(ctx context.Context) error {
+			s.Pause()
+			defer s.Resume()
+			dl, _ := ctx.Deadline()
+			for time.Now().Before(dl) {
+			}
+			if ctx.Err() == nil {
+				t.Errorf("round %d: Err() is nil %v past the deadline", i, time.Since(dl))
+			}
+			select {
+			case <-ctx.Done():
+			default:
+				t.Errorf("round %d: Done is open past the deadline", i)
+			}
+			return nil
+		}, dlock.WithTTL(150*time.Millisecond))
+	}
+}

@@ -160,7 +160,12 @@ func (l *Lock) Fence() int64 { return l.fence }
 // (the last two match ErrLost).
 //
 // Run the work the lock protects under this context (or one derived from
-// it), and stop when it ends.
+// it), and stop when it ends. Its Err and Done look at the clock
+// themselves: from the deadline on it is done, though the timer that ends
+// it may not have fired yet (late on a busy machine, not at all in a paused
+// process). A context derived from it (context.WithCancel, WithTimeout)
+// ends only when that timer fires, as Go's contexts do: before a step that
+// must not run past the lease, ask this context itself, as the guards do.
 func (l *Lock) Context() context.Context { return leaseContext{l.lease.watch().ctx, &l.lease} }
 
 // String describes the lock for logs without revealing its token.

@@ -26,6 +26,7 @@ import (
 // No keys, an empty or reserved key, or a key named twice is an error
 // matching ErrInvalidArgument, and nothing is sent.
 func (c *Client) LockAll(ctx context.Context, keys []string, opts ...Option) ([]*Lock, error) {
+	needContext(ctx)
 	order, err := c.lockOrder(keys, opts)
 	if err != nil {
 		return nil, err
@@ -67,6 +68,7 @@ func (c *Client) lockOrder(keys []string, opts []Option) ([]int, error) {
 // UnlockAll releases locks (nil ones are skipped), as Unlock does, and
 // returns the errors joined, each naming its key.
 func UnlockAll(ctx context.Context, locks []*Lock) error {
+	needContext(ctx)
 	var errs []error
 	for _, l := range locks {
 		if l == nil {

@@ -432,4 +432,10 @@ func (n *node) inspect(ctx context.Context, key, token string) (keyState, error)
 // Direct returns rdb wrapped so that dlock sends every call through it,
 // never pipelined through a client of its own (see New): for a client
 // whose hooks change what is sent or where.
-func Direct(rdb *redis.Client) RedisClient { return transport.Direct(rdb) }
+// A nil rdb panics, as New does with one.
+func Direct(rdb *redis.Client) RedisClient {
+	if rdb == nil {
+		panic(invalid("Direct: nil client"))
+	}
+	return transport.Direct(rdb)
+}

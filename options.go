@@ -71,6 +71,10 @@ type options struct {
 	// read-write hold: the prefix its token starts with (semaphore.go).
 	kind string
 
+	// failFast ends a wait at the first node error instead of riding out
+	// an outage (outage.go). Default off.
+	failFast bool
+
 	// note, when not nil, records which nodes answered the attempts, for
 	// the acquisition's Event (trace.go).
 	note *acquireNote
@@ -147,6 +151,15 @@ func WithReplicaAck(replicas int, timeout time.Duration) Option {
 	return func(o *options) { o.replicas, o.replicaTimeout = replicas, timeout }
 }
 
+// WithFailFast makes Lock (and Acquire, RLock, Campaign, LockAll) return
+// the first node error instead of waiting through it: a node that cannot
+// be reached, or a failover under way, ends the wait at once with a
+// *NodeError (a *QuorumError with several nodes) rather than when the
+// context ends (outage.go). TryLock always fails fast.
+func WithFailFast() Option {
+	return func(o *options) { o.failFast = true }
+}
+
 // WithFenceMargin sets how long the lock's fencing counter is kept past
 // the grant's TTL (default DefaultFenceMargin, from 0 to MaxFenceMargin):
 // the largest step back of the Redis server's clock that fences ride out
@@ -162,10 +175,11 @@ func newOptions(opts []Option) (options, error) {
 		return o, o.check()
 	}
 	o := defaultOptions()
-	for _, opt := range opts {
-		if opt != nil {
-			opt(&o)
+	for i, opt := range opts {
+		if opt == nil {
+			return o, invalid("option %d is nil", i)
 		}
+		opt(&o)
 	}
 	err := o.check()
 	return o, err

@@ -141,9 +141,9 @@ func (c *Client) waitQueued(ctx context.Context, nm *lockNames, o options) (*Loc
 	l, err := w.wait(ctx, g)
 	if err != nil && ctx.Err() != nil {
 		if errors.Is(context.Cause(ctx), ErrClosed) && parent.Err() == nil {
-			return nil, notObtained(ErrClosed)
+			return nil, w.out.ended(ErrClosed)
 		}
-		return nil, notObtained(parent.Err())
+		return nil, w.out.ended(parent.Err())
 	}
 	return l, err
 }

@@ -134,9 +134,8 @@ func TestRedlockWithThreeOfFiveNodesDownFailsFastAndLeavesNoKey(t *testing.T) {
 		nodes[i].Kill()
 	}
 	k := key(t)
-	// Lock would wait forever for contention; for missing nodes it must
-	// not wait at all.
-	_, err := c.Lock(ctxT(t), k)
+	// With WithFailFast, Lock does not wait for missing nodes at all.
+	_, err := c.Lock(ctxT(t), k, dlock.WithFailFast())
 	if !errors.Is(err, dlock.ErrNoQuorum) || errors.Is(err, dlock.ErrNotObtained) {
 		t.Fatalf("Lock with 2 of 5 nodes: %v, want ErrNoQuorum and not ErrNotObtained", err)
 	}
@@ -152,6 +151,14 @@ func TestRedlockWithThreeOfFiveNodesDownFailsFastAndLeavesNoKey(t *testing.T) {
 		if rdbs[i].Exists(ctxT(t), k).Val() != 0 {
 			t.Errorf("live node %d kept the key", i)
 		}
+	}
+	// Without it, Lock waits for them until its context ends, and says
+	// both why it stopped and what the nodes said.
+	ctx, cancel := context.WithTimeout(ctxT(t), 500*time.Millisecond)
+	defer cancel()
+	_, err = c.Lock(ctx, k)
+	if !errors.Is(err, dlock.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, dlock.ErrNoQuorum) {
+		t.Fatalf("Lock with 2 of 5 nodes until its context ends: %v, want ErrNotObtained, DeadlineExceeded and ErrNoQuorum", err)
 	}
 }
 

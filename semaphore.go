@@ -119,6 +119,7 @@ func (c *Client) Semaphore(key string, permits int) *Semaphore {
 // is above every earlier grant's on the key, its Context ends when it is
 // lost, and Unlock gives it back.
 func (s *Semaphore) Acquire(ctx context.Context, opts ...Option) (*Lock, error) {
+	needContext(ctx)
 	if err := s.check(); err != nil {
 		return nil, err
 	}
@@ -128,6 +129,7 @@ func (s *Semaphore) Acquire(ctx context.Context, opts ...Option) (*Lock, error) 
 // TryAcquire makes one attempt to get a permit: ErrNotObtained when all
 // are held (or others are queued for them).
 func (s *Semaphore) TryAcquire(ctx context.Context, opts ...Option) (*Lock, error) {
+	needContext(ctx)
 	if err := s.check(); err != nil {
 		return nil, err
 	}

@@ -380,3 +380,58 @@ func TestAMisconfiguredWaiterIsToldAtItsRollCall(t *testing.T) {
 		t.Fatalf("told only when its context ended: %v", err)
 	}
 }
+
+// A plain Lock on a semaphore's key, from a Client that already waits
+// there (so it makes no first attempt and goes straight to the queue),
+// is told ErrWrongKind at its join, before anything is written, and holds
+// none of the semaphore's own waiters up (found by review: it queued
+// silently, and a free permit then waited behind it).
+func TestAMutexWaiterOnASemaphoresKeyIsToldAndHoldsNobodyUp(t *testing.T) {
+	a, _ := newClient(t, shared())
+	c, _ := newClient(t, shared())
+	d, _ := newClient(t, shared())
+	k := key(t)
+	ttl := dlock.WithTTL(time.Minute)
+	var permits []*dlock.Lock
+	for range 2 {
+		p, err := a.Semaphore(k, 2).TryAcquire(ctxT(t), ttl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		permits = append(permits, p)
+	}
+	acquire := func(c *dlock.Client) chan error {
+		done := make(chan error, 1)
+		go func() {
+			l, err := c.Semaphore(k, 2).Acquire(ctxT(t), ttl)
+			if err == nil {
+				err = l.Unlock(ctxT(t))
+			}
+			done <- err
+		}()
+		return done
+	}
+	first := acquire(c)
+	eventually(t, "the semaphore's waiter queues", func() bool {
+		st, err := c.Inspect(ctxT(t), k)
+		return err == nil && st.Waiters == 1
+	})
+	ctx, cancel := context.WithTimeout(ctxT(t), 30*time.Second)
+	defer cancel()
+	if _, err := c.Lock(ctx, k, ttl); !errors.Is(err, dlock.ErrWrongKind) || ctx.Err() != nil {
+		t.Fatalf("Lock on a semaphore's key: %v, want ErrWrongKind at once", err)
+	}
+	second := acquire(d)
+	eventually(t, "the second waiter queues", func() bool {
+		st, err := c.Inspect(ctxT(t), k)
+		return err == nil && st.Waiters == 2
+	})
+	for i, done := range []chan error{first, second} {
+		if err := permits[i].Unlock(ctxT(t)); err != nil {
+			t.Fatalf("holder %d's Unlock: %v", i, err)
+		}
+		if err := <-done; err != nil {
+			t.Fatalf("semaphore waiter %d: %v", i, err)
+		}
+	}
+}

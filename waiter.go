@@ -27,6 +27,7 @@ type queuedWaiter struct {
 	joined bool          // answered a join: the roll call may include it
 	score  string        // its place in line, from its first join
 	fold   foldState     // its first join's, when a release makes it (joinFold)
+	out    outage        // the node's outage it is riding out, if any (its own goroutine's)
 }
 
 func newQueuedWaiter(o options) (*queuedWaiter, error) {
@@ -87,8 +88,8 @@ func (w *queuedWaiter) wait(ctx context.Context, g *waitGroup) (*Lock, error) {
 	for {
 		if check {
 			l, err, inFlight := g.join(ctx, w)
-			if errors.Is(err, errGrantLapsed) {
-				continue // check stays true: join again
+			if errors.Is(err, errGrantLapsed) || err != nil && w.out.rideOut(ctx, g.c.done, w.o, err) {
+				continue // check stays true: join again, at its place
 			}
 			if l != nil || err != nil {
 				g.exit(w, l == nil && !inFlight)
@@ -102,7 +103,9 @@ func (w *queuedWaiter) wait(ctx context.Context, g *waitGroup) (*Lock, error) {
 			return nil, ctx.Err()
 		}
 		var l *Lock
-		if l, check, err = w.received(g); l != nil || err != nil {
+		if l, check, err = w.received(g); err != nil && w.out.rideOut(ctx, g.c.done, w.o, err) {
+			check = true // the keepalive failed: join again once the node answers
+		} else if l != nil || err != nil {
 			g.exit(w, err != nil)
 			return l, err
 		}

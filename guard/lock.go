@@ -73,10 +73,12 @@ func (b *LockedRedis) Del(ctx context.Context, key string) error {
 
 // Run is Redis.Run with the lock's fence.
 func (b *LockedRedis) Run(ctx context.Context, s *Script, keys []string, args ...any) (any, error) {
+	resource := "a guarded script's resource"
 	if len(keys) > 0 {
-		if err := b.held(keys[0]); err != nil {
-			return nil, err
-		}
+		resource = strconv.Quote(keys[0])
+	}
+	if err := stillHeld(b.l, resource); err != nil {
+		return nil, err
 	}
 	return b.g.Run(ctx, s, b.l.Fence(), keys, args...)
 }

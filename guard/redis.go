@@ -4,6 +4,7 @@ import (
 	"context"
 	_ "embed"
 	"errors"
+	"reflect"
 	"strings"
 	"time"
 
@@ -40,7 +41,7 @@ type Redis struct {
 // NewRedis returns a Redis guard for resources on rdb, keeping records for
 // DefaultRetention after their resource is gone.
 func NewRedis(rdb redis.Scripter) *Redis {
-	if rdb == nil {
+	if v := reflect.ValueOf(rdb); rdb == nil || v.Kind() == reflect.Pointer && v.IsNil() {
 		panic(argerr.New("guard.NewRedis: nil client"))
 	}
 	return &Redis{rdb: rdb, retention: DefaultRetention}

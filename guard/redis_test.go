@@ -375,7 +375,42 @@ func TestAGuardedScriptThatRaisesAfterWritingIsRecordedAsAWrite(t *testing.T) {
 	if _, err := g.Run(ctxT(t), nil, 7, []string{res}); !errors.Is(err, dlock.ErrInvalidArgument) {
 		t.Fatalf("a nil script: %v", err)
 	}
+	if _, err := g.For(nil).Run(ctxT(t), raising, nil); !errors.Is(err, dlock.ErrInvalidArgument) {
+		t.Fatalf("a script without keys, by a guard bound to a nil Lock: %v", err)
+	}
+	func() {
+		defer func() {
+			if r := recover(); r == nil || !errors.Is(r.(error), dlock.ErrInvalidArgument) {
+				t.Fatalf("NewRedis of a typed nil client: %v, want a panic with ErrInvalidArgument", r)
+			}
+		}()
+		guard.NewRedis((*redis.Client)(nil))
+	}()
 	if err := g.For(nil).Set(ctxT(t), res, "v", 0); !errors.Is(err, dlock.ErrInvalidArgument) {
 		t.Fatalf("a guard bound to a nil Lock: %v", err)
+	}
+}
+
+// A guarded script's errors reach the caller as the script alone would
+// send them: a server's reply with its own code, the caller's own code,
+// a Lua error as ERR (found by review: each came back prefixed with ERR,
+// and a non-string error broke the guard's script).
+func TestAGuardedScriptsErrorsAreItsOwn(t *testing.T) {
+	rdb := shared.Client(t)
+	g := guard.NewRedis(rdb)
+	res := key(t)
+	rdb.Set(ctxT(t), res+":s", "x", 0)
+	for _, c := range []struct{ src, prefix string }{
+		{`return redis.call('HSET', KEYS[2], 'a', 'b')`, "WRONGTYPE "},
+		{`return redis.call('INCR', KEYS[2])`, "ERR "},
+		{`error({err = 'MYCODE mine'})`, "MYCODE mine"},
+		{`return {err = 'MYCODE returned'}`, "MYCODE returned"},
+		{`error({err = {}})`, "ERR "},
+		{`local x = nil; return x.y`, "ERR "},
+	} {
+		_, err := g.Run(ctxT(t), guard.NewScript(c.src), 3, []string{res, res + ":s"})
+		if err == nil || !strings.HasPrefix(err.Error(), c.prefix) || strings.HasPrefix(err.Error(), "ERR ERR") || strings.HasPrefix(err.Error(), "ERR WRONGTYPE") {
+			t.Errorf("%s: %v, want an error starting %q", c.src, err, c.prefix)
+		}
 	}
 }

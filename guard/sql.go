@@ -155,6 +155,9 @@ func (t SQLTable) check(db SQLDB, fence int64, values map[string]any) error {
 // dlock.ErrInvalidArgument when it does not (with the database's words), or is
 // the database's own when it cannot say. Call it once, at start.
 func (t SQLTable) Check(ctx context.Context, db SQLDB) error {
+	if ctx == nil {
+		panic("guard: nil Context")
+	}
 	if err := t.check(db, 1, nil); err != nil {
 		return err
 	}

@@ -39,10 +39,11 @@ if held then
   redis.call('HDEL', KEYS[4], ARGV[3])
   return {1, fence, tonumber(ARGV[2])}
 end
--- A mutex's GET above told whether the key is free; other kinds look at
--- their holders, and raise a kind error before anything is written.
+-- A mutex's GET above told whether the key is free, unless the key is of
+-- another kind; other kinds look at their holders. A kind error is raised
+-- here, before anything is written.
 local room = free
-if h.kind(ARGV[1]) ~= 'm' then
+if h.kind(ARGV[1]) ~= 'm' or not free and not value then
   room = h.fits(KEYS[1], KEYS[5], ARGV[1], now_ms)
 end
 local score = ARGV[6]

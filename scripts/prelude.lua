@@ -72,7 +72,11 @@ local function holders()
   local function fit(lock_key, holders_key, token, now)
     local k, n = kind(token)
     if k == 'm' then
-      return redis.call('EXISTS', lock_key) == 0
+      local t = redis.call('TYPE', lock_key)['ok']
+      if t ~= 'none' and t ~= 'string' then
+        return false, {err = 'WRONGTYPE dlock: the key holds another kind of lock'}
+      end
+      return t == 'none'
     end
     purge(lock_key, holders_key, now)
     local count = redis.call('ZCARD', lock_key)

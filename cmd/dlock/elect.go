@@ -67,11 +67,14 @@ func electMain(args []string, stdout, stderr io.Writer) int {
 	case wait.set && wait.d == 0:
 		return usageError(stderr, "elect: --wait must be positive: a campaign waits in line")
 	}
-	c, _, closeAll, err := rf.connect(stderr)
+	c, rdbs, closeAll, err := rf.connect(stderr)
 	if err != nil {
 		return usageError(stderr, "%v", err)
 	}
 	defer closeAll()
+	if err := firstContact(rdbs); err != nil {
+		return redisFailed(stderr, "cannot lock", *key, err)
+	}
 	root, tr, stopTracing, err := of.command(c, nil, "dlock elect", stderr)
 	if err != nil {
 		return usageError(stderr, "elect: %v", err)

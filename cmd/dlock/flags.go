@@ -110,6 +110,10 @@ func acquireFailed(stderr io.Writer, key string, err error, conflict int) int {
 		// The wait ran out while too few Redlock nodes answered in time.
 		fmt.Fprintf(stderr, "dlock: cannot lock %q: no majority of nodes answered before the wait ended: %v\n", key, err)
 		return exitRedis
+	case errors.Is(err, dlock.ErrNotObtained) && errors.As(err, new(*dlock.NodeError)):
+		// The wait ran out while Redis could not be reached.
+		fmt.Fprintf(stderr, "dlock: cannot lock %q: Redis could not be reached before the wait ended: %v\n", key, err)
+		return exitRedis
 	case errors.Is(err, dlock.ErrNotObtained):
 		fmt.Fprintf(stderr, "dlock: %q is held by someone else (not obtained)\n", key)
 		return conflict

@@ -93,20 +93,30 @@ func lockMain(args []string, stdout, stderr io.Writer) int {
 	if err := exitCodeOK(*conflict); err != nil {
 		return usageError(stderr, "lock: %v", err)
 	}
-	c, _, closeAll, err := rf.connect(stderr)
+	c, rdbs, closeAll, err := rf.connect(stderr)
 	if err != nil {
 		return usageError(stderr, "%v", err)
 	}
 	defer closeAll()
+	if err := firstContact(rdbs); err != nil {
+		if *asJSON {
+			printJSON(stdout, lockResult{Key: *key, Result: "unavailable", Error: err.Error()})
+		}
+		return redisFailed(stderr, "cannot lock", *key, err)
+	}
 	// A signal ends the wait through its context, so that the library
 	// leaves the queue (dying by the signal would leave the entry behind
 	// until it expires, and print nothing).
 	sigs := notifySignals()
-	defer signal.Stop(sigs)
 	l, err := untilSignalled(context.Background(), sigs, func(ctx context.Context) (*dlock.Lock, error) {
 		return acquire(ctx, c, *key, wait, dlock.WithTTL(*ttl))
 	})
+	// Once the lock is obtained the signals stay caught, and ignored, until
+	// the process exits: one that came between printing the token and the
+	// exit would kill it, and a script would read "interrupted, nothing
+	// held" while the key is held (found by review).
 	if err != nil {
+		signal.Stop(sigs)
 		code := acquireFailed(stderr, *key, err, *conflict)
 		if *asJSON {
 			printJSON(stdout, lockResult{Key: *key, Result: acquireResult(code, *conflict), Error: err.Error()})

@@ -110,7 +110,7 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 	if args[0] == "run-guard" { // run's guardian of CMD (guard_linux.go)
 		return guardMain(args[1:])
 	}
-	fmt.Fprintf(stderr, "dlock: unknown command %q\n\n", args[0])
+	fmt.Fprintf(stderr, "dlock: unknown command %q\n\n", masked(args[0])) // it may be a misplaced --redis URL
 	usage(stderr)
 	return exitUsage
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -12,6 +13,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -130,6 +132,43 @@ func (r *redisFlags) connect(stderr io.Writer) (c *dlock.Client, rdbs []*redis.C
 			rdb.Close()
 		}
 	}, nil
+}
+
+// firstContact dials the nodes once before a command waits for a lock: an
+// address where nothing listens when the command starts is a wrong
+// address more often than an outage, so the command fails at once (69)
+// rather than wait through it. A server that is only slow to answer is
+// waited for, and once the command has started, its wait rides out
+// outages (the library's Lock does). It returns the first refusal when a
+// majority of the nodes refused.
+func firstContact(rdbs []*redis.Client) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	errs := make([]error, len(rdbs))
+	var wg sync.WaitGroup
+	for i, rdb := range rdbs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var ue *unreachableError
+			if err := rdb.Ping(ctx).Err(); errors.As(err, &ue) {
+				errs[i] = err
+			}
+		}()
+	}
+	wg.Wait()
+	var first error
+	refused := 0
+	for _, err := range errs {
+		if err != nil {
+			refused++
+			first = cmp.Or(first, err)
+		}
+	}
+	if refused > len(rdbs)-(len(rdbs)/2+1) {
+		return first
+	}
+	return nil
 }
 
 // parseRedisURL parses a Redis URL from source (fromFlag, fromEnv or

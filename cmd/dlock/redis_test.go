@@ -258,3 +258,18 @@ func FuzzPasswordsAreNeverShown(f *testing.F) {
 		}
 	})
 }
+
+// A --redis URL given before the command is an unknown command, and the
+// message that says so masks its password (found by review: it echoed
+// the URL whole).
+func TestAMisplacedURLIsNotEchoedWhole(t *testing.T) {
+	for _, first := range []string{"--redis=redis://u:Zq9SECRETpw@127.0.0.1:1", "-redis=redis://:Zq9SECRETpw@127.0.0.1:1/0"} {
+		var out bytes.Buffer
+		if code := dispatch([]string{first, "status", "k"}, &out, &out); code != exitUsage {
+			t.Errorf("%s: exit %d, want %d", first, code, exitUsage)
+		}
+		if strings.Contains(out.String(), "SECRET") || !strings.Contains(out.String(), "unknown command") {
+			t.Errorf("%s: %s", first, out.String())
+		}
+	}
+}

@@ -96,11 +96,14 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 		return usageError(stderr, "run: %v", err)
 	}
 	opts := runOptions(*ttl, *maxHold, *nodeTimout)
-	c, _, closeAll, err := rf.connect(stderr)
+	c, rdbs, closeAll, err := rf.connect(stderr)
 	if err != nil {
 		return usageError(stderr, "%v", err)
 	}
 	defer closeAll()
+	if err := firstContact(rdbs); err != nil {
+		return redisFailed(stderr, "cannot lock", *key, err)
+	}
 	// The one key is the "lock" label: a single series per result.
 	metrics, stopMetrics, err := mf.serve(stderr, func(string) string { return *key })
 	if err != nil {

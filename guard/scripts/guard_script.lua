@@ -33,25 +33,22 @@ end
 -- the error is raised after it.
 local ok, reply = pcall(guarded, keys, argv)
 record(KEYS[1], rec, fence, retention)
--- An error of the caller's that reads like the guard's refusal is the
--- caller's words: prefixed, it cannot be taken for a refused write.
-local function own(e)
-  if type(e) == 'table' and e.err then
-    if string.sub(e.err, 1, 11) == 'DLOCKSTALE ' then
-      e.err = 'ERR ' .. e.err
-    end
-    return e
+-- The caller's error is answered as the script alone would have answered
+-- it: a server's error reply ("WRONGTYPE ...", the caller's own
+-- {err = "CODE ..."}) as it is, a Lua error as ERR. One that reads like
+-- the guard's refusal is the caller's words: prefixed, it cannot be taken
+-- for a refused write.
+local function as_reply(e)
+  if type(e) == 'table' then
+    e = e.err
   end
   e = tostring(e)
-  if string.find(e, 'DLOCKSTALE ', 1, true) == 1 then
+  if not string.find(e, '^%u+ ') or string.sub(e, 1, 11) == 'DLOCKSTALE ' then
     e = 'ERR ' .. e
   end
-  return e
+  return {err = e}
 end
-if not ok then
-  error(own(reply), 0)
-end
-if type(reply) == 'table' and reply.err then
-  return own(reply)
+if not ok or type(reply) == 'table' and reply.err then
+  return as_reply(reply)
 end
 return reply

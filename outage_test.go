@@ -1,0 +1,178 @@
+package dlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/redistest"
+)
+
+// outageWaiters start a Lock and a Semaphore.Acquire waiting behind
+// holders on c's node, each with 30 s on its context, and return what
+// each wait ends with.
+func outageWaiters(t *testing.T, holderC, waiterC *dlock.Client, k string) (lockDone, semDone chan error, holders []*dlock.Lock) {
+	t.Helper()
+	holders = append(holders, mustLock(t, holderC, k, dlock.WithTTL(time.Minute)))
+	permit, err := holderC.Semaphore(k+":sem", 1).TryAcquire(ctxT(t), dlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	holders = append(holders, permit)
+	lockDone, semDone = make(chan error, 1), make(chan error, 1)
+	wait := func(done chan error, acquire func(context.Context) (*dlock.Lock, error)) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		l, err := acquire(ctx)
+		if err == nil {
+			if ttl, terr := l.TTL(ctx); terr != nil || ttl <= 0 {
+				err = fmt.Errorf("obtained, but TTL says %v, %v", ttl, terr)
+			}
+			l.Unlock(ctx)
+		}
+		done <- err
+	}
+	go wait(lockDone, func(ctx context.Context) (*dlock.Lock, error) {
+		return waiterC.Lock(ctx, k, dlock.WithTTL(10*time.Second))
+	})
+	go wait(semDone, func(ctx context.Context) (*dlock.Lock, error) {
+		return waiterC.Semaphore(k+":sem", 1).Acquire(ctx, dlock.WithTTL(10*time.Second))
+	})
+	for _, kk := range []string{k, k + ":sem"} {
+		eventually(t, kk+"'s waiter queues", func() bool {
+			st, err := waiterC.Inspect(ctxT(t), kk)
+			return err == nil && st.Waiters == 1
+		})
+	}
+	return lockDone, semDone, holders
+}
+
+// served waits for a wait's end, which must be the lock, and logs how
+// long after the fault ended (since) it came.
+func served(t *testing.T, what string, done chan error, since time.Time) {
+	t.Helper()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		t.Logf("%s: served %v after the fault ended", what, time.Since(since).Round(time.Millisecond))
+	case <-time.After(time.Minute):
+		t.Fatalf("%s: no answer within its 30 s", what)
+	}
+}
+
+// The first case: a standalone server is down for 4 s (a crash and
+// its supervisor) while a Lock and a Semaphore.Acquire wait with 30 s on
+// their contexts. Without persistence the holders' keys and the queues are
+// gone when it is back: the waiters line up again and are served.
+func TestWaitersRideOutARestartThatLosesTheData(t *testing.T) {
+	s := redistest.Start(t)
+	holderC, _ := newClient(t, s)
+	waiterC, _ := newClient(t, s)
+	k := key(t)
+	lockDone, semDone, _ := outageWaiters(t, holderC, waiterC, k)
+	s.Kill()
+	// A Lock that begins during the outage waits for it too.
+	lateDone := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		l, err := waiterC.Lock(ctx, k+":late")
+		if err == nil {
+			l.Unlock(ctx)
+		}
+		lateDone <- err
+	}()
+	time.Sleep(4 * time.Second)
+	if err := s.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	back := time.Now()
+	served(t, "Lock across the restart", lockDone, back)
+	served(t, "Semaphore.Acquire across the restart", semDone, back)
+	served(t, "Lock begun during the outage", lateDone, back)
+}
+
+// With persistence the holders keep their locks across the restart, and
+// the waiters, still in line, are served when the holders let go.
+func TestWaitersRideOutARestartThatKeepsTheData(t *testing.T) {
+	s := redistest.Start(t, "--appendonly", "yes", "--appendfsync", "always")
+	holderC, _ := newClient(t, s)
+	waiterC, _ := newClient(t, s)
+	k := key(t)
+	lockDone, semDone, holders := outageWaiters(t, holderC, waiterC, k)
+	s.Kill()
+	time.Sleep(4 * time.Second)
+	if err := s.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // the waiters' keepalives meet the server again
+	for _, ch := range []chan error{lockDone, semDone} {
+		select {
+		case err := <-ch:
+			t.Fatalf("a waiter ended while the holders hold: %v", err)
+		default:
+		}
+	}
+	for _, h := range holders {
+		eventually(t, "the holder's Unlock after the restart", func() bool { return h.Unlock(ctxT(t)) == nil })
+	}
+	released := time.Now()
+	served(t, "Lock after the holder let go", lockDone, released)
+	served(t, "Semaphore.Acquire after the holder let go", semDone, released)
+}
+
+// A wait whose context ends during an outage says both: it matches the
+// context's error and ErrNotObtained, and carries the node's error.
+// WithFailFast ends it at the first node error instead.
+func TestAWaitEndedDuringAnOutageSaysWhyAndWhatTheNodeSaid(t *testing.T) {
+	s := redistest.Start(t)
+	c, _ := newClient(t, s)
+	k := key(t)
+	s.Kill()
+	ctx, cancel := context.WithTimeout(ctxT(t), 1500*time.Millisecond)
+	defer cancel()
+	_, err := c.Lock(ctx, k)
+	var ne *dlock.NodeError
+	if !errors.Is(err, dlock.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &ne) {
+		t.Fatalf("Lock during an outage: %v, want ErrNotObtained, DeadlineExceeded and a *NodeError", err)
+	}
+	ctx, cancel = context.WithTimeout(ctxT(t), 20*time.Second)
+	defer cancel()
+	_, err = c.Semaphore(k, 2).Acquire(ctx, dlock.WithFailFast())
+	if !errors.As(err, &ne) || errors.Is(err, dlock.ErrNotObtained) || ctx.Err() != nil {
+		t.Fatalf("Acquire with WithFailFast during an outage: %v, want a *NodeError before its context ends", err)
+	}
+}
+
+// Errors no waiting can fix end the wait at once, outage or not.
+func TestErrorsNoWaitingCanFixEndTheWaitAtOnce(t *testing.T) {
+	s := redistest.Start(t)
+	admin := s.Client(t)
+	if err := admin.Do(ctxT(t), "ACL", "SETUSER", "reader", "on", ">pw", "~*", "+@read").Err(); err != nil {
+		t.Fatal(err)
+	}
+	opts := s.Options()
+	opts.Username, opts.Password = "reader", "pw"
+	rdb := redis.NewClient(opts)
+	t.Cleanup(func() { rdb.Close() })
+	reader := dlock.New(rdb)
+	t.Cleanup(func() { reader.Close() })
+	ctx, cancel := context.WithTimeout(ctxT(t), 30*time.Second)
+	defer cancel()
+	if _, err := reader.Lock(ctx, key(t)); !redis.HasErrorPrefix(errors.Unwrap(err), "NOPERM") || ctx.Err() != nil {
+		t.Fatalf("Lock without permission: %v, want NOPERM at once", err)
+	}
+	c, _ := newClient(t, s)
+	k := key(t)
+	admin.RPush(ctxT(t), k, "x")
+	if _, err := c.Lock(ctx, k); !errors.Is(err, dlock.ErrWrongKind) || ctx.Err() != nil {
+		t.Fatalf("Lock of a list: %v, want ErrWrongKind at once", err)
+	}
+}
