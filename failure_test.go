@@ -138,10 +138,10 @@ func TestReadOnlyReplicaIsAnErrorNotContention(t *testing.T) {
 	}
 }
 
-func TestMissingPermissionIsAnErrorNotContention(t *testing.T) {
-	s := redistest.Start(t)
-	admin := s.Client(t)
-	if err := admin.Do(ctxT(t), "ACL", "SETUSER", "reader", "on", ">pw", "~*", "+@read").Err(); err != nil {
+// readerClient returns a Client on s as an ACL user that may only read.
+func readerClient(t *testing.T, s *redistest.Server) *dlock.Client {
+	t.Helper()
+	if err := s.Client(t).Do(ctxT(t), "ACL", "SETUSER", "reader", "on", ">pw", "~*", "+@read").Err(); err != nil {
 		t.Fatal(err)
 	}
 	opts := s.Options()
@@ -150,6 +150,11 @@ func TestMissingPermissionIsAnErrorNotContention(t *testing.T) {
 	t.Cleanup(func() { rdb.Close() })
 	c := dlock.New(rdb)
 	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func TestMissingPermissionIsAnErrorNotContention(t *testing.T) {
+	c := readerClient(t, redistest.Start(t))
 	_, err := c.TryLock(ctxT(t), key(t))
 	if !redis.HasErrorPrefix(errors.Unwrap(err), "NOPERM") || errors.Is(err, dlock.ErrNotObtained) {
 		t.Fatalf("TryLock without permission: %v, want NOPERM, not ErrNotObtained", err)

@@ -86,14 +86,22 @@ const (
 )
 
 // rideOut reports whether a wait under o should go on after err, and if so
-// waits before the next try (until ctx ends or closed is closed).
-func (w *outage) rideOut(ctx context.Context, closed <-chan struct{}, o options, err error) bool {
+// waits before the next try: until the backoff passes, ctx ends, closed is
+// closed, or wake says that something came for the waiter (a grant).
+func (w *outage) rideOut(ctx context.Context, closed, wake <-chan struct{}, o options, err error) bool {
 	if o.failFast || !transient(err) || ctx.Err() != nil {
 		return false
 	}
 	w.last = err
 	w.delay = min(max(2*w.delay, outageFirst), outageMost)
-	pause(ctx, closed, w.delay/2+rand.N(w.delay/2+1))
+	t := time.NewTimer(w.delay/2 + rand.N(w.delay/2+1))
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	case <-closed:
+	case <-wake:
+	}
 	return true
 }
 

@@ -154,22 +154,13 @@ func TestAWaitEndedDuringAnOutageSaysWhyAndWhatTheNodeSaid(t *testing.T) {
 // Errors no waiting can fix end the wait at once, outage or not.
 func TestErrorsNoWaitingCanFixEndTheWaitAtOnce(t *testing.T) {
 	s := redistest.Start(t)
-	admin := s.Client(t)
-	if err := admin.Do(ctxT(t), "ACL", "SETUSER", "reader", "on", ">pw", "~*", "+@read").Err(); err != nil {
-		t.Fatal(err)
-	}
-	opts := s.Options()
-	opts.Username, opts.Password = "reader", "pw"
-	rdb := redis.NewClient(opts)
-	t.Cleanup(func() { rdb.Close() })
-	reader := dlock.New(rdb)
-	t.Cleanup(func() { reader.Close() })
+	reader := readerClient(t, s)
 	ctx, cancel := context.WithTimeout(ctxT(t), 30*time.Second)
 	defer cancel()
 	if _, err := reader.Lock(ctx, key(t)); !redis.HasErrorPrefix(errors.Unwrap(err), "NOPERM") || ctx.Err() != nil {
 		t.Fatalf("Lock without permission: %v, want NOPERM at once", err)
 	}
-	c, _ := newClient(t, s)
+	c, admin := newClient(t, s)
 	k := key(t)
 	admin.RPush(ctxT(t), k, "x")
 	if _, err := c.Lock(ctx, k); !errors.Is(err, dlock.ErrWrongKind) || ctx.Err() != nil {

@@ -88,8 +88,8 @@ func (w *queuedWaiter) wait(ctx context.Context, g *waitGroup) (*Lock, error) {
 	for {
 		if check {
 			l, err, inFlight := g.join(ctx, w)
-			if errors.Is(err, errGrantLapsed) || err != nil && w.out.rideOut(ctx, g.c.done, w.o, err) {
-				continue // check stays true: join again, at its place
+			if errors.Is(err, errGrantLapsed) || err != nil && w.out.rideOut(ctx, g.c.done, w.signal, w.o, err) {
+				continue // check stays true: join again, at its place (a grant that woke it is confirmed)
 			}
 			if l != nil || err != nil {
 				g.exit(w, l == nil && !inFlight)
@@ -103,7 +103,7 @@ func (w *queuedWaiter) wait(ctx context.Context, g *waitGroup) (*Lock, error) {
 			return nil, ctx.Err()
 		}
 		var l *Lock
-		if l, check, err = w.received(g); err != nil && w.out.rideOut(ctx, g.c.done, w.o, err) {
+		if l, check, err = w.received(g); err != nil && w.out.rideOut(ctx, g.c.done, w.signal, w.o, err) {
 			check = true // the keepalive failed: join again once the node answers
 		} else if l != nil || err != nil {
 			g.exit(w, err != nil)
