@@ -2,6 +2,7 @@ package dlock_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -89,6 +90,16 @@ func runFailover(t *testing.T, fc failoverCase) {
 		st, err := c.Inspect(ctx, fc.keys("queue"))
 		return err == nil && st.Waiters == 1
 	})
+	// An election observed across the failover: its acknowledged leader
+	// survives, and the next leader after it is reported too.
+	elect := c.Election(fc.keys("elect"))
+	seen := observed(ctx, elect)
+	before, err := elect.Campaign(ctx, "before", dlock.WithTTL(time.Minute), dlock.WithReplicaAck(1, time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	highest = max(highest, before.Fence())
+	eventually(t, "Observe reports the leader before the failover", func() bool { return seen().Value == "before" })
 	old, err := fc.master(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -124,6 +135,21 @@ func runFailover(t *testing.T, fc failoverCase) {
 	if err := acked.Unlock(ctx); err != nil {
 		t.Fatalf("Unlock of the acknowledged grant: %v", err)
 	}
+	// Observe kept going across the failover: the next leader is reported.
+	if err := before.Unlock(ctx); err != nil {
+		t.Fatalf("Unlock of the acknowledged leadership: %v", err)
+	}
+	next, err := elect.Campaign(ctx, "after", dlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "Observe reports the leader after the failover", func() bool {
+		ld := seen()
+		return ld.Value == "after" && ld.Term == next.Fence() && ld.Term > before.Fence()
+	})
+	if err := next.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
 	// The waiter queued across the failover rides it out and is served
 	// once the holder lets go, within its context.
 	if err := held.Unlock(ctx); err != nil {
@@ -157,5 +183,25 @@ func runFailover(t *testing.T, fc failoverCase) {
 		if err := l.Unlock(ctx); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// observed observes e until ctx ends, and returns the last leader it
+// reported.
+func observed(ctx context.Context, e *dlock.Election) func() dlock.Leader {
+	var mu sync.Mutex
+	var last dlock.Leader
+	obs := e.Observe(ctx)
+	go func() {
+		for ld := range obs.C {
+			mu.Lock()
+			last = ld
+			mu.Unlock()
+		}
+	}()
+	return func() dlock.Leader {
+		mu.Lock()
+		defer mu.Unlock()
+		return last
 	}
 }
