@@ -367,43 +367,13 @@ func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context
 			err = errors.Join(err, lost)
 		}
 	}()
-	return fn(doContext{fnCtx, &l.lease, cancel})
+	return fn(doContext{leaseBound{fnCtx, &l.lease, cancel}})
 }
 
 // doContext is fn's context in Do: the caller's context, ended also by the
-// lease, with the earlier of the two deadlines. As a Lock's Context does,
-// its Done, Err and Value end an overdue lease first, and the context
-// with it, rather than wait for the lease's timer (leaseContext).
-type doContext struct {
-	context.Context
-	ls     *lease
-	cancel context.CancelCauseFunc // ends Context
-}
-
-// over ends the context if the lease has ended.
-func (c doContext) over() {
-	if c.ls.over() {
-		c.cancel(c.ls.ended())
-	}
-}
-
-// Done is the context's channel, closed from the lease's deadline on.
-func (c doContext) Done() <-chan struct{} {
-	c.over()
-	return c.Context.Done()
-}
-
-// Err is nil while the lease and the caller's context last.
-func (c doContext) Err() error {
-	c.over()
-	return c.Context.Err()
-}
-
-// Value is the context's value for key (see Done).
-func (c doContext) Value(key any) any {
-	c.over()
-	return c.Context.Value(key)
-}
+// lease (on the clock, as a Lock's Context is: leaseBound), with the
+// earlier of the two deadlines.
+type doContext struct{ leaseBound }
 
 // Deadline is the earlier of the caller's deadline and the lease's.
 func (c doContext) Deadline() (time.Time, bool) {

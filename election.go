@@ -168,9 +168,7 @@ func (e *Election) leader(ctx context.Context) (Leader, time.Duration, error) {
 // by a lock that is not a campaign (ErrWrongKind). Err then says which.
 // A nil ctx panics, as it does for the standard library's contexts.
 func (e *Election) Observe(ctx context.Context) *Observation {
-	if ctx == nil {
-		panic("dlock: Observe with a nil Context")
-	}
+	needContext(ctx)
 	out := make(chan Leader)
 	o := &Observation{C: out}
 	if _, err := e.c.prepare(e.key, nil); err != nil {

@@ -225,39 +225,52 @@ func (ls *lease) validUntil() time.Time {
 	return ls.deadline
 }
 
+// leaseBound is a context that the lease ends on the clock: its Done, Err
+// and Value (through which context.Cause reads the cause) end the lease
+// first if its deadline has passed, and then the context (cancel, when
+// the lease does not end it by itself). From the deadline on, the context
+// is done, although the timer that would end it may not have run yet (a
+// timer fires late on a busy machine, and not at all in a process that
+// was paused).
+type leaseBound struct {
+	context.Context
+	ls     *lease
+	cancel context.CancelCauseFunc // nil when the lease's end ends Context
+}
+
+// over ends the context if the lease has ended.
+func (c leaseBound) over() {
+	if c.ls.over() && c.cancel != nil {
+		c.cancel(c.ls.ended())
+	}
+}
+
+// Done is the context's channel, closed from the lease's deadline on.
+func (c leaseBound) Done() <-chan struct{} {
+	c.over()
+	return c.Context.Done()
+}
+
+// Err is nil while the lease lasts, and not nil from its end on.
+func (c leaseBound) Err() error {
+	c.over()
+	return c.Context.Err()
+}
+
+// Value is the context's value for key (see Done).
+func (c leaseBound) Value(key any) any {
+	c.over()
+	return c.Context.Value(key)
+}
+
 // leaseContext is a Lock's Context: ended by the lease, with a deadline that
 // follows the lease estimate as renewals move it. (Unlike most contexts, its
 // deadline can move later; anything derived from it keeps the deadline it
 // saw, which errs on the safe side.)
-type leaseContext struct {
-	context.Context
-	ls *lease
-}
+type leaseContext struct{ leaseBound }
 
 // Deadline is the lease estimate as it stands now.
 func (c leaseContext) Deadline() (time.Time, bool) { return c.ls.validUntil(), true }
-
-// Done, Err and Value (through which context.Cause reads the cause) end
-// the lease first if its deadline has passed: from the deadline on, the
-// context is done, although the timer that would end it may not have run
-// yet (a timer fires late on a busy machine, and not at all in a process
-// that was paused).
-func (c leaseContext) Done() <-chan struct{} {
-	c.ls.over()
-	return c.Context.Done()
-}
-
-// Err is nil while the lease lasts, and context.Canceled from its end on.
-func (c leaseContext) Err() error {
-	c.ls.over()
-	return c.Context.Err()
-}
-
-// Value is the lease context's value for key (see Done).
-func (c leaseContext) Value(key any) any {
-	c.ls.over()
-	return c.Context.Value(key)
-}
 
 // watchdog renews the lock every TTL/3 until it is stopped, the lock is
 // lost, the hold ceiling leaves no room for another renewal, or the Client

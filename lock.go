@@ -166,7 +166,9 @@ func (l *Lock) Fence() int64 { return l.fence }
 // process). A context derived from it (context.WithCancel, WithTimeout)
 // ends only when that timer fires, as Go's contexts do: before a step that
 // must not run past the lease, ask this context itself, as the guards do.
-func (l *Lock) Context() context.Context { return leaseContext{l.lease.watch().ctx, &l.lease} }
+func (l *Lock) Context() context.Context {
+	return leaseContext{leaseBound{l.lease.watch().ctx, &l.lease, nil}}
+}
 
 // String describes the lock for logs without revealing its token.
 func (l *Lock) String() string {

@@ -5,8 +5,6 @@ package main
 import (
 	"context"
 
-	"github.com/redis/go-redis/v9"
-
 	base "github.com/dlock-go/dlockbase"
 )
 
@@ -21,13 +19,7 @@ func init() {
 }
 
 func baseLocker(addrs []string) locker {
-	var ucs []redis.UniversalClient
-	var rdbs []*redis.Client
-	for _, a := range addrs {
-		r := newRedis(a)
-		rdbs = append(rdbs, r)
-		ucs = append(ucs, r)
-	}
+	ucs, closeAll := newRedises(addrs)
 	c := base.New(ucs...)
 	return locker{
 		name: "dlock (base)",
@@ -38,12 +30,7 @@ func baseLocker(addrs []string) locker {
 			}
 			return func() error { return l.Unlock(context.Background()) }, nil
 		},
-		close: func() {
-			c.Close()
-			for _, r := range rdbs {
-				r.Close()
-			}
-		},
+		close: func() { c.Close(); closeAll() },
 	}
 }
 

@@ -92,23 +92,26 @@ func dlockTryLocker(addr string) locker {
 }
 
 func dlockLocker(addrs []string) locker {
-	var ucs []redis.UniversalClient
-	var rdbs []*redis.Client
-	for _, a := range addrs {
-		r := newRedis(a)
-		rdbs = append(rdbs, r)
-		ucs = append(ucs, r)
-	}
+	ucs, closeAll := newRedises(addrs)
 	c := dlock.New(ucs...)
 	return locker{
-		name: "dlock",
-		lock: dlockLock(c),
-		close: func() {
-			c.Close()
-			for _, r := range rdbs {
-				r.Close()
-			}
-		},
+		name:  "dlock",
+		lock:  dlockLock(c),
+		close: func() { c.Close(); closeAll() },
+	}
+}
+
+// newRedises returns a client (newRedis) for each address, and a function
+// that closes them all.
+func newRedises(addrs []string) ([]redis.UniversalClient, func()) {
+	var ucs []redis.UniversalClient
+	for _, a := range addrs {
+		ucs = append(ucs, newRedis(a))
+	}
+	return ucs, func() {
+		for _, r := range ucs {
+			r.Close()
+		}
 	}
 }
 
