@@ -93,10 +93,11 @@
 // estimate of that moment (the acquire or last renewal's send time, plus the
 // TTL, minus a drift margin), so it ends before the server can let anyone
 // else in, even if Redis stops answering. It also ends on Unlock, on loss, and
-// at the WithMaxHold ceiling; context.Cause tells which (ErrReleased,
-// ErrLost, ErrLeaseExpired, ErrMaxHold). WithAutoRenew renews the lease every
-// TTL/3 while the lock is held; Do runs a function under an auto-renewed lock
-// and reports ErrLost if the lock was lost meanwhile. lease.go has the model.
+// at the WithMaxHold ceiling; context.Cause tells which (ErrReleased, or
+// ErrKeyLost, ErrLeaseExpired or ErrMaxHold, which match ErrLost).
+// WithAutoRenew renews the lease every TTL/3 while the lock is held; Do runs
+// a function under an auto-renewed lock and reports ErrLost if the lock was
+// lost meanwhile. lease.go has the model.
 //
 // # What it does not guarantee
 //

@@ -42,12 +42,18 @@ var (
 	// ErrClosed means the Client was closed.
 	ErrClosed = errors.New("dlock: client closed")
 
-	// ErrLost is the cause (context.Cause) of a Lock's Context when the lock
-	// is, or may be, no longer held: a renewal, Extend, TTL or Unlock found
-	// the key no longer holding the token. ErrLeaseExpired and ErrMaxHold
-	// match it too. Do's error matches it when the lock was lost while fn
+	// ErrLost is what the cause (context.Cause) of a Lock's Context matches
+	// when the lock is, or may be, no longer held: it is ErrKeyLost,
+	// ErrLeaseExpired or ErrMaxHold, which all match it. Do's error matches it when the lock was lost while fn
 	// ran.
 	ErrLost = errors.New("dlock: lock lost")
+
+	// ErrKeyLost is the cause of a Lock's Context when a renewal, Extend,
+	// TTL or Unlock found the key no longer holding the lock's token: it was
+	// deleted or overwritten, or lost with a Redis restart without
+	// persistence or a failover to a replica that never had it. It matches
+	// ErrLost.
+	ErrKeyLost = fmt.Errorf("%w: the key no longer holds this lock's token", ErrLost)
 
 	// ErrLeaseExpired is the cause of a Lock's Context when the local
 	// estimate of the lease ran out before a renewal confirmed it: Redis may

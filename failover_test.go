@@ -2,6 +2,7 @@ package dlock_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -74,7 +75,7 @@ func runFailover(t *testing.T, fc failoverCase) {
 	// join reaches the replicas before the master dies), and then the
 	// seeds' lost grant: the replicas are cut off just before it, and the
 	// master dies before they are back.
-	acked := take("acked", dlock.WithTTL(time.Minute), dlock.WithReplicaAck(1, time.Second))
+	acked := take("acked", dlock.WithTTL(30*time.Second), dlock.WithReplicaAck(1, time.Second), dlock.WithAutoRenew())
 	held := take("queue", dlock.WithTTL(time.Minute), dlock.WithReplicaAck(1, time.Second))
 	served := make(chan error, 1)
 	go func() {
@@ -108,7 +109,7 @@ func runFailover(t *testing.T, fc failoverCase) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lost := take("lost", dlock.WithTTL(2*time.Second), dlock.WithAutoRenew())
+	lost := take("lost", dlock.WithTTL(20*time.Second), dlock.WithAutoRenew())
 	old.Kill()
 	killed := time.Now()
 	resume()
@@ -128,8 +129,9 @@ func runFailover(t *testing.T, fc failoverCase) {
 	if after.Fence() <= highest {
 		t.Fatalf("fence after the failover %d, not above %d before it", after.Fence(), highest)
 	}
-	// The acknowledged grant survived: still held, and Unlock works.
-	if ttl, err := acked.TTL(ctx); err != nil || ttl <= 0 {
+	// The acknowledged, auto-renewed grant survived: still held, its lease
+	// kept, and Unlock works.
+	if ttl, err := acked.TTL(ctx); err != nil || ttl <= 0 || acked.Context().Err() != nil {
 		t.Fatalf("the acknowledged grant after the failover: TTL %v, %v", ttl, err)
 	}
 	if err := acked.Unlock(ctx); err != nil {
@@ -155,27 +157,35 @@ func runFailover(t *testing.T, fc failoverCase) {
 	if err := held.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
+	unlocked := time.Now()
 	select {
 	case err := <-served:
 		if err != nil {
 			t.Fatalf("the waiter queued across the failover: %v", err)
 		}
+		t.Logf("the waiter queued across the failover was served %v after its holder's Unlock", time.Since(unlocked).Round(time.Millisecond))
 	case <-time.After(time.Minute):
 		t.Fatal("the queued waiter hangs after the failover")
 	}
 	// The lost grant: the new master never had it, so another client can
 	// take the lock (the seeds' double holder), with a higher fence; the
-	// old holder's Context ends.
+	// old holder's lease outlasted the failover, and its next renewal
+	// finds the key gone: its Context ends with ErrKeyLost.
 	stolen, err := c.TryLock(ctx, fc.keys("lost"), dlock.WithTTL(time.Minute))
 	if err != nil {
 		t.Fatalf("the lost grant's key on the new master: %v", err)
 	}
+	stolenAt := time.Now()
 	if stolen.Fence() <= lost.Fence() {
 		t.Fatalf("the second holder's fence %d is not above the lost grant's %d", stolen.Fence(), lost.Fence())
 	}
 	select {
 	case <-lost.Context().Done():
-		t.Logf("the lost holder was told: %v", context.Cause(lost.Context()))
+		cause := context.Cause(lost.Context())
+		if !errors.Is(cause, dlock.ErrKeyLost) {
+			t.Fatalf("the lost holder's Context ended with %v, want ErrKeyLost", cause)
+		}
+		t.Logf("the lost holder was told, %v after the second holder's grant: %v", time.Since(stolenAt).Round(time.Millisecond), cause)
 	case <-time.After(time.Minute):
 		t.Fatal("the lost holder's Context never ended")
 	}

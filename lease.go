@@ -32,7 +32,7 @@ import (
 //
 // The Context also ends, with a cause that context.Cause reports, when:
 //   - Unlock releases the lock (ErrReleased);
-//   - a renewal, Extend, TTL or Unlock finds the token gone (ErrLost);
+//   - a renewal, Extend, TTL or Unlock finds the token gone (ErrKeyLost);
 //   - the estimate runs out without renewal (ErrLeaseExpired);
 //   - the WithMaxHold ceiling is reached (ErrMaxHold).
 

@@ -54,8 +54,8 @@ func TestOverwrittenKeyEndsTheContextWithErrLost(t *testing.T) {
 	rdb.Set(ctxT(t), k, "someone-else", time.Minute)
 
 	// The next renewal (within TTL/3 = 1 s) finds the token replaced.
-	if cause := waitDone(t, l.Context(), "overwritten key"); cause != dlock.ErrLost {
-		t.Fatalf("cause = %v, want ErrLost", cause)
+	if cause := waitDone(t, l.Context(), "overwritten key"); cause != dlock.ErrKeyLost || !errors.Is(cause, dlock.ErrLost) {
+		t.Fatalf("cause = %v, want ErrKeyLost", cause)
 	}
 	if err := l.Unlock(ctxT(t)); !errors.Is(err, dlock.ErrNotHeld) {
 		t.Fatalf("Unlock after loss: %v, want ErrNotHeld", err)
@@ -210,8 +210,8 @@ func TestExtendFindingTheLockGoneEndsTheContext(t *testing.T) {
 	if err := l.Extend(ctxT(t), time.Minute); !errors.Is(err, dlock.ErrNotHeld) {
 		t.Fatalf("Extend: %v, want ErrNotHeld", err)
 	}
-	if cause := context.Cause(l.Context()); cause != dlock.ErrLost {
-		t.Fatalf("cause = %v, want ErrLost", cause)
+	if cause := context.Cause(l.Context()); cause != dlock.ErrKeyLost {
+		t.Fatalf("cause = %v, want ErrKeyLost", cause)
 	}
 }
 

@@ -156,8 +156,8 @@ func (l *Lock) Fence() int64 { return l.fence }
 // sent, plus the TTL, minus a drift margin, and never past the WithMaxHold
 // ceiling. It ends by that deadline even if Redis stops answering, so the
 // holder is told before the server can let anyone else in. context.Cause
-// says why it ended: ErrReleased, ErrLost, ErrLeaseExpired or ErrMaxHold
-// (the last two match ErrLost).
+// says why it ended: ErrReleased, or ErrKeyLost, ErrLeaseExpired or
+// ErrMaxHold (all three match ErrLost).
 //
 // Run the work the lock protects under this context (or one derived from
 // it), and stop when it ends. Its Err and Done look at the clock
@@ -194,7 +194,7 @@ func redact(token string) string {
 // renewal, and ends its Context with cause ErrReleased. It returns an error
 // matching ErrNotHeld when the key no longer holds this Lock's token (it
 // expired, and perhaps someone else holds it now; that holder's key is left
-// untouched; the Context then ends with ErrLost), or when the Lock was
+// untouched; the Context then ends with ErrKeyLost), or when the Lock was
 // already unlocked.
 //
 // If ctx ends first, Unlock returns ctx's error; the release still completes
@@ -370,7 +370,7 @@ func (l *Lock) gone(ok bool) {
 			then()
 		}
 	} else {
-		l.lease.end(ErrLost)
+		l.lease.end(ErrKeyLost)
 	}
 }
 
@@ -380,7 +380,7 @@ func (l *Lock) gone(ok bool) {
 // cut so the lock ends at the ceiling; past it, Extend fails with an error
 // matching ErrMaxHold. If the key no longer holds this Lock's token, Extend
 // returns an error matching ErrNotHeld, changes nothing (an expired lock is
-// never re-created), and ends the Context with ErrLost.
+// never re-created), and ends the Context with ErrKeyLost.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if err := checkTTL(ttl); err != nil {
 		return err
@@ -451,7 +451,7 @@ func (l *Lock) renewalVerdict(ctx context.Context, v votes, sent time.Time, ttl 
 		// If Unlock has begun, it may have deleted the key before this
 		// renewal arrived: it, not the renewal, says how the lease ended.
 		if !l.isHalted() {
-			l.lease.end(ErrLost)
+			l.lease.end(ErrKeyLost)
 		}
 		return l.notHeld()
 	}
@@ -460,7 +460,7 @@ func (l *Lock) renewalVerdict(ctx context.Context, v votes, sent time.Time, ttl 
 
 // TTL returns the lock's remaining time to live as the server sees it, or an
 // error matching ErrNotHeld when the key no longer holds this Lock's token
-// (the Context then ends with ErrLost).
+// (the Context then ends with ErrKeyLost).
 func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	if l.isReleased() {
 		return 0, l.notHeld()
@@ -471,7 +471,7 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	case agreed:
 		return d, nil
 	case refused:
-		l.lease.end(ErrLost)
+		l.lease.end(ErrKeyLost)
 		return 0, l.notHeld()
 	}
 	return 0, v.undecided(ctx.Err(), len(l.c.nodes))

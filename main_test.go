@@ -78,6 +78,9 @@ func (s *servers) get() []*redistest.Server {
 }
 
 func TestMain(m *testing.M) {
+	if r := os.Getenv(roleEnv); r != "" {
+		os.Exit(playRole(r))
+	}
 	code := m.Run()
 	for _, s := range started {
 		for _, srv := range s.got {

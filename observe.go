@@ -20,7 +20,7 @@ const (
 	// or failed.
 	EventRenew
 	// EventLost: the lock's Context ended other than by a release (an
-	// Unlock that finds the key gone counts too); Err is the cause (ErrLost,
+	// Unlock that finds the key gone counts too); Err is the cause (ErrKeyLost,
 	// ErrLeaseExpired, ErrMaxHold). A loss found before Unlock returns is
 	// reported by then.
 	EventLost

@@ -465,8 +465,8 @@ func TestRedlockMaxHoldAndLoss(t *testing.T) {
 	l = mustLock(t, c, k, dlock.WithTTL(3*time.Second), dlock.WithAutoRenew())
 	rdbs[0].Set(ctxT(t), k, "someone-else", time.Minute)
 	rdbs[2].Set(ctxT(t), k, "someone-else", time.Minute)
-	if cause := waitDone(t, l.Context(), "majority taken"); cause != dlock.ErrLost {
-		t.Fatalf("cause = %v, want ErrLost", cause)
+	if cause := waitDone(t, l.Context(), "majority taken"); cause != dlock.ErrKeyLost {
+		t.Fatalf("cause = %v, want ErrKeyLost", cause)
 	}
 }
 

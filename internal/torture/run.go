@@ -242,6 +242,28 @@ func Scenarios() []Scenario {
 				e.Servers[0].Kill()
 				_ = e.Servers[0].Restart()
 			}},
+		{Name: "herd+outage", Modes: []string{"single"}, Herd: true, What: "the herd; Redis down for 3 TTLs, back without persistence",
+			Nemesis: func(ctx context.Context, e *Env) {
+				e.firstGrant(ctx)
+				defer e.fault("Redis down")()
+				e.Servers[0].Kill()
+				sleep(ctx, 3*e.Cfg.TTL)
+				_ = e.Servers[0].Restart()
+			}},
+		{Name: "herd+pubsub-kill", Modes: []string{"single"}, Herd: true, What: "the herd; CLIENT KILL TYPE pubsub every 20 ms for 3 TTLs",
+			Nemesis: killPubSub},
+	}
+}
+
+// killPubSub kills every pub/sub connection of the first server every 20
+// ms for 3 TTLs (redisson #5761: hand-off messages lost with them).
+func killPubSub(ctx context.Context, e *Env) {
+	e.firstGrant(ctx)
+	defer e.fault("CLIENT KILL TYPE pubsub")()
+	admin := redis.NewClient(e.Servers[0].Options())
+	defer admin.Close()
+	for end := time.Now().Add(3 * e.Cfg.TTL); ctx.Err() == nil && time.Now().Before(end); sleep(ctx, 20*time.Millisecond) {
+		admin.ClientKillByFilter(ctx, "TYPE", "pubsub")
 	}
 }
 
