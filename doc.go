@@ -75,7 +75,7 @@
 // naming each failed node), not ErrNotObtained. Lock waits through slow
 // nodes (if its context ends first, its error matches both) and returns
 // ErrNoQuorum once too many nodes failed outright. redlock.go has the
-// algorithm and the fence argument; the README says when to use it.
+// algorithm and the fence argument; docs/redlock.md says when to use it.
 //
 // # Observability and tokens
 //

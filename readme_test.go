@@ -3,6 +3,7 @@ package dlock_test
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"go/ast"
 	"go/importer"
 	"go/parser"
@@ -11,8 +12,11 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"unicode"
 )
 
 // snippetImports are the packages a README fragment (a block that is not a
@@ -24,48 +28,171 @@ var snippetImports = map[string]string{
 	"dlockotel": "github.com/dlock-go/dlock/dlockotel",
 }
 
-// Every Go block in the README type-checks against the packages as they
-// are: whole programs as they stand, fragments inside a function that
-// declares what they assume (ctx, rdb, locks, ...). Unused variables and
-// imports, which a fragment cannot avoid, are the only errors allowed.
-func TestREADMESnippetsCompile(t *testing.T) {
+// docFiles are the Markdown files whose Go blocks, links and anchors the
+// tests check: the README and the guides.
+func docFiles(t *testing.T) []string {
+	t.Helper()
+	guides, err := filepath.Glob("docs/*.md")
+	if err != nil || len(guides) < 10 {
+		t.Fatalf("docs/*.md: %d guides, %v", len(guides), err)
+	}
+	return append([]string{"README.md", "BENCHMARKS.md"}, guides...)
+}
+
+// Every Go block in the README and the guides type-checks against the
+// packages as they are: whole programs as they stand, fragments inside a
+// function that declares what they assume (ctx, rdb, locks, ...). Unused
+// variables and imports, which a fragment cannot avoid, are the only
+// errors allowed.
+func TestDocSnippetsCompile(t *testing.T) {
+	imp := exportImporter(t)
+	total := 0
+	for _, file := range docFiles(t) {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		blocks := goBlocks(string(data))
+		total += len(blocks)
+		for i, b := range blocks {
+			checkSnippet(t, imp, fmt.Sprintf("%s: Go block %d", file, i+1), b)
+		}
+	}
+	if total < 10 {
+		t.Fatalf("found only %d Go blocks in the docs", total)
+	}
+}
+
+// checkSnippet type-checks one Go block, named what in its errors.
+func checkSnippet(t *testing.T, imp types.Importer, what, b string) {
+	t.Helper()
+	src := b
+	if !strings.HasPrefix(strings.TrimSpace(b), "package ") {
+		src = "package snippet\n\nimport (\n"
+		for name, path := range snippetImports {
+			src += "\t" + name + " " + `"` + path + `"` + "\n"
+		}
+		src += ")\n\nfunc _(ctx context.Context, rdb, rdb1, rdb2, rdb3, rdb4, rdb5 *redis.Client, db *sql.DB, job interface{ Run(context.Context) error }) error {\n"
+		if !strings.Contains(b, "locks :=") {
+			src += "var locks *dlock.Client\n"
+		}
+		src += b + "\nreturn nil\n}\n"
+	}
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "snippet.go", src, 0)
+	if err != nil {
+		t.Errorf("%s does not parse: %v\n%s", what, err, b)
+		return
+	}
+	conf := types.Config{Importer: imp, Error: func(err error) {
+		var te types.Error
+		if errors.As(err, &te) && te.Soft && strings.Contains(te.Msg, "not used") {
+			return
+		}
+		t.Errorf("%s: %v", what, err)
+	}}
+	_, _ = conf.Check("snippet", fset, []*ast.File{f}, nil)
+}
+
+// Every relative link in the README and the guides names a file that
+// exists, and every #anchor a heading of the file it points into.
+func TestDocLinksResolve(t *testing.T) {
+	checked := 0
+	for _, file := range docFiles(t) {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, target := range links(string(data)) {
+			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			path, anchor, _ := strings.Cut(target, "#")
+			dest := file
+			if path != "" {
+				dest = filepath.Join(filepath.Dir(file), path)
+				if _, err := os.Stat(dest); err != nil {
+					t.Errorf("%s: link to %s: %v", file, target, err)
+					continue
+				}
+			}
+			if anchor != "" && !hasAnchor(t, dest, anchor) {
+				t.Errorf("%s: link to %s: %s has no heading #%s", file, target, dest, anchor)
+			}
+			checked++
+		}
+	}
+	if checked < 20 {
+		t.Fatalf("only %d relative links checked", checked)
+	}
+}
+
+// The README is a front door, not a manual: the guides hold the rest.
+func TestTheREADMEIsShort(t *testing.T) {
 	data, err := os.ReadFile("README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	blocks := goBlocks(string(data))
-	if len(blocks) < 4 {
-		t.Fatalf("found %d Go blocks in the README", len(blocks))
+	if n := strings.Count(string(data), "\n"); n > 250 {
+		t.Fatalf("README.md has %d lines; keep it under 250 and move the rest to a guide", n)
 	}
-	imp := exportImporter(t)
-	for i, b := range blocks {
-		src := b
-		if !strings.HasPrefix(strings.TrimSpace(b), "package ") {
-			src = "package snippet\n\nimport (\n"
-			for name, path := range snippetImports {
-				src += "\t" + name + " " + `"` + path + `"` + "\n"
-			}
-			src += ")\n\nfunc _(ctx context.Context, rdb, rdb1, rdb2, rdb3, rdb4, rdb5 *redis.Client, db *sql.DB, job interface{ Run(context.Context) error }) error {\n"
-			if !strings.Contains(b, "locks :=") {
-				src += "var locks *dlock.Client\n"
-			}
-			src += b + "\nreturn nil\n}\n"
-		}
-		fset := token.NewFileSet()
-		f, err := parser.ParseFile(fset, "snippet.go", src, 0)
-		if err != nil {
-			t.Errorf("README Go block %d does not parse: %v\n%s", i+1, err, b)
+}
+
+// links returns the targets of md's Markdown links and images, inline
+// ([text](target)) and by reference ([name]: target), outside code.
+func links(md string) []string {
+	var out []string
+	inline := regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	ref := regexp.MustCompile(`^\[[^\]]+\]:\s+(\S+)`)
+	fenced := false
+	for _, line := range strings.Split(md, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "```") {
+			fenced = !fenced
 			continue
 		}
-		conf := types.Config{Importer: imp, Error: func(err error) {
-			var te types.Error
-			if errors.As(err, &te) && te.Soft && strings.Contains(te.Msg, "not used") {
-				return
-			}
-			t.Errorf("README Go block %d: %v", i+1, err)
-		}}
-		_, _ = conf.Check("snippet", fset, []*ast.File{f}, nil)
+		if fenced {
+			continue
+		}
+		line = regexp.MustCompile("`[^`]*`").ReplaceAllString(line, "")
+		for _, m := range inline.FindAllStringSubmatch(line, -1) {
+			out = append(out, m[1])
+		}
+		if m := ref.FindStringSubmatch(line); m != nil {
+			out = append(out, m[1])
+		}
 	}
+	return out
+}
+
+// hasAnchor reports whether the Markdown file has a heading whose GitHub
+// anchor is anchor.
+func hasAnchor(t *testing.T, file, anchor string) bool {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(line, "#") && slug(strings.TrimLeft(line, "# ")) == anchor {
+			return true
+		}
+	}
+	return false
+}
+
+// slug is GitHub's anchor for a heading: lower case, spaces to hyphens,
+// punctuation other than hyphens and underscores dropped.
+func slug(heading string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(heading) {
+		switch {
+		case r == ' ':
+			b.WriteByte('-')
+		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 // goBlocks returns the contents of the ```go fences in md.

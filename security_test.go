@@ -12,7 +12,7 @@ import (
 	"github.com/dlock-go/dlock/internal/redistest"
 )
 
-// minimalACL is the README's ACL for a user that may lock keys lock:* and
+// minimalACL is docs/operating.md's ACL for a user that may lock keys lock:* and
 // nothing else. Keep the two in step.
 var minimalACL = []any{"ACL", "SETUSER", "locker", "on", ">s3cret",
 	"resetkeys", "~lock:*", "~dlock:*{lock:*",

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	_ "embed"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,6 +13,12 @@ import (
 )
 
 // writeReport writes the markdown report and the SVG chart.
+// notes is the reading of the runs and the log of what was tried, kept
+// below the generated tables.
+//
+//go:embed notes.md
+var notes string
+
 func writeReport(path, chartName string, results []result, mem []memoryRow) error {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "# Benchmarks\n\n")
@@ -76,6 +83,7 @@ func writeReport(path, chartName string, results []result, mem []memoryRow) erro
 			fmt.Fprintf(&b, "| %s | %.0f | %.0f | %d | %s |\n", r.lib, r.held, r.released, r.keysLeft, left)
 		}
 	}
+	b.WriteString("\n" + notes)
 	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
 		return err
 	}

@@ -31,7 +31,7 @@ import (
 )
 
 // Exit codes. They are part of the interface: scripts test for them, and
-// usage and the README's table document every one (a test holds them
+// usage and the table of docs/command.md document every one (a test holds them
 // together).
 const (
 	exitOK          = 0

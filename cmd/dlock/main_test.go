@@ -695,11 +695,11 @@ func TestHelpNamesDurationsAndGivesEachDefaultOnce(t *testing.T) {
 }
 
 // Every exit code the command uses is documented, the same, in the
-// top-level help and in the README.
+// top-level help and in the command reference (docs/command.md).
 func TestEveryExitCodeIsDocumented(t *testing.T) {
 	codes := exitCodes(t)
 	_, help, _ := run(t, "help")
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../docs/command.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -712,7 +712,7 @@ func TestEveryExitCodeIsDocumented(t *testing.T) {
 			t.Errorf("dlock help does not document exit %s (%s):\n%s", n, name, helpCodes)
 		}
 		if !regexp.MustCompile(`(?m)^\| [^|]*\b` + n + `\b[^|]*\|`).MatchString(table) {
-			t.Errorf("the README's table does not document exit %s (%s)", n, name)
+			t.Errorf("the table of docs/command.md does not document exit %s (%s)", n, name)
 		}
 	}
 }
