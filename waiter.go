@@ -69,6 +69,21 @@ func (w *queuedWaiter) take() (h *handedOff, check bool, err error) {
 	return h, check, err
 }
 
+// forgetOutage drops from the mailbox an error that w would ride out (the
+// group's keepalive could not reach the node) as w is about to join
+// again: riding it out means joining again, which this join does, and its
+// own answer tells whether the node is back. Left there (delivered while w
+// rode out the outage, whose wake takes only the signal), it would end
+// w's first wait once the node is back, throwing away the grant that woke
+// w for a backoff and a rejoin while the key stays granted to w.
+func (w *queuedWaiter) forgetOutage() {
+	w.mu.Lock()
+	if w.err != nil && !w.o.failFast && transient(w.err) {
+		w.err = nil
+	}
+	w.mu.Unlock()
+}
+
 // wait joins the queue and waits for the grant. Whenever it returns without
 // the lock, the waiter has left the queue (or its leave is under way after
 // a step still in flight, or remembered by the group).
@@ -87,6 +102,7 @@ func (w *queuedWaiter) wait(ctx context.Context, g *waitGroup) (*Lock, error) {
 	}
 	for {
 		if check {
+			w.forgetOutage()
 			l, err, inFlight := g.join(ctx, w)
 			if errors.Is(err, errGrantLapsed) || err != nil && w.out.rideOut(ctx, g.c.done, w.signal, w.o, err) {
 				continue // check stays true: join again, at its place (a grant that woke it is confirmed)

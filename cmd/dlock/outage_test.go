@@ -62,7 +62,7 @@ func start(t *testing.T, name string, cmd *exec.Cmd) *started {
 func (st *started) pid(t *testing.T) int {
 	t.Helper()
 	var pid int
-	until(t, st.name+" prints its child's pid", func() bool {
+	waitUntil(t, st.name+" prints its child's pid", func() bool {
 		line, _, ok := strings.Cut(st.output(), "\n")
 		pid, _ = strconv.Atoi(line)
 		return ok && pid > 0
@@ -124,7 +124,7 @@ func TestTheCommandWaitsThroughARestart(t *testing.T) {
 		start(t, "elect", dlockOn(s, "elect", "--key", k+":elect", "--wait", "30s", "--", "sh", "-c", ranAt)),
 	}
 	for _, kk := range []string{k, k + ":sem", k + ":elect"} {
-		until(t, kk+"'s waiter queues", func() bool {
+		waitUntil(t, kk+"'s waiter queues", func() bool {
 			st, err := c.Inspect(ctx, kk)
 			return err == nil && st.Waiters == 1
 		})
@@ -155,7 +155,7 @@ func TestRunKeepsItsCommandOnlyWhileItsLeaseHolds(t *testing.T) {
 	run := start(t, "run", dlockOn(s, "run", "--key", k, "--ttl", "3s", "--", "sh", "-c", "echo $$; exec sleep 120"))
 	r := s.Client(t)
 	ctx := context.Background()
-	until(t, "dlock run takes the lock", func() bool { return r.Exists(ctx, k).Val() == 1 })
+	waitUntil(t, "dlock run takes the lock", func() bool { return r.Exists(ctx, k).Val() == 1 })
 	child := run.pid(t)
 	s.Kill()
 	time.Sleep(time.Second)
@@ -174,21 +174,9 @@ func TestRunKeepsItsCommandOnlyWhileItsLeaseHolds(t *testing.T) {
 	s.Pause()
 	paused := time.Now()
 	defer s.Resume()
-	until(t, "the command is stopped", func() bool { return syscall.Kill(child, 0) != nil })
+	waitUntil(t, "the command is stopped", func() bool { return syscall.Kill(child, 0) != nil })
 	t.Logf("the command was stopped %v after Redis stopped answering (TTL 3s)", time.Since(paused).Round(time.Millisecond))
 	if code := run.exit(t); code != exitLost || !strings.Contains(run.stderr.String(), "lost") {
 		t.Fatalf("dlock run after an outage longer than its lease: exit %d, stderr %q; want %d, lost", code, run.stderr.String(), exitLost)
-	}
-}
-
-// until polls cond until it holds, and fails the test after 20 s.
-func until(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 20s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -19,7 +19,7 @@ func TestPeerConsulChildStoppedWhenTheLockIsLost(t *testing.T) {
 	k := key(t)
 	run := start(t, "run", dlockOn(s, "run", "--key", k, "--ttl", "3s", "--", "sleep", "120"))
 	r := s.Client(t)
-	until(t, "dlock run takes the lock", func() bool { return r.Exists(context.Background(), k).Val() == 1 })
+	waitUntil(t, "dlock run takes the lock", func() bool { return r.Exists(context.Background(), k).Val() == 1 })
 	s.Kill()
 	if err := s.Restart(); err != nil {
 		t.Fatal(err)

@@ -252,6 +252,8 @@ func Scenarios() []Scenario {
 			}},
 		{Name: "herd+pubsub-kill", Modes: []string{"single"}, Herd: true, What: "the herd; CLIENT KILL TYPE pubsub every 20 ms for 3 TTLs",
 			Nemesis: killPubSub},
+		{Name: "herd+waiter-kill", Modes: []string{"single"}, Herd: true, What: "the herd; SIGKILL a process whose waiters all wait",
+			Nemesis: func(ctx context.Context, e *Env) { e.firstGrant(ctx); killWaiter(e) }},
 	}
 }
 
@@ -292,6 +294,23 @@ func killHolder(e *Env) {
 	e.mu.Unlock()
 	e.fault(fmt.Sprintf("SIGKILL client %d", hs[0]))
 	_ = e.workers[hs[0]].Process.Kill()
+}
+
+// killWaiter kills a client process that holds nothing, its waiters all
+// in line (redisson #2278: a crashed waiter wedged the queue). Its waiters
+// never report; the others must all be served.
+func killWaiter(e *Env) {
+	holding := map[int]bool{}
+	for _, p := range e.holders() {
+		holding[p] = true
+	}
+	for i, w := range e.workers {
+		if !holding[i] {
+			e.fault(fmt.Sprintf("SIGKILL client %d, waiting", i))
+			_ = w.Process.Kill()
+			return
+		}
+	}
 }
 
 // firstGrant waits until some client holds the lock, and a little longer,
