@@ -22,6 +22,7 @@ type StaleFenceError struct {
 	Highest  int64  // the highest fence the resource had accepted
 }
 
+// Error names the resource, the refused fence and the highest it had accepted.
 func (e *StaleFenceError) Error() string {
 	return fmt.Sprintf("dlock: stale fence: %s refused fence %d, below the %d it has accepted", e.Resource, e.Fence, e.Highest)
 }
