@@ -1,7 +1,7 @@
 package dlock_test
 
-// Every peer's known failure, replayed on real servers (docs/peers.md has
-// the table). Each test is named for the peer and its issue.
+// Every peer's known failure, replayed on real servers (docs/failures.md
+// has the table). Each test is named for the peer and its issue.
 
 import (
 	"bufio"
