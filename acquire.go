@@ -407,13 +407,13 @@ func (c *Client) mayWait(ctx context.Context, o options, err error) bool {
 	if ctx.Err() != nil || !errors.As(err, &qe) {
 		return false
 	}
-	var down votes // a node that failed outright is a no to "can a majority still answer?"
+	var down transport.Votes // a node that failed outright is a no to "can a majority still answer?"
 	for _, e := range qe.Errs {
 		if !isSlow(e) {
-			down.no++
+			down.No++
 		}
 	}
-	return down.of(len(c.nodes)) != refused
+	return down.Of(len(c.nodes)) != transport.Refused
 }
 
 // neverSent reports whether err shows that the command never reached the

@@ -33,7 +33,7 @@ type attempt struct {
 
 	// after holds, for each node where the Client's release of the key
 	// was under way when the attempt began, the releases its acquire
-	// there waits for (inflight.go); nil if none.
+	// there waits for (transport.Flights); nil if none.
 	after map[*node][]<-chan struct{}
 
 	held *Lock // the lock, if obtained: written before decided is unlocked
@@ -73,7 +73,7 @@ func (c *Client) try(ctx context.Context, key string, o options, listens bool) (
 	out := judge(answers, ctx.Err(), time.Since(a.sent), o.ttl)
 	if out.err == nil {
 		a.held = newLock(c, a.nm, token, out.fence, o, a.sent, o.ttl)
-		a.held.pending = newPendingGrants(c.nodes, answers)
+		a.held.pending = transport.NewPending(c.nodes, func(i int) bool { return answers[i].abandoned })
 		return a.held, 0, nil
 	}
 	return a.conclude(ctx, answers, out)
@@ -142,7 +142,7 @@ func (a *attempt) round() round[grant, *attempt] {
 }
 
 // acquireOn runs the attempt's acquire on n, after the Client's release
-// of the key on n still under way, if any (inflight.go).
+// of the key on n still under way, if any (transport.Flights).
 func (a *attempt) acquireOn(ctx context.Context, n *node) (grant, error) {
 	if !confirmed(ctx, a.after[n], a.o.nodeTimeoutFor(len(a.c.nodes))) { // a timeout: positive on several nodes
 		return grant{}, n.fail("acquire", errUnsent)
@@ -180,8 +180,8 @@ type outcome struct {
 // waiting for. Nodes that have not answered are late's.
 func judge(answers []answer[grant], ctxErr error, elapsed, ttl time.Duration) outcome {
 	v := count(answers, grant.granted)
-	vd := v.of(len(answers))
-	if vd == agreed && ctxErr == nil && elapsed < ttl-drift(ttl) {
+	vd := v.Of(len(answers))
+	if vd == transport.Agreed && ctxErr == nil && elapsed < ttl-drift(ttl) {
 		return outcome{fence: grantedFence(answers)}
 	}
 	out := outcome{holderTTL: -1}
@@ -200,15 +200,15 @@ func judge(answers []answer[grant], ctxErr error, elapsed, ttl time.Duration) ou
 	switch {
 	case ctxErr != nil:
 		out.err = notObtained(ctxErr)
-	case vd == agreed: // too late to be of use
+	case vd == transport.Agreed: // too late to be of use
 		out.err = notObtained(ErrLeaseExpired)
-	case vd == refused:
+	case vd == transport.Refused:
 		out.err, out.holderTTL = ErrNotObtained, shortestHolder(answers)
-		if v.yes > 0 {
+		if v.Yes > 0 {
 			out.err = errNotObtainedSplit
 		}
 	default:
-		out.err = v.undecided(nil, len(answers))
+		out.err = undecided(v, nil, len(answers))
 	}
 	return out
 }
@@ -244,8 +244,8 @@ func (a *attempt) late(n *node, g grant, err error) {
 	a.decided.Lock() // late runs in the request's goroutine; try is returning
 	a.decided.Unlock()
 	l := a.held
-	if l != nil && l.pending.arrived(n) && err == nil {
-		return // Unlock releases n now that its answer has come (pending.go)
+	if l != nil && l.pending.Arrived(n) && err == nil {
+		return // Unlock releases n now that its answer has come (transport.Pending)
 	}
 	if !lateGiveBack(g, err, l != nil && !l.asked() && !l.lease.over()) {
 		return

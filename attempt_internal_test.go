@@ -3,7 +3,6 @@ package dlock
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"slices"
 	"syscall"
@@ -109,38 +108,8 @@ func TestLateErrorsAreGivenBackUnlessNothingWasSent(t *testing.T) {
 	}
 }
 
-func TestVerdictsOfOneThreeAndFourNodes(t *testing.T) {
-	for _, c := range []struct {
-		n, yes, no int
-		want       verdict
-	}{
-		{1, 1, 0, agreed}, {1, 0, 1, refused}, {1, 0, 0, undecided},
-		{3, 2, 0, agreed}, {3, 1, 2, refused}, {3, 1, 1, undecided},
-		{4, 3, 0, agreed}, {4, 2, 2, refused}, {4, 2, 1, undecided},
-	} {
-		if got := (votes{yes: c.yes, no: c.no}).of(c.n); got != c.want {
-			t.Errorf("%d nodes, %d yes, %d no: verdict %d, want %d", c.n, c.yes, c.no, got, c.want)
-		}
-	}
-}
-
-func TestBallotDecidesOnceWhenLateAnswersCompleteIt(t *testing.T) {
-	var decided []verdict
-	b := &ballot{n: 3, decide: func(v verdict) { decided = append(decided, v) }}
-	b.add(true, nil)
-	b.add(false, fmt.Errorf("timeout"))
-	if len(decided) != 0 {
-		t.Fatalf("decided %v after one yes of three", decided)
-	}
-	b.add(true, nil) // late
-	b.add(true, nil)
-	if !slices.Equal(decided, []verdict{agreed}) {
-		t.Fatalf("decided %v, want [agreed] once", decided)
-	}
-}
-
 // An acquire not sent because the node had not answered the Client's own
-// release within the node timeout (inflight.go) is a slow node, as a node
+// release within the node timeout (transport.Flights) is a slow node, as a node
 // timeout is, not a node down: Lock waits for such nodes rather than give
 // up (found by review: with two of three nodes stalled, 4 of 20 Locks
 // returned a QuorumError after 50 ms where they had waited before).

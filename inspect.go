@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/dlock-go/dlock/internal/transport"
 )
 
 // Status is what Inspect sees of a lock key.
@@ -101,12 +103,12 @@ func majorityHolder(ctx context.Context, answers []answer[keyState]) (holder, er
 		}
 	}
 	for token := range values {
-		if v, d := holding(answers, token); v.of(len(answers)) == agreed {
+		if v, d := holding(answers, token); v.Of(len(answers)) == transport.Agreed {
 			return holder{token: token, ttl: d, fence: holdersFence(answers, token)}, nil
 		}
 	}
-	if answered := count(answers, func(keyState) bool { return true }); answered.of(len(answers)) != agreed {
-		return holder{}, answered.undecided(ctx.Err(), len(answers))
+	if answered := count(answers, func(keyState) bool { return true }); answered.Of(len(answers)) != transport.Agreed {
+		return holder{}, undecided(answered, ctx.Err(), len(answers))
 	}
 	return holder{}, nil
 }
@@ -145,7 +147,7 @@ func (q inspection) on(ctx context.Context, n *node) (keyState, error) {
 // from each node that holds it, a no from each that holds something else
 // or nothing. d is the majority-th longest TTL of those that hold it: the
 // lock lasts while a majority does.
-func holding(answers []answer[keyState], token string) (v votes, d time.Duration) {
+func holding(answers []answer[keyState], token string) (v transport.Votes, d time.Duration) {
 	v = count(answers, func(st keyState) bool { return st.exists && st.value == token })
 	var ttls []time.Duration
 	for _, a := range answers {
@@ -153,7 +155,7 @@ func holding(answers []answer[keyState], token string) (v votes, d time.Duration
 			ttls = append(ttls, a.v.pttl)
 		}
 	}
-	if q := majority(len(answers)); len(ttls) >= q {
+	if q := transport.Majority(len(answers)); len(ttls) >= q {
 		slices.SortFunc(ttls, func(a, b time.Duration) int { return cmp.Compare(b, a) })
 		d = ttls[q-1]
 	}
@@ -183,15 +185,15 @@ func (c *Client) Attach(ctx context.Context, key, token string, opts ...Option) 
 	sent := time.Now()
 	answers := c.inspectAll(ctx, key, token, o.nodeTimeoutFor(len(c.nodes)), "inspect")
 	v, d := holding(answers, token)
-	switch v.of(len(c.nodes)) {
-	case agreed:
+	switch v.Of(len(c.nodes)) {
+	case transport.Agreed:
 		fence := holdersFence(answers, token)
 		if d < MinTTL {
 			return nil, fmt.Errorf("%w: %q is about to expire: %w", ErrNotHeld, key, ErrLeaseExpired)
 		}
 		return newLock(c, c.names.get(key), token, fence, o, sent, d), nil
-	case refused:
+	case transport.Refused:
 		return nil, fmt.Errorf("%w: %q", ErrNotHeld, key)
 	}
-	return nil, v.undecided(ctx.Err(), len(c.nodes))
+	return nil, undecided(v, ctx.Err(), len(c.nodes))
 }

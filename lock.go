@@ -32,7 +32,7 @@ type Lock struct {
 	acquired time.Time      // when the acquire request was sent
 	valid    time.Duration  // how long the key lived from then (a hand-off counts from an earlier step)
 	lease    lease          // a field, not a pointer: one allocation less per lock
-	pending  *pendingGrants // nodes whose acquire had not answered when it was obtained (pending.go)
+	pending  *transport.Pending[*node] // nodes whose acquire had not answered when it was obtained (transport.Pending)
 	waited   atomic.Bool    // obtained after waiting: others likely wait too (node.release's lean)
 
 	stopped chan struct{} // closed when the watchdog has returned; nil without one
@@ -216,7 +216,7 @@ func (l *Lock) Unlock(ctx context.Context) (err error) {
 			}
 		}()
 	}
-	l.pending.releaseAfter() // before the lock is marked asked: pending.go
+	l.pending.ReleaseAfter() // before the lock is marked asked: transport.Pending
 	l.halt()
 	v := l.releaseAll(ctx)
 	if l.stopped != nil {
@@ -225,13 +225,13 @@ func (l *Lock) Unlock(ctx context.Context) (err error) {
 		case <-ctx.Done():
 		}
 	}
-	switch v.of(len(l.c.nodes)) {
-	case agreed:
+	switch v.Of(len(l.c.nodes)) {
+	case transport.Agreed:
 		return nil
-	case refused:
+	case transport.Refused:
 		return l.notHeld()
 	default:
-		return v.undecided(ctx.Err(), len(l.c.nodes))
+		return undecided(v, ctx.Err(), len(l.c.nodes))
 	}
 }
 
@@ -241,8 +241,8 @@ func (l *Lock) Unlock(ctx context.Context) (err error) {
 // released: the others' answers are not waited for. They finish in the
 // background and still count, so that a verdict they complete ends the
 // Context. A node whose acquire had not answered is released once that
-// answer has come (pending.go).
-func (l *Lock) releaseAll(ctx context.Context) votes {
+// answer has come (transport.Pending).
+func (l *Lock) releaseAll(ctx context.Context) transport.Votes {
 	if len(l.c.nodes) == 1 {
 		r := round[bool, *Lock]{op: "release", timeout: l.timeout, by: l, call: (*Lock).releaseOn, yes: isYes,
 			late: (*Lock).lateRelease}
@@ -254,18 +254,18 @@ func (l *Lock) releaseAll(ctx context.Context) votes {
 	}
 	// Each release is recorded as under way before the round, so that an
 	// acquire of the Client's that begins once Unlock has returned finds
-	// them all (inflight.go).
+	// them all (transport.Flights).
 	rs := &releases{l: l, flights: make(map[*node]chan struct{}, len(l.c.nodes))}
 	for _, n := range l.c.nodes {
-		rs.flights[n] = n.inflight.start(l.names.key)
+		rs.flights[n] = n.releases.Start(l.names.key)
 	}
-	b := &ballot{n: len(l.c.nodes), decide: func(vd verdict) { l.gone(vd == agreed) }}
+	b := &transport.Ballot{N: len(l.c.nodes), Decide: func(vd transport.Verdict) { l.gone(vd == transport.Agreed) }}
 	answers := round[bool, *releases]{op: "release", timeout: l.timeout, by: rs, call: (*releases).on, yes: isYes,
-		late: func(_ *releases, _ *node, ok bool, err error) { b.add(ok, err) },
+		late: func(_ *releases, _ *node, ok bool, err error) { b.Add(ok, err) },
 	}.ask(nil, ctx, l.c, l.c.nodes)
 	for _, a := range answers {
 		if !a.abandoned {
-			b.add(a.err == nil && a.v, a.err)
+			b.Add(a.err == nil && a.v, a.err)
 		}
 	}
 	return count(answers, isYes)
@@ -281,7 +281,7 @@ func (l *Lock) lateRelease(_ *node, ok bool, err error) {
 }
 
 // releases is one Unlock's releases on several nodes, each recorded as
-// under way on its node until it has been answered (inflight.go).
+// under way on its node until it has been answered (transport.Flights).
 type releases struct {
 	l       *Lock
 	flights map[*node]chan struct{}
@@ -290,7 +290,7 @@ type releases struct {
 // on releases the lock on n, and records the answer. A release that
 // failed in a way that may have lost it is tried again (retryRelease).
 func (rs *releases) on(ctx context.Context, n *node) (bool, error) {
-	defer n.inflight.end(rs.l.names.key, rs.flights[n])
+	defer n.releases.End(rs.l.names.key, rs.flights[n])
 	ok, err := rs.l.releaseOn(ctx, n)
 	if err != nil && !neverSent(err) {
 		rs.l.retryRelease(n, err)
@@ -344,7 +344,7 @@ func (l *Lock) retryRelease(n *node, cause error) {
 
 // releaseOn releases the lock on node n, once n's acquire has answered.
 func (l *Lock) releaseOn(ctx context.Context, n *node) (bool, error) {
-	if ch := l.pending.arrival(n); ch != nil {
+	if ch := l.pending.Arrival(n); ch != nil {
 		<-ch // bounded: the acquire's request ends with go-redis's timeouts
 	}
 	return l.c.release(ctx, n, l.names, l.token, l.raise, l.keep, !l.waited.Load())
@@ -435,9 +435,9 @@ func (l *Lock) renew(ctx context.Context, ttl time.Duration) (sent time.Time, er
 
 // renewalVerdict applies the verdict v of a renewal sent at sent for ttl (cut at
 // the hold ceiling) to the lease.
-func (l *Lock) renewalVerdict(ctx context.Context, v votes, sent time.Time, ttl time.Duration, cut bool) error {
-	switch v.of(len(l.c.nodes)) {
-	case agreed:
+func (l *Lock) renewalVerdict(ctx context.Context, v transport.Votes, sent time.Time, ttl time.Duration, cut bool) error {
+	switch v.Of(len(l.c.nodes)) {
+	case transport.Agreed:
 		// Only an extension confirmed within the current validity
 		// counts: past it, someone else may have had the lock meanwhile.
 		if !time.Now().Before(l.lease.validUntil()) {
@@ -447,7 +447,7 @@ func (l *Lock) renewalVerdict(ctx context.Context, v votes, sent time.Time, ttl 
 		}
 		l.lease.renewed(sent, ttl, cut)
 		return nil
-	case refused:
+	case transport.Refused:
 		// If Unlock has begun, it may have deleted the key before this
 		// renewal arrived: it, not the renewal, says how the lease ended.
 		if !l.isHalted() {
@@ -455,7 +455,7 @@ func (l *Lock) renewalVerdict(ctx context.Context, v votes, sent time.Time, ttl 
 		}
 		return l.notHeld()
 	}
-	return v.undecided(ctx.Err(), len(l.c.nodes))
+	return undecided(v, ctx.Err(), len(l.c.nodes))
 }
 
 // TTL returns the lock's remaining time to live as the server sees it, or an
@@ -467,14 +467,14 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	}
 	answers := l.c.inspectAll(ctx, l.Key(), l.token, l.timeout, "ttl")
 	v, d := holding(answers, l.token)
-	switch v.of(len(l.c.nodes)) {
-	case agreed:
+	switch v.Of(len(l.c.nodes)) {
+	case transport.Agreed:
 		return d, nil
-	case refused:
+	case transport.Refused:
 		l.lease.end(ErrKeyLost)
 		return 0, l.notHeld()
 	}
-	return 0, v.undecided(ctx.Err(), len(l.c.nodes))
+	return 0, undecided(v, ctx.Err(), len(l.c.nodes))
 }
 
 // overErr is the error of an Extend or renewal asked for after the lease

@@ -39,9 +39,9 @@ type RedisClient interface {
 // scripts reach it), with what the protocol keeps per node.
 type node struct {
 	*transport.Node
-	// inflight holds the Client's Redlock releases under way on this
-	// node, which its acquires of the same key wait for (inflight.go).
-	inflight inflight
+	// releases holds the Client's Redlock releases under way on this
+	// node, which its acquires of the same key wait for.
+	releases transport.Flights
 
 	lastDurations atomic.Pointer[durationArgs] // the acquire's last TTL and keep (durations)
 }

@@ -2,6 +2,7 @@ package dlock
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/dlock-go/dlock/internal/transport"
@@ -22,7 +23,7 @@ import (
 //     other nodes are not waited for: a grant that comes later joins the
 //     lock, or is released at once if an Extend or renewal has begun
 //     meanwhile (which may have reached that node first). Unlock releases
-//     such a node once its answer has come instead (pending.go).
+//     such a node once its answer has come instead (transport.Pending).
 //  3. Otherwise release it on every node that may have granted it,
 //     including those whose answer was an error, before trying again after a
 //     random delay. A node that answers only after its timeout is released
@@ -145,7 +146,7 @@ func (r round[T, B]) enough(n int) func([]transport.Reply[T]) bool {
 	if r.yes == nil {
 		return nil
 	}
-	need := majority(n)
+	need := transport.Majority(n)
 	return func(got []transport.Reply[T]) bool {
 		yes := 0
 		for _, g := range got {
@@ -155,4 +156,51 @@ func (r round[T, B]) enough(n int) func([]transport.Reply[T]) bool {
 		}
 		return yes >= need
 	}
+}
+
+// count tallies answers: an answer that is not an error is a yes if yes
+// says so, a no otherwise.
+func count[T any](answers []answer[T], yes func(T) bool) transport.Votes {
+	var v transport.Votes
+	for _, a := range answers {
+		v.Add(a.err == nil && yes(a.v), a.err)
+	}
+	return v
+}
+
+// isYes is the yes of a question answered yes or no.
+func isYes(ok bool) bool { return ok }
+
+// undecided returns the error of an undecided verdict among n nodes: ctxErr
+// if the caller's context ended; on one node, its error; on several, a
+// *QuorumError with every node's error.
+func undecided(v transport.Votes, ctxErr error, n int) error {
+	if ctxErr != nil {
+		return ctxErr
+	}
+	if n == 1 && len(v.Failures) == 1 {
+		return v.Failures[0]
+	}
+	return &QuorumError{OK: v.Yes, Nodes: n, Quorum: transport.Majority(n), Errs: v.Failures}
+}
+
+// errUnsent is a node's error for an acquire not sent because the Client's
+// release of the key there was still unanswered at the node timeout
+// (transport.Flights). Nothing was sent, so there is nothing to give back
+// (neverSent); the node is slow, not down, and Lock waits for it (isSlow).
+var errUnsent = errors.New("not sent: the Client's release of the key on this node was still unanswered")
+
+// releasesUnderWay returns, for each of nodes where the Client's release of
+// key is under way, the channels of those releases; nil if none.
+func releasesUnderWay(nodes []*node, key string) map[*node][]<-chan struct{} {
+	var m map[*node][]<-chan struct{}
+	for _, n := range nodes {
+		if chs := n.releases.Under(key); chs != nil {
+			if m == nil {
+				m = make(map[*node][]<-chan struct{})
+			}
+			m[n] = chs
+		}
+	}
+	return m
 }

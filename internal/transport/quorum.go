@@ -1,0 +1,76 @@
+package transport
+
+import "sync"
+
+// The quorum verdict: every question put to N nodes is decided alike. Yes
+// when a majority, n/2+1, says yes; no when so many say no that a majority
+// for yes is out of reach; undecided when too many failed to answer either
+// way. One node is a quorum of one.
+
+// Majority returns how many of n nodes make a quorum.
+func Majority(n int) int { return n/2 + 1 }
+
+// Verdict is what a quorum of nodes decided.
+type Verdict int
+
+// The verdicts.
+const (
+	Undecided Verdict = iota // too many nodes failed to answer
+	Agreed                   // a majority said yes
+	Refused                  // a majority for yes is out of reach
+)
+
+// Votes counts the answers to one question: yes, no, and the errors of the
+// nodes that gave neither.
+type Votes struct {
+	Yes, No  int
+	Failures []error
+}
+
+// Add counts one answer: err, or else a yes or a no.
+func (v *Votes) Add(yes bool, err error) {
+	switch {
+	case err != nil:
+		v.Failures = append(v.Failures, err)
+	case yes:
+		v.Yes++
+	default:
+		v.No++
+	}
+}
+
+// Of returns the verdict of the votes of n nodes.
+func (v Votes) Of(n int) Verdict {
+	switch q := Majority(n); {
+	case v.Yes >= q:
+		return Agreed
+	case v.No > n-q:
+		return Refused
+	}
+	return Undecided
+}
+
+// Ballot counts the answers to one question as they come, in time or late,
+// and calls Decide once, when they first reach a verdict.
+type Ballot struct {
+	N      int
+	Decide func(Verdict) // called once, with Agreed or Refused
+
+	mu      sync.Mutex
+	v       Votes
+	decided bool
+}
+
+// Add counts one node's answer and returns the votes and verdict so far.
+func (b *Ballot) Add(yes bool, err error) (Votes, Verdict) {
+	b.mu.Lock()
+	b.v.Add(yes, err)
+	v, vd := b.v, b.v.Of(b.N)
+	first := vd != Undecided && !b.decided
+	b.decided = b.decided || first
+	b.mu.Unlock()
+	if first {
+		b.Decide(vd)
+	}
+	return v, vd
+}

@@ -1,0 +1,37 @@
+package transport
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+)
+
+func TestVerdictsOfOneThreeAndFourNodes(t *testing.T) {
+	for _, c := range []struct {
+		n, yes, no int
+		want       Verdict
+	}{
+		{1, 1, 0, Agreed}, {1, 0, 1, Refused}, {1, 0, 0, Undecided},
+		{3, 2, 0, Agreed}, {3, 1, 2, Refused}, {3, 1, 1, Undecided},
+		{4, 3, 0, Agreed}, {4, 2, 2, Refused}, {4, 2, 1, Undecided},
+	} {
+		if got := (Votes{Yes: c.yes, No: c.no}).Of(c.n); got != c.want {
+			t.Errorf("%d nodes, %d yes, %d no: verdict %d, want %d", c.n, c.yes, c.no, got, c.want)
+		}
+	}
+}
+
+func TestBallotDecidesOnceWhenLateAnswersCompleteIt(t *testing.T) {
+	var decided []Verdict
+	b := &Ballot{N: 3, Decide: func(v Verdict) { decided = append(decided, v) }}
+	b.Add(true, nil)
+	b.Add(false, fmt.Errorf("timeout"))
+	if len(decided) != 0 {
+		t.Fatalf("decided %v after one yes of three", decided)
+	}
+	b.Add(true, nil) // late
+	b.Add(true, nil)
+	if !slices.Equal(decided, []Verdict{Agreed}) {
+		t.Fatalf("decided %v, want [agreed] once", decided)
+	}
+}
