@@ -159,21 +159,12 @@ func leaseEnd(l *Lock) time.Time {
 // waiter waits for a release message from any node, or a jittered timer,
 // and tries again.
 //
-// Only one of a Client's waiters on a key at a time (the gate's holder)
-// listens and tries; the others wait their turn in the gate, in the order
-// they came to it, without a word to Redis. So a release wakes at most one waiter
-// per Client, not every waiter into a round on every node.
-//
-// Lock's first attempt listens too, though the wait has not subscribed
-// yet: if it fails, the notify key it sets has the holder's release
-// announced to the wait that follows. A turn passed on by a waiter that
-// obtained the lock (turn.held) waits for that holder, of this Client,
-// without an attempt, and learns of its release from the Client
-// (gates.freed), not from a message: the first attempts that set the
-// notify key may be older than its window, or never made (gates.first).
-// (Before, when such turns waited for the message, a herd of 300
-// goroutines on five nodes whose first attempts did not listen served
-// 79-108 critical sections a second, against 424-441.)
+// Only one of a Client's waiters on a key at a time (the gate's turn)
+// listens and tries; the others wait in the gate, in order, without a word
+// to Redis, so a release wakes at most one waiter per Client. Lock's first
+// attempt listens too: the notify key it sets has the release announced. A
+// turn passed on by a waiter that obtained the lock (turn.held) learns of
+// that holder's release from the Client (gates.freed), not from a message.
 func (c *Client) waitListening(ctx context.Context, key string, o options, pttl time.Duration, err error, contended *bool) (*Lock, error) {
 	last := err // the last attempt's error
 	slow := slowNodes{c: c, key: key}

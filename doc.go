@@ -35,11 +35,9 @@
 //
 // Every operation is one round trip. Waiting in Lock costs no polling and
 // no connection per waiter: on one node, waiters queue in Redis in arrival
-// order (by server time) and the release hands the lock straight to the
-// next live one, by a message on the Client's one subscription connection
-// (queue.go); with Redlock, release notifications wake one waiter per
-// Client and key at a time (gate.go). A Lock whose context has no deadline
-// waits as long as it takes.
+// order and the release hands the lock straight to the next live one
+// (docs/waiting.md). Lock waits until its context ends, through a Redis
+// restart or failover too (docs/failures.md).
 //
 // # Beyond one lock
 //
@@ -67,15 +65,11 @@
 // # Redlock
 //
 // New with several go-redis clients, one per independent master, runs the
-// Redlock algorithm of the Redis guidance behind the same API: parallel
-// fan-out with a per-node timeout (WithNodeTimeout), a majority quorum,
-// validity = TTL - elapsed - drift, release on every node after a failed
-// attempt, extension only with a majority, and fences that stay increasing
+// Redlock algorithm of the Redis guidance behind the same API: a majority
+// quorum, validity = TTL - elapsed - drift, and fences that stay increasing
 // across nodes. Too few nodes answering is ErrNoQuorum (a *QuorumError
-// naming each failed node), not ErrNotObtained. Lock waits through slow
-// nodes (if its context ends first, its error matches both) and returns
-// ErrNoQuorum once too many nodes failed outright. redlock.go has the
-// algorithm and the fence argument; docs/redlock.md says when to use it.
+// naming each failed node), not ErrNotObtained. docs/redlock.md says when
+// to use it.
 //
 // # Observability and tokens
 //
@@ -120,17 +114,12 @@
 //
 // The lock key is used as given: GET key shows the holder's token, and a key
 // set by other means (SET key v NX PX) excludes dlock and the other way
-// round. dlock keeps, per key, a fencing counter, a wait queue and a release
-// channel, named "dlock:fence:{…}", "dlock:queue:{…}" (with
-// "dlock:waiters:{…}" and "dlock:notify:{…}") and
-// "dlock:wake:{…}", always in the key's cluster hash slot, whatever braces
-// the key contains; lock keys may not start with "dlock:". The fencing
-// counter expires the grant's TTL plus the fence margin (WithFenceMargin,
-// default 10 minutes) after the last grant, so a released lock leaves
-// nothing behind after that. A counter's value may start with '+' ("+123",
-// read as 123 by Lua's tonumber and Go's strconv.ParseInt alike): the key
-// has, or just had, waiters or listeners, and the uncontended path's
-// scripts leave it to the full ones.
+// round. dlock keeps, per key, a fencing counter, a wait queue and a
+// release channel under "dlock:" names in the key's cluster hash slot
+// (docs/design.md, "The format on Redis"); lock keys may not start with
+// "dlock:". The fencing counter expires the grant's TTL plus the fence
+// margin (WithFenceMargin) after the last grant, so a released lock leaves
+// nothing behind after that.
 //
 // # Contexts
 //

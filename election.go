@@ -14,26 +14,13 @@ import (
 
 // Leader election
 //
-// An election is a lock: the leader is whoever holds the election's key,
-// and its leadership is a *Lock like any other (Context ends when it is
-// lost, Unlock resigns, the watchdog keeps it while the process lives). A
-// campaign is a Lock call that waits in the key's queue, so standbys take
-// over in the order they began campaigning, directly from the leader that
-// resigns, or within a second of a leader's lease running out.
-//
-// What the leader campaigned with travels in its token: the random token,
-// a '.', and the value in URL-safe base64 (no '.' in either part, so the
-// split is unambiguous). The term is the leadership's fence: strictly
-// greater for every new leadership, across data loss as fences are
-// (fence.go), because a new leadership is a new grant.
-//
-// Observers learn of changes by message, not by polling: a campaign that
-// wins publishes "elected" on the election's channel, and a leader that
-// resigns "resigned", on every node. A leadership that lapses (the
-// leader's process died) publishes nothing: an observer reads the leader
-// again when its lease was due to end, so it learns of a lapse within the
-// TTL. A message lost to a reconnection is covered the same way, and by a
-// backstop read every observeBackstop while nobody leads.
+// An election is a lock: the leader holds the election's key, and its
+// leadership is a *Lock; a campaign is a Lock that waits in the key's
+// queue, so standbys take over in the order they began. The value travels
+// in the token (the random part, '.', the value in base64); the term is the
+// fence. Observers learn of changes by message ("elected", "resigned"); a
+// lapse publishes nothing, so an observer reads the leader again when its
+// lease was due to end, and every observeBackstop while nobody leads.
 
 // electPrefix starts the pub/sub channel of an election's announcements.
 const electPrefix = "dlock:elect:"

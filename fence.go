@@ -4,17 +4,10 @@ import "time"
 
 // Fencing tokens
 //
-// A lock with a TTL cannot stop a holder that has stopped running: a GC
-// pause, a SIGSTOP, a swap storm or a slow network can outlast the lease, and
-// the paused holder then resumes believing it still holds the lock while
-// someone else does. Asynchronous replication adds a second way to get two
-// holders: a master grants the lock, dies before its replica has the key,
-// and the promoted replica grants it again. The lock alone cannot prevent
-// either. What can is the resource: every grant carries a fence that is
-// strictly greater than every fence issued before it for the same key, the
-// holder sends its fence with every write, and the resource refuses a write
-// whose fence is below the highest it has accepted. The stale holder's writes
-// are then refused, whatever it believes.
+// A paused holder, or a failover that lost a grant, can make two holders;
+// the lock alone cannot prevent it (docs/fencing.md). The resource can:
+// every grant carries a fence strictly greater than every fence issued
+// before it for the key, and the resource refuses a lower one.
 //
 // How dlock issues fences. The acquire scripts (scripts/acquire_lean.lua,
 // acquire.lua) keep a counter per lock key, in a key of the same hash slot

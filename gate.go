@@ -26,20 +26,12 @@ type gates struct {
 // first reports whether a listening Lock call may make its first attempt on
 // key: whether none of the Client's other Lock calls is making one, in
 // which case this one's is under way until firstDone. If another is, this
-// one goes to the gate without one: the two would find the key alike,
-// and the second could only fail, or split the nodes with the first. The
-// first such call to reach an empty gate has the turn and tries at once
-// (it may still meet the first attempt); the rest wait behind it. So a
-// herd's goroutines, which all call Lock at once, make about two attempts
-// in all at first instead of one each on every node: before, a herd of
-// 1,000 on five nodes sent 5,000 scripts in its first milliseconds, and
-// the first holder's Unlock, queued behind them, at times found no
-// majority within the node timeout
-// (TestARedlockHerdWithTheDefaultsUnlocksCleanly). A call whose Client's
-// waiters are at the gate still makes its first attempt, which a release
-// may let through at once (skipping it there too served a hot key of 16
-// goroutines on five nodes at 351-353 critical sections a second, against
-// 427-446).
+// one goes to the gate without one: the two would find the key alike, and
+// the second could only fail. So a herd that calls Lock at once makes about
+// two attempts at first, not one each on every node, which queued the first
+// holder's Unlock behind them (TestARedlockHerdWithTheDefaultsUnlocksCleanly).
+// A call whose Client's waiters are already at the gate still makes its
+// first attempt, which a release may let through at once.
 func (gs *gates) first(key string) (only bool) {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
@@ -65,14 +57,10 @@ func (gs *gates) firstDone(key string) {
 // the key has released it or found it gone (Lock.gone). That turn waits
 // for the holder's release without an attempt, so it cannot count on a
 // release message: the release sends one only while someone's attempt
-// has found the key taken in the last notifyWindow, and in a herd the
-// attempts that did (the gate's first turns) may be older than that. Its
-// own channel, not wake: the release message, when one comes too, would
-// be seen by the turn after, as a wake-up into an attempt that could only
-// fail (14.7 scripts per critical section in a herd of 1,000 on five
-// nodes, against 10.0). Any holder of the key's release closes it, not
-// only the one that passed the turn on (a lock found gone, a late
-// decision): at worst an attempt too early, which fails and listens.
+// has found the key taken in the last notifyWindow. Its own channel, not
+// wake: a release message would wake the turn after into an attempt that
+// could only fail. Any holder's release of the key closes it: at worst an
+// attempt too early, which fails and listens.
 func (gs *gates) freed(key string) {
 	if gs.n.Load() == 0 { // no gate: every Unlock of a Client without waiters
 		return

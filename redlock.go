@@ -10,29 +10,14 @@ import (
 
 // Redlock
 //
-// A Client over N nodes (independent Redis masters, not replicas of each
-// other) runs the Redlock algorithm of the Redis guidance; a single node is
-// simply a quorum of one, through the same code.
-//
-//  1. Note the time, then send the same key and token to all N nodes in
-//     parallel, each answer bounded by a short per-node timeout (WithNodeTimeout),
-//     so a stalled node costs at most that timeout.
-//  2. The lock is obtained when a majority, N/2+1, granted it and the time
-//     elapsed is below the TTL. Its validity is TTL - elapsed - drift,
-//     counted from step 1 (lease.go). Once a majority has granted it, the
-//     other nodes are not waited for: a grant that comes later joins the
-//     lock, or is released at once if an Extend or renewal has begun
-//     meanwhile (which may have reached that node first). Unlock releases
-//     such a node once its answer has come instead (transport.Pending).
-//  3. Otherwise release it on every node that may have granted it,
-//     including those whose answer was an error, before trying again after a
-//     random delay. A node that answers only after its timeout is released
-//     when the answer comes.
-//
-// Extend succeeds only when a majority extends it within the remaining
-// validity. Unlock releases it on all nodes in parallel. Both return as soon
-// as a majority has said yes; the other nodes' answers are not waited for
-// (their commands still run, in the background).
+// A Client over N independent masters runs the Redlock algorithm of the
+// Redis guidance (docs/redlock.md); one node is a quorum of one, through
+// the same code. The time is noted, the same key and token sent to every
+// node at once, each answer bounded by the node timeout; the lock is
+// obtained when a majority granted it within the TTL, valid for TTL -
+// elapsed - drift (lease.go). A grant that comes after the majority joins
+// the lock (attempt.late); a failed attempt is released on every node that
+// may have granted it. Extend and Unlock return once a majority said yes.
 //
 // Fences across nodes. Each node's acquire script issues its own fence
 // (fence.go); a Redlock grant's fence is the maximum over the nodes that

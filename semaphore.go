@@ -12,35 +12,15 @@ import (
 
 // Semaphores and read-write locks
 //
-// Both are one key holding several holders at once, on the same machinery
-// as Lock: the same FIFO queue and direct hand-off (queue.go), leases with
-// a Context that ends before the server could expire the hold, the
-// watchdog, WithMaxHold, and a fence per grant from the key's one counter,
-// strictly increasing over all grants of the key. Every grant is a *Lock:
-// its Unlock gives the permit or the hold back.
-//
-// The kind of a grant travels in its token, ahead of the random part:
-// "~s<permits>~" for a semaphore permit, "~r~" for a read hold, "~w~" for
-// a write hold (no '~' in a plain or election token). The scripts read it
-// to decide what fits (prelude.lua, holders): a permit while fewer than
-// permits hold, a read hold while no write hold does, a write hold when
-// nobody holds. The key is a sorted set of the holders' tokens scored by
-// when each expires on the server's clock (ms), with each holder's fence
-// beside it (dlock:holders:{…}); an expired holder is purged before any
-// count, so a crashed holder's permit comes back by its TTL. The key and
-// its fences expire with their last holder.
-//
-// Fairness is the queue's: the first waiter that does not fit stops every
-// hand-off behind it, and a newcomer does not take room while anyone is
-// queued. So a waiting writer is not starved by a stream of readers
-// (readers that come after it queue behind it), and a waiter that needs a
-// permit is not overtaken.
-//
-// One deployment only: on a Redlock Client each node would grant permits
-// on its own, and a majority of "fewer than N" on each node is not fewer
-// than N in all; Semaphore and RWMutex there fail with an error matching
-// errors.ErrUnsupported (as does WithReplicaAck, whose listening wait they
-// do not have).
+// Both are one key with several holders, on Lock's machinery: the same
+// queue and hand-off, leases, fences from the key's one counter; every
+// grant is a *Lock. The grant's kind travels in its token ("~s<permits>~",
+// "~r~", "~w~"), which the scripts read to decide what fits (prelude.lua,
+// holders); the key is a sorted set of holders by expiry (docs/design.md,
+// "The format on Redis"). Fairness is the queue's: the first waiter that
+// does not fit stops every hand-off behind it, so a waiting writer is not
+// starved by readers. One deployment only: on Redlock a majority of "fewer
+// than N" per node is not fewer than N in all (errors.ErrUnsupported).
 
 // Kind prefixes of shared tokens.
 const (
