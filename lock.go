@@ -25,15 +25,15 @@ type Lock struct {
 	names    *lockNames // the key and the names derived from it
 	token    string
 	fence    int64
-	raise    int64          // what a release raises each node's fencing counter to: the fence, or 0 on one node
-	ttl      time.Duration  // the lease asked for at acquire, and by renewals
-	keep     time.Duration  // how long the fencing counter is kept from a grant (fence.go)
-	timeout  time.Duration  // per-node timeout (0: none)
-	acquired time.Time      // when the acquire request was sent
-	valid    time.Duration  // how long the key lived from then (a hand-off counts from an earlier step)
-	lease    lease          // a field, not a pointer: one allocation less per lock
+	raise    int64                     // what a release raises each node's fencing counter to: the fence, or 0 on one node
+	ttl      time.Duration             // the lease asked for at acquire, and by renewals
+	keep     time.Duration             // how long the fencing counter is kept from a grant (fence.go)
+	timeout  time.Duration             // per-node timeout (0: none)
+	acquired time.Time                 // when the acquire request was sent
+	valid    time.Duration             // how long the key lived from then (a hand-off counts from an earlier step)
+	lease    lease                     // a field, not a pointer: one allocation less per lock
 	pending  *transport.Pending[*node] // nodes whose acquire had not answered when it was obtained (transport.Pending)
-	waited   atomic.Bool    // obtained after waiting: others likely wait too (node.release's lean)
+	waited   atomic.Bool               // obtained after waiting: others likely wait too (node.release's lean)
 
 	stopped chan struct{} // closed when the watchdog has returned; nil without one
 
