@@ -321,9 +321,11 @@ func gaveUp(cause, last error) error {
 // earlier of the two. fn should stop when it ends.
 //
 // Do returns fn's error. If the lock was lost while fn ran, or the final
-// Unlock found it gone, the error also matches ErrLost (and the specific
-// cause: ErrLeaseExpired, ErrMaxHold). A failed final Unlock (a *NodeError)
-// is joined in too: the lock then stays held until its TTL runs out.
+// Unlock found it gone, the error also matches ErrLost and the specific
+// cause: ErrKeyLost (a renewal or the final Unlock found the key no longer
+// holding the token), ErrLeaseExpired or ErrMaxHold. A failed final Unlock
+// (a *NodeError) is joined in too: the lock then stays held until its TTL
+// runs out.
 func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context) error, opts ...Option) (err error) {
 	if fn == nil {
 		return invalid("Do with a nil function for %q: nothing to run under the lock", key)
@@ -349,7 +351,7 @@ func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context
 		case uerr == nil:
 		case errors.Is(uerr, ErrNotHeld):
 			if lost == nil {
-				lost = fmt.Errorf("%w: %w", ErrLost, uerr)
+				lost = fmt.Errorf("%w: %w", ErrKeyLost, uerr)
 			}
 		default:
 			err = errors.Join(err, uerr)

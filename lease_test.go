@@ -257,8 +257,24 @@ func TestDoReportsErrLostWhenTheLockIsLostWhileFnRuns(t *testing.T) {
 		<-ctx.Done()
 		return ctx.Err()
 	}, dlock.WithTTL(600*time.Millisecond))
-	if !errors.Is(err, dlock.ErrLost) || !errors.Is(err, context.Canceled) {
-		t.Fatalf("Do = %v, want ErrLost and fn's context.Canceled", err)
+	if !errors.Is(err, dlock.ErrKeyLost) || !errors.Is(err, dlock.ErrLost) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("Do = %v, want ErrKeyLost (so ErrLost) and fn's context.Canceled", err)
+	}
+	if got := rdb.Get(ctxT(t), k).Val(); got != "someone-else" {
+		t.Fatalf("the new holder's key became %q", got)
+	}
+}
+
+// fn returns before any renewal: the final Unlock is what finds the key
+// gone, and Do says so as a renewal would have.
+func TestDoReportsErrKeyLostWhenItsUnlockFindsTheKeyGone(t *testing.T) {
+	c, rdb := newClient(t, shared())
+	k := key(t)
+	err := c.Do(ctxT(t), k, func(ctx context.Context) error {
+		return rdb.Set(ctx, k, "someone-else", time.Minute).Err()
+	}, dlock.WithTTL(time.Minute))
+	if !errors.Is(err, dlock.ErrKeyLost) || !errors.Is(err, dlock.ErrLost) || !errors.Is(err, dlock.ErrNotHeld) {
+		t.Fatalf("Do = %v, want ErrKeyLost, ErrLost and Unlock's ErrNotHeld", err)
 	}
 	if got := rdb.Get(ctxT(t), k).Val(); got != "someone-else" {
 		t.Fatalf("the new holder's key became %q", got)
