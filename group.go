@@ -37,6 +37,7 @@ type waitGroup struct {
 	holder   *Lock           // the mutex lock last granted to one of its waiters, until released
 	deferred []*queuedWaiter // waiters deferring their first join (deferJoin)
 	idle     time.Time       // since when the group has had no waiter; zero while it has
+	failing  error           // the last keepalive's error, until a keepalive succeeds
 	stopped  bool
 }
 

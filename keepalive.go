@@ -85,6 +85,7 @@ func (g *waitGroup) step(roll []string) {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.failing = err
 	if err != nil {
 		g.stepFailed(err)
 		return
@@ -97,7 +98,8 @@ func (g *waitGroup) step(roll []string) {
 
 // stepFailed ends the waits that a keepalive's failure, err, ends: every
 // one, unless err is a timeout, which ends only the waits bounded by a
-// node timeout; none once the Client is closing. g.mu is held.
+// node timeout (the others wait on, and a wait whose context ends meanwhile
+// reports err: stepError); none once the Client is closing. g.mu is held.
 func (g *waitGroup) stepFailed(err error) {
 	if g.c.ctx.Err() != nil {
 		return
@@ -108,6 +110,14 @@ func (g *waitGroup) stepFailed(err error) {
 			w.deliver(nil, false, err)
 		}
 	}
+}
+
+// stepError returns the last keepalive's error if it failed, nil if it
+// succeeded.
+func (g *waitGroup) stepError() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.failing
 }
 
 // reported acts on a keepalive's report r: it delivers a grant to the

@@ -105,6 +105,15 @@ func (w *outage) rideOut(ctx context.Context, closed, wake <-chan struct{}, o op
 	return true
 }
 
+// still records err, the group's failing keepalive's, for a waiter that
+// waited through it without riding it out (a node that does not answer is
+// waited for in line): the wait's end then says what the node did.
+func (w *outage) still(err error) {
+	if err != nil && transient(err) {
+		w.last = err
+	}
+}
+
 // ended is the error of a wait that ended for cause (the context's error,
 // or ErrClosed): it matches ErrNotObtained and cause, and carries the last
 // node error of an outage the wait was riding out.

@@ -154,6 +154,43 @@ func TestAWaitEndedDuringAnOutageSaysWhyAndWhatTheNodeSaid(t *testing.T) {
 	}
 }
 
+// A server that stops answering (paused: connections stay open, requests
+// time out) is waited for in line, not ridden out; a wait whose context
+// ends meanwhile still says that the node did not answer, not only "not
+// obtained".
+func TestAWaitEndedWhileTheServerDoesNotAnswerCarriesTheNodeError(t *testing.T) {
+	s := redistest.Start(t)
+	holderC, _ := newClient(t, s)
+	c, _ := newClient(t, s)
+	k := key(t)
+	mustLock(t, holderC, k, dlock.WithTTL(time.Minute))
+	done := make(chan error, 1)
+	go func() {
+		// Longer than go-redis's default read timeout (3 s), which ends
+		// the group's keepalive steps while the server is paused.
+		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+		defer cancel()
+		_, err := c.Lock(ctx, k)
+		done <- err
+	}()
+	eventually(t, "the waiter queues", func() bool {
+		st, err := c.Inspect(ctxT(t), k)
+		return err == nil && st.Waiters == 1
+	})
+	s.Pause()
+	defer s.Resume()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("the wait did not end with its context")
+	}
+	var ne *dlock.NodeError
+	if !errors.Is(err, dlock.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &ne) {
+		t.Fatalf("Lock on a paused server: %v, want ErrNotObtained, DeadlineExceeded and a *NodeError", err)
+	}
+}
+
 // Errors no waiting can fix end the wait at once, outage or not.
 func TestErrorsNoWaitingCanFixEndTheWaitAtOnce(t *testing.T) {
 	s := redistest.Start(t)

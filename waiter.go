@@ -115,6 +115,7 @@ func (w *queuedWaiter) wait(ctx context.Context, g *waitGroup) (*Lock, error) {
 		select {
 		case <-w.signal:
 		case <-ctx.Done():
+			w.out.still(g.stepError()) // a node that stopped answering: "down", not "busy"
 			g.exit(w, true)
 			return nil, ctx.Err()
 		}
