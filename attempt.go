@@ -68,12 +68,12 @@ func (c *Client) try(ctx context.Context, key string, o options, listens bool) (
 	defer a.decided.Unlock()
 	a.sent = time.Now()
 	var one [1]answer[grant] // room for one node's answer
-	answers := a.round().ask(one[:0], ctx, c, c.nodes)
+	answers := a.round().Ask(one[:0], ctx, c.work, c.nodes)
 	noteAnswers(o.note, answers)
 	out := judge(answers, ctx.Err(), time.Since(a.sent), o.ttl)
 	if out.err == nil {
 		a.held = newLock(c, a.nm, token, out.fence, o, a.sent, o.ttl)
-		a.held.pending = transport.NewPending(c.nodes, func(i int) bool { return answers[i].abandoned })
+		a.held.pending = transport.NewPending(c.nodes, func(i int) bool { return answers[i].Abandoned })
 		return a.held, 0, nil
 	}
 	return a.conclude(ctx, answers, out)
@@ -89,7 +89,7 @@ func (c *Client) try(ctx context.Context, key string, o options, listens bool) (
 func (c *Client) tryInline(ctx context.Context, nm *lockNames, token string, o options, listens bool) (*Lock, time.Duration, error) {
 	sent := time.Now()
 	g, err := c.nodes[0].acquire(ctx, nm, token, o, listens)
-	answers := [1]answer[grant]{{v: g, err: err}}
+	answers := [1]answer[grant]{{V: g, Err: err}}
 	noteAnswers(o.note, answers[:])
 	out := judge(answers[:], nil, time.Since(sent), o.ttl) // ctx never ends
 	if out.err == nil {
@@ -114,7 +114,7 @@ func (a *attempt) conclude(ctx context.Context, answers []answer[grant], out out
 		out.err = fmt.Errorf("%w (%w: the grant is given back in the background)", out.err, ctx.Err())
 	}
 	for _, i := range out.uncertain {
-		a.releaseUncertain(c.nodes[i], 0, answers[i].err)
+		a.releaseUncertain(c.nodes[i], 0, answers[i].Err)
 	}
 	return nil, out.holderTTL, out.err
 }
@@ -123,20 +123,20 @@ func (a *attempt) conclude(ctx context.Context, answers []answer[grant], out out
 // late answers given back or joined to the lock (late).
 func (a *attempt) round() round[grant, *attempt] {
 	r := round[grant, *attempt]{
-		op: "acquire", timeout: a.o.nodeTimeoutFor(len(a.c.nodes)),
-		by: a, call: (*attempt).acquireOn,
-		yes:  grant.granted,
-		late: (*attempt).late,
+		Op: "acquire", Timeout: a.o.nodeTimeoutFor(len(a.c.nodes)),
+		By: a, Call: (*attempt).acquireOn,
+		Yes:  grant.granted,
+		Late: (*attempt).late,
 		// An error that may hide a grant is given back once its request
 		// is settled (releaseUncertain), as a late grant is. (Not with
 		// WithReplicaAck, whose script and WAIT go straight to the user's
 		// client: only a call of its own can leave them.)
-		lateTakesError: a.o.replicas == 0,
+		LateTakesError: a.o.replicas == 0,
 	}
 	if a.o.candidate {
 		// A campaign hears every node out, so that its fence, the term,
 		// is the highest any node holding it remembers (Leader's term).
-		r.yes = nil
+		r.Yes = nil
 	}
 	return r
 }
@@ -144,7 +144,7 @@ func (a *attempt) round() round[grant, *attempt] {
 // acquireOn runs the attempt's acquire on n, after the Client's release
 // of the key on n still under way, if any (transport.Flights).
 func (a *attempt) acquireOn(ctx context.Context, n *node) (grant, error) {
-	if !confirmed(ctx, a.after[n], a.o.nodeTimeoutFor(len(a.c.nodes))) { // a timeout: positive on several nodes
+	if !confirmed(ctx, a.after[n], a.o.nodeTimeoutFor(len(a.c.nodes))) { // a Timeout: positive on several nodes
 		return grant{}, n.fail("acquire", errUnsent)
 	}
 	return n.acquire(ctx, a.nm, a.token, a.o, a.listens)
@@ -187,13 +187,13 @@ func judge(answers []answer[grant], ctxErr error, elapsed, ttl time.Duration) ou
 	out := outcome{holderTTL: -1}
 	for i, a := range answers {
 		switch {
-		case a.abandoned:
-		case a.err == nil && a.v.ok, errors.Is(a.err, ErrNoReplicaAck):
+		case a.Abandoned:
+		case a.Err == nil && a.V.ok, errors.Is(a.Err, ErrNoReplicaAck):
 			// A grant too few replicas acknowledged is a grant all the
 			// same, answered, on the master: given back before the
 			// caller hears the refusal, so that a retry does not meet it.
 			out.giveBack = append(out.giveBack, i)
-		case a.err != nil && !neverSent(a.err):
+		case a.Err != nil && !neverSent(a.Err):
 			out.uncertain = append(out.uncertain, i)
 		}
 	}
@@ -217,8 +217,8 @@ func judge(answers []answer[grant], ctxErr error, elapsed, ttl time.Duration) ou
 func grantedFence(answers []answer[grant]) int64 {
 	var fence int64
 	for _, a := range answers {
-		if a.err == nil && a.v.ok {
-			fence = max(fence, a.v.fence)
+		if a.Err == nil && a.V.ok {
+			fence = max(fence, a.V.fence)
 		}
 	}
 	return fence
@@ -229,8 +229,8 @@ func grantedFence(answers []answer[grant]) int64 {
 func shortestHolder(answers []answer[grant]) time.Duration {
 	d := time.Duration(-1)
 	for _, a := range answers {
-		if a.err == nil && !a.v.ok && a.v.pttl > 0 && (d < 0 || a.v.pttl < d) {
-			d = a.v.pttl
+		if a.Err == nil && !a.V.ok && a.V.pttl > 0 && (d < 0 || a.V.pttl < d) {
+			d = a.V.pttl
 		}
 	}
 	return d
@@ -297,10 +297,10 @@ func (a *attempt) giveBack(ctx context.Context, nodes []*node) (done bool) {
 	if len(nodes) == 0 {
 		return true
 	}
-	answers := round[struct{}, *attempt]{op: "release", timeout: a.o.nodeTimeoutFor(len(a.c.nodes)),
-		by: a, call: (*attempt).giveBackOn,
-	}.ask(nil, ctx, a.c, nodes)
-	return !slices.ContainsFunc(answers, func(a answer[struct{}]) bool { return a.abandoned })
+	answers := round[struct{}, *attempt]{Op: "release", Timeout: a.o.nodeTimeoutFor(len(a.c.nodes)),
+		By: a, Call: (*attempt).giveBackOn,
+	}.Ask(nil, ctx, a.c.work, nodes)
+	return !slices.ContainsFunc(answers, func(a answer[struct{}]) bool { return a.Abandoned })
 }
 
 // giveBackOn gives the attempt's token back on n (giveBack).

@@ -15,11 +15,11 @@ import (
 // These drive the attempt's decisions from made-up answers, without Redis.
 
 var (
-	granted    = func(fence int64) answer[grant] { return answer[grant]{v: grant{ok: true, fence: fence}} }
-	taken      = func(pttl time.Duration) answer[grant] { return answer[grant]{v: grant{pttl: pttl}} }
-	failed     = answer[grant]{err: &NodeError{Node: "n", Op: "acquire", Err: errors.New("connection reset")}}
-	refusedErr = answer[grant]{err: &NodeError{Node: "n", Op: "acquire", Err: &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}}}
-	abandoned  = answer[grant]{err: &NodeError{Node: "n", Op: "acquire", Err: transport.ErrNodeTimeout}, abandoned: true}
+	granted    = func(fence int64) answer[grant] { return answer[grant]{V: grant{ok: true, fence: fence}} }
+	taken      = func(pttl time.Duration) answer[grant] { return answer[grant]{V: grant{pttl: pttl}} }
+	failed     = answer[grant]{Err: &NodeError{Node: "n", Op: "acquire", Err: errors.New("connection reset")}}
+	refusedErr = answer[grant]{Err: &NodeError{Node: "n", Op: "acquire", Err: &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}}}
+	abandoned  = answer[grant]{Err: &NodeError{Node: "n", Op: "acquire", Err: transport.ErrNodeTimeout}, Abandoned: true}
 )
 
 const testTTL = 10 * time.Second
@@ -40,7 +40,7 @@ func TestJudgeASingleNodeIsAQuorumOfOne(t *testing.T) {
 		t.Fatalf("taken: %+v", out)
 	}
 	out = judge([]answer[grant]{failed}, nil, 0, testTTL)
-	if !errors.Is(out.err, failed.err) || errors.Is(out.err, ErrNoQuorum) || !slices.Equal(out.uncertain, []int{0}) {
+	if !errors.Is(out.err, failed.Err) || errors.Is(out.err, ErrNoQuorum) || !slices.Equal(out.uncertain, []int{0}) {
 		t.Fatalf("failed: %+v, want the node's own error and a background give-back", out)
 	}
 }
@@ -97,10 +97,10 @@ func TestLateGrantOfALockNotJoinableIsGivenBack(t *testing.T) {
 }
 
 func TestLateErrorsAreGivenBackUnlessNothingWasSent(t *testing.T) {
-	if !lateGiveBack(grant{}, failed.err, true) {
+	if !lateGiveBack(grant{}, failed.Err, true) {
 		t.Fatal("a late error, which may hide a grant, was not given back")
 	}
-	if lateGiveBack(grant{}, refusedErr.err, true) {
+	if lateGiveBack(grant{}, refusedErr.Err, true) {
 		t.Fatal("a refused connection, which sent nothing, was given back")
 	}
 	if lateGiveBack(grant{pttl: time.Second}, nil, false) {

@@ -35,7 +35,7 @@ type Client struct {
 	logger atomic.Pointer[slog.Logger] // see observe.go
 	names  namesCache                  // see keys.go
 	groups groups                      // waiters by key, single node (queue.go)
-	gates  gates                       // listening waiters by key (gate.go)
+	gates  gates                       // listening waiters by key (listen.go)
 	// work runs the calls whose callers may stop waiting, and the
 	// cleanups, and counts what Close waits for.
 	work *transport.Work

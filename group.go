@@ -153,7 +153,7 @@ func (g *waitGroup) join(ctx context.Context, w *queuedWaiter) (l *Lock, err err
 	noteStep(w.o.note, err, left)
 	switch {
 	case left:
-		return nil, g.n.unanswered("wait", err), true
+		return nil, g.n.Unanswered("wait", err), true
 	case err != nil:
 		return nil, err, false
 	case r.granted && !time.Now().Before(validUntil(sent, r.px)):

@@ -69,10 +69,10 @@ func (c *Client) Inspect(ctx context.Context, key string) (Status, error) {
 	answers := c.inspectAll(ctx, key, "", o.nodeTimeoutFor(len(c.nodes)), "inspect")
 	st := Status{Key: key}
 	for _, a := range answers {
-		if a.err == nil {
-			st.Fence = max(st.Fence, a.v.fence)
-			st.Waiters = max(st.Waiters, int(a.v.queued))
-			st.Holders = max(st.Holders, int(a.v.held))
+		if a.Err == nil {
+			st.Fence = max(st.Fence, a.V.fence)
+			st.Waiters = max(st.Waiters, int(a.V.queued))
+			st.Holders = max(st.Holders, int(a.V.held))
 		}
 	}
 	h, err := majorityHolder(ctx, answers)
@@ -98,8 +98,8 @@ type holder struct {
 func majorityHolder(ctx context.Context, answers []answer[keyState]) (holder, error) {
 	values := map[string]bool{}
 	for _, a := range answers {
-		if a.err == nil && a.v.exists {
-			values[a.v.value] = true
+		if a.Err == nil && a.V.exists {
+			values[a.V.value] = true
 		}
 	}
 	for token := range values {
@@ -118,8 +118,8 @@ func majorityHolder(ctx context.Context, answers []answer[keyState]) (holder, er
 func holdersFence(answers []answer[keyState], token string) int64 {
 	var fence int64
 	for _, a := range answers {
-		if a.err == nil && a.v.exists && a.v.value == token {
-			fence = max(fence, a.v.fence)
+		if a.Err == nil && a.V.exists && a.V.value == token {
+			fence = max(fence, a.V.fence)
 		}
 	}
 	return fence
@@ -129,9 +129,9 @@ func holdersFence(answers []answer[keyState], token string) int64 {
 // errors); token, if not "", is the holder to look for among a
 // semaphore's or read-write lock's holders.
 func (c *Client) inspectAll(ctx context.Context, key, token string, timeout time.Duration, op string) []answer[keyState] {
-	return round[keyState, inspection]{op: op, timeout: timeout,
-		by: inspection{key, token}, call: inspection.on,
-	}.ask(nil, ctx, c, c.nodes)
+	return round[keyState, inspection]{Op: op, Timeout: timeout,
+		By: inspection{key, token}, Call: inspection.on,
+	}.Ask(nil, ctx, c.work, c.nodes)
 }
 
 // inspection is a question inspectAll asks: key's state, and whether token
@@ -151,8 +151,8 @@ func holding(answers []answer[keyState], token string) (v transport.Votes, d tim
 	v = count(answers, func(st keyState) bool { return st.exists && st.value == token })
 	var ttls []time.Duration
 	for _, a := range answers {
-		if a.err == nil && a.v.exists && a.v.value == token {
-			ttls = append(ttls, a.v.pttl)
+		if a.Err == nil && a.V.exists && a.V.value == token {
+			ttls = append(ttls, a.V.pttl)
 		}
 	}
 	if q := transport.Majority(len(answers)); len(ttls) >= q {

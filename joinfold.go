@@ -110,7 +110,7 @@ func (w *queuedWaiter) folded(ctx context.Context, g *waitGroup) (foldState, err
 		case <-w.signal:
 		case <-ctx.Done():
 		case <-late:
-			unanswered = g.n.unanswered("wait", transport.ErrNodeTimeout)
+			unanswered = g.n.Unanswered("wait", transport.ErrNodeTimeout)
 		}
 	}
 }

@@ -81,7 +81,7 @@ func (g *waitGroup) step(roll []string) {
 		return g.n.keepalive(ctx, g.nm, g.id, seq, roll)
 	}, nil)
 	if left {
-		err = g.n.unanswered("wait", err)
+		err = g.n.Unanswered("wait", err)
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -244,11 +244,11 @@ func (l *Lock) Unlock(ctx context.Context) (err error) {
 // answer has come (transport.Pending).
 func (l *Lock) releaseAll(ctx context.Context) transport.Votes {
 	if len(l.c.nodes) == 1 {
-		r := round[bool, *Lock]{op: "release", timeout: l.timeout, by: l, call: (*Lock).releaseOn, yes: isYes,
-			late: (*Lock).lateRelease}
-		a := r.askOne(ctx, l.c, l.c.nodes[0])
-		if !a.abandoned {
-			l.lateRelease(nil, a.v, a.err)
+		r := round[bool, *Lock]{Op: "release", Timeout: l.timeout, By: l, Call: (*Lock).releaseOn, Yes: isYes,
+			Late: (*Lock).lateRelease}
+		a := r.AskOne(ctx, l.c.work, l.c.nodes[0])
+		if !a.Abandoned {
+			l.lateRelease(nil, a.V, a.Err)
 		}
 		return count([]answer[bool]{a}, isYes)
 	}
@@ -260,19 +260,19 @@ func (l *Lock) releaseAll(ctx context.Context) transport.Votes {
 		rs.flights[n] = n.releases.Start(l.names.key)
 	}
 	b := &transport.Ballot{N: len(l.c.nodes), Decide: func(vd transport.Verdict) { l.gone(vd == transport.Agreed) }}
-	answers := round[bool, *releases]{op: "release", timeout: l.timeout, by: rs, call: (*releases).on, yes: isYes,
-		late: func(_ *releases, _ *node, ok bool, err error) { b.Add(ok, err) },
-	}.ask(nil, ctx, l.c, l.c.nodes)
+	answers := round[bool, *releases]{Op: "release", Timeout: l.timeout, By: rs, Call: (*releases).on, Yes: isYes,
+		Late: func(_ *releases, _ *node, ok bool, err error) { b.Add(ok, err) },
+	}.Ask(nil, ctx, l.c.work, l.c.nodes)
 	for _, a := range answers {
-		if !a.abandoned {
-			b.Add(a.err == nil && a.v, a.err)
+		if !a.Abandoned {
+			b.Add(a.Err == nil && a.V, a.Err)
 		}
 	}
 	return count(answers, isYes)
 }
 
 // lateRelease settles a one-node release from its answer, in time or
-// late: released or found gone ends the lease; an error decides nothing.
+// Late: released or found gone ends the lease; an error decides nothing.
 // (Several nodes count their answers in a ballot instead.)
 func (l *Lock) lateRelease(_ *node, ok bool, err error) {
 	if err == nil {
@@ -424,12 +424,12 @@ func (l *Lock) renew(ctx context.Context, ttl time.Duration) (sent time.Time, er
 		return sent, errNoRoom
 	}
 	// Extended on a quorum is extended: the others are not waited for.
-	answers := round[bool, *Lock]{op: "extend", timeout: l.timeout,
-		by: l, call: func(l *Lock, ctx context.Context, n *node) (bool, error) {
+	answers := round[bool, *Lock]{Op: "extend", Timeout: l.timeout,
+		By: l, Call: func(l *Lock, ctx context.Context, n *node) (bool, error) {
 			return n.extend(ctx, l.names, l.token, ttl, ttl+l.keep-l.ttl)
 		},
-		yes: isYes,
-	}.ask(nil, ctx, l.c, l.c.nodes)
+		Yes: isYes,
+	}.Ask(nil, ctx, l.c.work, l.c.nodes)
 	return sent, l.renewalVerdict(ctx, count(answers, isYes), sent, ttl, cut)
 }
 

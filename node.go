@@ -63,10 +63,10 @@ func (n *node) fail(op string, err error) error {
 	return &NodeError{Node: n.Name, Op: op, Err: err}
 }
 
-// unanswered is the error of a request whose answer was not waited for
+// Unanswered is the error of a request whose answer was not waited for
 // (transport.Calls): a *NodeError for the node timeout, the caller's context's
 // error as it is.
-func (n *node) unanswered(op string, err error) error {
+func (n *node) Unanswered(op string, err error) error {
 	if err == transport.ErrNodeTimeout {
 		return n.fail(op, err)
 	}

@@ -123,3 +123,62 @@ func (w *outage) ended(cause error) error {
 	}
 	return fmt.Errorf("%w: %w (while the node could not be reached: %w)", ErrNotObtained, cause, w.last)
 }
+
+// isContended reports whether err means "someone else holds it" (and
+// waiting may help), as opposed to an ended context or a failure.
+func isContended(ctx context.Context, err error) bool {
+	return errors.Is(err, ErrNotObtained) && ctx.Err() == nil
+}
+
+// mayWait reports whether Lock should wait and try again after err: someone
+// else holds the lock, the node cannot be reached for now (transient; not
+// with WithFailFast), or (Redlock) no majority answered but one still can.
+// Nodes that were only slow (no answer within the node timeout) may answer
+// next time, as may the nodes that said "taken"; nodes that failed outright
+// (refused the connection, answered with an error) are counted as down, and
+// once more than a minority is down no majority is possible: Lock then
+// returns the *QuorumError at once (with WithFailFast, or when a node's
+// error is not one that waiting can fix).
+func (c *Client) mayWait(ctx context.Context, o options, err error) bool {
+	if isContended(ctx, err) || !o.failFast && ctx.Err() == nil && transient(err) {
+		return true
+	}
+	var qe *QuorumError
+	if ctx.Err() != nil || !errors.As(err, &qe) {
+		return false
+	}
+	var down transport.Votes // a node that failed outright is a no to "can a majority still answer?"
+	for _, e := range qe.Errs {
+		if !isSlow(e) {
+			down.No++
+		}
+	}
+	return down.Of(len(c.nodes)) != transport.Refused
+}
+
+// neverSent reports whether err shows that the command never reached the
+// server (no connection could be had), so that it cannot have granted
+// anything and there is nothing to give back. A connection whose setup the
+// server refused (a wrong password, a database number it does not have)
+// never sent the command either, and NOAUTH refuses a command unrun.
+func neverSent(err error) bool {
+	var oe *net.OpError
+	return errors.As(err, &oe) && oe.Op == "dial" ||
+		errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, redis.ErrPoolTimeout) ||
+		errors.Is(err, redis.ErrClosed) ||
+		errors.Is(err, errUnsent) ||
+		redis.HasErrorPrefix(err, "WRONGPASS") ||
+		redis.HasErrorPrefix(err, "NOAUTH") ||
+		redis.HasErrorPrefix(err, "DB index is out of range")
+}
+
+// isSlow reports whether a node's error only says that it did not answer
+// in time: the node timeout, the go-redis client's own read timeout, or an
+// acquire not sent because the node had not answered the Client's release
+// of the key within the node timeout (errUnsent: whether a stalled node's
+// error is that or the node timeout is a race between two timers).
+func isSlow(err error) bool {
+	var ne net.Error
+	return errors.Is(err, transport.ErrNodeTimeout) || errors.Is(err, errUnsent) || errors.As(err, &ne) && ne.Timeout()
+}

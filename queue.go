@@ -15,7 +15,7 @@ import (
 // keeps them alive, finds lost grants and hands over a key that expired.
 // Newcomers cannot jump the line: the acquire scripts refuse a key with a
 // queue. Redlock does not queue (each node would order its waiters on its
-// own): its waiters are woken by release messages (gate.go).
+// own): its waiters are woken by release messages (listen.go).
 //
 // The lease of a hand-off (safety). The release runs at server time Tg,
 // gives the key PX px, and publishes lease = (Tg - Tk) + px, Tk being when

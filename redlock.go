@@ -1,7 +1,6 @@
 package dlock
 
 import (
-	"context"
 	"errors"
 	"time"
 
@@ -57,98 +56,18 @@ func (o options) nodeTimeoutFor(n int) time.Duration {
 	return min(DefaultNodeTimeout, o.ttl/10)
 }
 
-// answer is one node's answer in a round.
-type answer[T any] struct {
-	v         T
-	err       error
-	abandoned bool // sent, no answer in time; the round's late was or will be called with it
-}
+// answer is one node's answer in a round (transport.Round).
+type answer[T any] = transport.Answer[T]
 
-// A round is one question put to a set of nodes at once: call(by, ctx, n)
-// for each node n. The asker by and a function of it (a method
-// expression) rather than a closure or method value: where one node is
-// asked in the caller's goroutine, the uncontended path, nothing is then
-// allocated for them (a method value costs an allocation each time).
-type round[T, B any] struct {
-	op      string        // what is asked, for errors: "acquire", "release", …
-	timeout time.Duration // how long each answer is waited for (0: until ctx ends)
-	by      B
-	call    func(B, context.Context, *node) (T, error)
-	// yes, if set, says which answers are a yes: the wait ends as soon as
-	// a majority of the nodes asked said yes. Without it, every answer is
-	// waited for.
-	yes func(T) bool
-	// late, if set, receives the answers that come after the wait ended,
-	// so that their effect can be undone.
-	late func(B, *node, T, error)
-	// lateTakesError says that late handles an error (one that may hide
-	// an answer) as safely as the answer itself, so that on one node the
-	// call may wait in the caller's goroutine (transport.AwaitOn).
-	lateTakesError bool
-}
-
-// ask puts the question to every node in nodes in parallel (transport.Calls) and
-// appends their answers, in order, to dst (a caller asking one node can
-// give it room for the answer on its stack). A node that has not answered
-// when the wait ends gets an error, ctx's or a *NodeError for the timeout,
-// and is marked abandoned.
-func (r round[T, B]) ask(dst []answer[T], ctx context.Context, c *Client, nodes []*node) []answer[T] {
-	if len(nodes) == 1 { // the usual case; await may spare the goroutine
-		return append(dst, r.askOne(ctx, c, nodes[0]))
-	}
-	answers := make([]answer[T], len(nodes))
-	ops := make([]func(context.Context) (T, error), len(nodes))
-	for i, n := range nodes {
-		ops[i] = func(ctx context.Context) (T, error) { return r.call(r.by, ctx, n) }
-	}
-	var late func(int, T, error)
-	if r.late != nil {
-		late = func(i int, v T, err error) { r.late(r.by, nodes[i], v, err) }
-	}
-	cs := transport.StartCalls(ctx, c.work, ops, late)
-	got, why := cs.Wait(ctx, len(nodes), r.timeout, r.enough(len(nodes)))
-	for i, n := range nodes {
-		answers[i] = answer[T]{err: n.unanswered(r.op, why), abandoned: true}
-	}
-	for _, g := range got {
-		answers[g.I] = answer[T]{v: g.V, err: g.Err}
-	}
-	return append(dst, answers...)
-}
-
-// askOne puts the question to the one node n (see transport.AwaitOn).
-func (r round[T, B]) askOne(ctx context.Context, c *Client, n *node) answer[T] {
-	v, err, left := transport.AwaitOn(ctx, c.work, n, r.lateTakesError && n.Busy(), r.timeout, r.by, r.call, r.late)
-	if left {
-		err = n.unanswered(r.op, err)
-	}
-	return answer[T]{v: v, err: err, abandoned: left}
-}
-
-// enough returns the test that ends a round's wait early: a majority of
-// n nodes said yes (nil without yes).
-func (r round[T, B]) enough(n int) func([]transport.Reply[T]) bool {
-	if r.yes == nil {
-		return nil
-	}
-	need := transport.Majority(n)
-	return func(got []transport.Reply[T]) bool {
-		yes := 0
-		for _, g := range got {
-			if g.Err == nil && r.yes(g.V) {
-				yes++
-			}
-		}
-		return yes >= need
-	}
-}
+// round is a question put to the Client's nodes at once.
+type round[T, B any] = transport.Round[T, B, *node]
 
 // count tallies answers: an answer that is not an error is a yes if yes
 // says so, a no otherwise.
 func count[T any](answers []answer[T], yes func(T) bool) transport.Votes {
 	var v transport.Votes
 	for _, a := range answers {
-		v.Add(a.err == nil && yes(a.v), a.err)
+		v.Add(a.Err == nil && yes(a.V), a.Err)
 	}
 	return v
 }

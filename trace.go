@@ -140,7 +140,7 @@ func noteAnswers[T any](note *acquireNote, answers []answer[T]) {
 	}
 	idx := make([]int, 0, len(answers))
 	for i, a := range answers {
-		if !a.abandoned && (a.err == nil || isReply(a.err)) {
+		if !a.Abandoned && (a.Err == nil || isReply(a.Err)) {
 			idx = append(idx, i)
 		}
 	}

@@ -2,6 +2,10 @@ package dlock
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -9,6 +13,11 @@ import (
 
 	"github.com/dlock-go/dlock/internal/transport"
 )
+
+// The listening wait: Lock with Redlock or WithReplicaAck, which do not
+// queue (each node would order its waiters on its own). A waiter listens
+// for the key's release messages and tries again; a Client's gate lets one
+// of its waiters on a key at a time do so.
 
 // gates keeps a Client's listening waiters (Redlock, WithReplicaAck) on one
 // key from all trying at once: each key's gate lets one waiter at a time
@@ -274,3 +283,169 @@ const notifyWindow = 3 * maxRetryWait
 
 // notifyMillis is notifyWindow as the acquire script takes it (boxed once).
 var notifyMillis any = notifyWindow.Milliseconds()
+
+// A listening wait (Redlock, WithReplicaAck) is woken by release messages,
+// backed by a jittered timer (for expiries and lost messages) that starts at
+// minRetryWait and doubles up to maxRetryWait, or fires just after the
+// holder's TTL when that is sooner.
+const (
+	minRetryWait = 16 * time.Millisecond
+	maxRetryWait = time.Second
+)
+
+// waitListening is Lock's wait with Redlock or WithReplicaAck, after a first
+// attempt that failed with err (the holder's TTL pttl), or none (err nil:
+// another Lock of this Client was making its first, gates.first): the
+// waiter waits for a release message from any node, or a jittered timer,
+// and tries again.
+//
+// Only one of a Client's waiters on a key at a time (the gate's turn)
+// listens and tries; the others wait in the gate, in order, without a word
+// to Redis, so a release wakes at most one waiter per Client. Lock's first
+// attempt listens too: the notify key it sets has the release announced. A
+// turn passed on by a waiter that obtained the lock (turn.held) learns of
+// that holder's release from the Client (gates.freed), not from a message.
+func (c *Client) waitListening(ctx context.Context, key string, o options, pttl time.Duration, err error, contended *bool) (*Lock, error) {
+	last := err // the last attempt's error
+	slow := slowNodes{c: c, key: key}
+	slow.note(err)
+	turn, err := c.gates.enter(ctx, c.done, key, c.nodes)
+	if err != nil {
+		return nil, gaveUp(err, last)
+	}
+	var l *Lock
+	defer func() { turn.leave(leaseEnd(l)) }()
+
+	// The gate's subscriptions were made before this turn's next attempt,
+	// so that a release between that attempt and the wait below is not
+	// missed. With several nodes, a majority's releases wake the waiter.
+	wait := minRetryWait
+	confirmed(ctx, turn.readies, wait) // past this, the retry timer covers
+	if err := c.awaitHeld(ctx, turn); err != nil {
+		return nil, gaveUp(err, last)
+	}
+	for {
+		turn.attempting()
+		l, pttl, err = c.try(ctx, key, o, true)
+		switch {
+		case err == nil:
+			return l, nil
+		case ctx.Err() != nil:
+			return nil, gaveUp(ctx.Err(), last)
+		case !c.mayWait(ctx, o, err):
+			return nil, err
+		}
+		*contended = *contended || isContended(ctx, err)
+		slow.note(err)
+		last = err
+		var stop error
+		if wait, stop = c.awaitRetry(ctx, turn, err, wait, pttl); stop != nil {
+			return nil, gaveUp(stop, last)
+		}
+	}
+}
+
+// awaitHeld waits, if turn came from a waiter that just obtained the
+// lock, for that holder's release before the turn's first attempt: the
+// lock is surely taken. That holder is of this Client, whose Unlock says
+// so (gates.freed). It returns ErrClosed if the Client closed meanwhile.
+func (c *Client) awaitHeld(ctx context.Context, turn *turn) error {
+	if turn.held == nil {
+		return nil
+	}
+	turn.awaitHolder(ctx, c.done)
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	return nil
+}
+
+// awaitRetry waits, in turn, for the next attempt after one that failed
+// with err (the holder's TTL pttl): for a release message, or the retry
+// timer from wait and pttl. It returns the next wait, doubled (to
+// maxRetryWait) when the timer ran out, and why to stop instead of trying
+// again: ctx's end, or ErrClosed.
+func (c *Client) awaitRetry(ctx context.Context, turn *turn, err error, wait, pttl time.Duration) (time.Duration, error) {
+	switch released := turn.await(ctx, c.done, retryDelay(wait, pttl)); {
+	case !released:
+		wait = min(2*wait, maxRetryWait)
+	case errors.Is(err, errSplit):
+		// Another Client's waiter woke with us last time and the
+		// nodes were split between us: a random pause keeps us
+		// from splitting them again.
+		pause(ctx, c.done, rand.N(minRetryWait))
+	}
+	switch {
+	case ctx.Err() != nil:
+		return wait, ctx.Err()
+	case c.closed.Load():
+		return wait, ErrClosed
+	}
+	return wait, nil
+}
+
+// slowNodes says, once per Lock call, that the call is waiting for a
+// majority of nodes to answer: a Lock without a deadline could otherwise
+// wait for slow nodes in silence.
+type slowNodes struct {
+	c      *Client
+	key    string
+	warned bool
+}
+
+func (s *slowNodes) note(err error) {
+	if !s.warned && errors.Is(err, ErrNoQuorum) {
+		s.warned = true
+		s.c.warn("dlock: Lock is waiting for a majority of nodes to answer",
+			slog.String("key", s.key), slog.Any("err", err))
+	}
+}
+
+// confirmed waits until every ready is closed, for at most d or until ctx
+// ends, and reports whether they all were.
+func confirmed(ctx context.Context, readies []<-chan struct{}, d time.Duration) bool {
+	if len(readies) == 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for _, ready := range readies {
+		select {
+		case <-ready:
+		case <-t.C:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return true
+}
+
+// errSplit marks a Redlock attempt that some nodes granted while a
+// majority was taken: another waiter tried at the same moment.
+var (
+	errSplit            = errors.New("the nodes were split between waiters")
+	errNotObtainedSplit = fmt.Errorf("%w (%w)", ErrNotObtained, errSplit)
+)
+
+// gaveUp is Lock's error when it stops waiting for cause (an ended context,
+// ErrClosed): it matches ErrNotObtained and cause, and, when the last attempt
+// failed for want of a majority of nodes or because a node could not be
+// reached, rather than because the lock was taken, that attempt's
+// *QuorumError or *NodeError too.
+func gaveUp(cause, last error) error {
+	if errors.Is(last, ErrNoQuorum) || transient(last) {
+		return fmt.Errorf("%w: %w (last attempt: %w)", ErrNotObtained, cause, last)
+	}
+	return notObtained(cause)
+}
+
+// retryDelay returns how long a waiter sleeps when no notification comes:
+// a jittered wait in [wait/2, wait), or just past the holder's remaining TTL
+// when that is sooner (a lock that expires publishes nothing).
+func retryDelay(wait, holderTTL time.Duration) time.Duration {
+	if holderTTL > 0 && holderTTL < wait/2 {
+		return holderTTL + rand.N(wait/8+1)
+	}
+	return wait/2 + rand.N(wait/2+1)
+}
