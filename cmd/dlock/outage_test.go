@@ -173,9 +173,35 @@ func TestRunKeepsItsCommandOnlyWhileItsLeaseHolds(t *testing.T) {
 	}
 	s.Pause()
 	paused := time.Now()
-	defer s.Resume()
-	waitUntil(t, "the command is stopped", func() bool { return syscall.Kill(child, 0) != nil })
-	t.Logf("the command was stopped %v after Redis stopped answering (TTL 3s)", time.Since(paused).Round(time.Millisecond))
+	resumed := false
+	defer func() {
+		if !resumed {
+			s.Resume()
+		}
+	}()
+	// Past the TTL the key has expired on the server's clock: once Redis
+	// answers again, anyone may take the lock. The command must be gone
+	// by then, or two would run at once.
+	for time.Since(paused) < 4*time.Second {
+		if syscall.Kill(child, 0) != nil {
+			t.Logf("the command was stopped %v after Redis stopped answering (TTL 3s)", time.Since(paused).Round(time.Millisecond))
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(4*time.Second - time.Since(paused))
+	s.Resume()
+	resumed = true
+	other := dlock.New(r)
+	defer other.Close()
+	l, err := other.Lock(ctx, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock(ctx)
+	if syscall.Kill(child, 0) == nil {
+		t.Fatal("another holder obtained the lock while dlock run's command still ran")
+	}
 	if code := run.exit(t); code != exitLost || !strings.Contains(run.stderr.String(), "lost") {
 		t.Fatalf("dlock run after an outage longer than its lease: exit %d, stderr %q; want %d, lost", code, run.stderr.String(), exitLost)
 	}
