@@ -16,7 +16,7 @@ const (
 	wakePrefix    = "dlock:wake:"    // pub/sub channel: releases and hand-offs of the key
 	notifyPrefix  = "dlock:notify:"  // exists while someone waits for the wake channel's "released"
 	queuePrefix   = "dlock:queue:"   // wait queue: waiter ids by the server time they queued
-	waitersPrefix = "dlock:waiters:" // waiters, their groups' signs of life, the last grant (prelude.lua)
+	waitersPrefix = "dlock:waiters:" // waiters, their groups' signs of life, the last grant (docs/design.md)
 	holdersPrefix = "dlock:holders:" // the fences of a semaphore's or read-write lock's holders
 )
 
@@ -58,8 +58,8 @@ func (nm *lockNames) holders() string { return nm.all[4] }
 
 // leanKeys are the KEYS of acquire_lean, the uncontended path's acquire:
 // the lock key and its fencing counter, and their boxed forms. Every
-// declared key costs the server on every run (mark.lua has the
-// measurement).
+// declared key costs the server on every run (docs/design.md,
+// "Measurements").
 func (nm *lockNames) leanKeys() ([]string, []any) {
 	return nm.acquire[:2], nm.acquireBoxed[:2]
 }

@@ -1,19 +1,13 @@
--- extend: reset the lock's expiry only if it still holds this token, and
--- keep its fencing counter at least as long as the new TTL plus the fence
--- margin (fence.go: the counter outlives the lock, renewed or not).
--- (token.lua is prepended.)
---
+-- extend: reset the lock's expiry only if it still holds this token, and keep its fencing
+-- counter at least the new TTL plus the fence margin (fence.go: it outlives the lock).
 -- KEYS[1]  lock key
 -- KEYS[2]  fencing counter of the lock key (same hash slot)
 -- ARGV[1]  token
 -- ARGV[2]  new TTL, milliseconds
 -- ARGV[3]  how long to keep the fencing counter at least, milliseconds
---
--- Returns 1 when extended, 0 when the key does not hold the token (or the
--- token with the holder's mark, mark.lua): then nothing is changed (in
--- particular, an expired lock is not re-created).
+-- Returns 1 when extended, NOT_HELD (nothing is changed: an expired lock is not re-created).
 if not holds_token(mutex_value(KEYS[1]), ARGV[1]) then
-  return 0
+  return NOT_HELD
 end
 if redis.call('PTTL', KEYS[2]) < tonumber(ARGV[3]) then
   redis.call('PEXPIRE', KEYS[2], ARGV[3])

@@ -1,18 +1,11 @@
 -- inspect: read a lock key's state in one atomic step.
---
 -- KEYS[1]  lock key
 -- KEYS[2]  fencing counter of the lock key (same hash slot)
 -- KEYS[3]  wait queue of the lock key (same hash slot)
 -- ARGV[1]  a token to look for, or "" (semaphores, read-write locks)
---
--- Returns {value, pttl, fence, waiters, holders}: the key's value (false
--- when absent), its remaining TTL in milliseconds (-2 absent, -1 no
--- expiry), the last fence issued for the key (false when none is
--- remembered), how many waiters are queued (dead ones included until they
--- are dropped), and how many hold it. For a semaphore's or read-write
--- lock's key (a sorted set of holders by expiry, ms), value is ARGV[1]
--- with its TTL if that token holds, else the first holder with the
--- longest TTL among the live holders.
+-- Returns {value, pttl, fence, waiters, holders}: the key's value and PTTL, the last fence
+-- (false: none), how many are queued (the dead too) and hold it. For a sorted set: ARGV[1]
+-- and its TTL if it holds, else the first live holder and the longest TTL.
 local fence, queued = redis.call('GET', KEYS[2]), redis.call('ZCARD', KEYS[3])
 local value = redis.pcall('GET', KEYS[1]) -- an error for a sorted set
 if type(value) ~= 'table' then

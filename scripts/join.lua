@@ -1,8 +1,5 @@
--- join: a waiter takes its place in the queue, or takes the lock if it is
--- free and the waiter is first in line; run again, it confirms a grant
--- that reached the waiter too late to use as it was. (prelude.lua is
--- prepended.)
---
+-- join: a waiter takes its place in the queue, or the lock if it is free and the waiter is
+-- first in line; run again, it confirms a grant that reached the waiter too late to use.
 -- KEYS[1]  lock key
 -- KEYS[2]  fencing counter of the lock key
 -- KEYS[3]  wait queue (sorted set)       all in the lock key's hash slot
@@ -17,21 +14,13 @@
 -- ARGV[7]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
 -- ARGV[8]  the lock key's wake channel
 -- ARGV[9]  how long to keep the fencing counter, milliseconds (fence.go)
---
--- Returns {1, fence, px} when the waiter holds the lock: the key lives px
--- ms, its whole TTL, counted from this step (the waiter counts its lease
--- from when it sent it). Returns {0, 0, score} when the waiter is queued: its place, to
--- rejoin with. (The 0 was the holder's remaining TTL, which no caller
--- used: reading it cost every join a call.)
+-- Returns {1, fence, px} when the waiter holds the lock for px ms, its whole TTL, from this
+-- step; {0, 0, score} when it is queued (score: its place, to rejoin with).
 local handoff, now, alive, _, h = queue(issue_fence)
 local now_us = now()
 local now_ms = math.floor(now_us / 1000)
 local held, free, value = h.holds(KEYS[1], ARGV[1], now_ms)
-if held then
-  -- Granted by a hand-off, which gave a short claim: the waiter is alive
-  -- (it sent this step), so the hold gets its whole TTL from this step,
-  -- with the fence it was granted (should it be gone, a new, higher fence
-  -- will do).
+if held then -- by a hand-off's claim: the waiter is alive (it sent this step): its whole TTL
   alive(KEYS[1], KEYS[3], KEYS[4], KEYS[2], ARGV[4], now_us, ARGV[5], value)
   local fence = h.fence_of(KEYS[2], KEYS[5], ARGV[1]) or issue_fence(KEYS[2], ARGV[9], nil, true)
   h.give(KEYS[1], KEYS[5], ARGV[1], tonumber(ARGV[2]), now_ms, fence)
@@ -39,9 +28,7 @@ if held then
   redis.call('HDEL', KEYS[4], ARGV[3])
   return {1, fence, tonumber(ARGV[2])}
 end
--- A mutex's GET above told whether the key is free, unless the key is of
--- another kind; other kinds look at their holders. A kind error is raised
--- here, before anything is written.
+-- Other kinds look at their holders: a kind error is raised here, before anything is written.
 local room = free
 if h.kind(ARGV[1]) ~= 'm' or not free and not value then
   room = h.fits(KEYS[1], KEYS[5], ARGV[1], now_ms)
@@ -54,11 +41,8 @@ if redis.call('ZADD', KEYS[3], 'NX', score, ARGV[3]) == 0 then
   score = redis.call('ZSCORE', KEYS[3], ARGV[3]) -- queued already: its place stands
 end
 redis.call('HSET', KEYS[4], ARGV[3], ARGV[1] .. ' ' .. ARGV[2] .. ' ' .. ARGV[4] .. ' ' .. ARGV[9])
--- After the ZADD, which may have made the queue: alive keeps it (for
--- twice the alive window after the last step) as well as the waiters.
-alive(KEYS[1], KEYS[3], KEYS[4], KEYS[2], ARGV[4], now_us, ARGV[5], value)
-if room then
-  -- Room for it: the first live waiters get it, which may be this one.
+alive(KEYS[1], KEYS[3], KEYS[4], KEYS[2], ARGV[4], now_us, ARGV[5], value) -- after the ZADD
+if room then -- the first live waiters get it, perhaps this one
   if redis.call('ZRANGE', KEYS[3], '0', '0')[1] == ARGV[3] then
     redis.call('ZREM', KEYS[3], ARGV[3])
     redis.call('HDEL', KEYS[4], ARGV[3])
@@ -67,9 +51,7 @@ if room then
     return {1, fence, tonumber(ARGV[2])}
   end
   handoff(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[7], ARGV[8])
-  if h.holds(KEYS[1], ARGV[1], now_ms) then
-    -- Everyone ahead was dead or fitted too: the hand-off came to this
-    -- waiter, which is alive, so its claim becomes the whole TTL.
+  if h.holds(KEYS[1], ARGV[1], now_ms) then -- alive, so its claim becomes the whole TTL
     local fence = h.fence_of(KEYS[2], KEYS[5], ARGV[1])
     h.give(KEYS[1], KEYS[5], ARGV[1], tonumber(ARGV[2]), now_ms, fence)
     return {1, fence, tonumber(ARGV[2])}

@@ -1,7 +1,4 @@
--- leave: a waiter gives up. It leaves the queue; if a hand-off granted it
--- the lock meanwhile, the lock goes on to the next live waiter (or is
--- announced free). (prelude.lua is prepended.)
---
+-- leave: a waiter gives up; a grant it got meanwhile goes on to the next (or is announced).
 -- KEYS[1]  lock key
 -- KEYS[2]  fencing counter of the lock key
 -- KEYS[3]  wait queue (sorted set)       all in the lock key's hash slot
@@ -11,18 +8,16 @@
 -- ARGV[2]  waiter id
 -- ARGV[3]  publish command: PUBLISH, or SPUBLISH on Redis Cluster
 -- ARGV[4]  the lock key's wake channel
---
--- Returns 1 when the waiter had been granted the lock (and passed it on),
--- 0 otherwise.
+-- Returns RELEASED when the waiter had been granted the lock, NOT_HELD otherwise.
 redis.call('ZREM', KEYS[3], ARGV[2])
 redis.call('HDEL', KEYS[4], ARGV[2])
 local handoff, now, _, _, h = queue(issue_fence)
 local now_ms = math.floor(now() / 1000)
 if not h.holds(KEYS[1], ARGV[1], now_ms) then
-  return 0
+  return NOT_HELD
 end
 h.drop(KEYS[1], KEYS[5], ARGV[1])
 if handoff(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], ARGV[3], ARGV[4]) == 0 then
   redis.call(ARGV[3], ARGV[4], 'released')
 end
-return 1
+return RELEASED

@@ -1,51 +1,18 @@
--- prelude: functions shared by the scripts that grant locks from a queue
--- or to several holders. It is prepended, after fence.lua and mark.lua,
--- to release, join, keepalive, leave and the shared_ scripts (scripts.go);
--- it declares functions only and runs nothing.
---
--- Declaring a function costs on every run of a script (Lua builds the
--- closure each time), and most runs of these scripts never touch the wait
--- queue. So only holders and queue are declared at the top; the queue's
--- functions are built by queue(), which only the paths that need them
--- call.
---
--- The wait queue of a lock key lives in two keys of its hash slot (queue.go
--- has the design):
---   queue    sorted set: waiter id -> the server time (microseconds) at
---            which it first queued; a waiter that rejoins keeps its score
---   waiters  hash:
---              <id>     "token ttl_ms group keep_ms"  one queued waiter
---                       (keep_ms: how long its fence counter is kept)
---              @<group> "time_us seq"          the group's last sign of
---                       life: the server time a step of that Client ran,
---                       and the step's sequence number
---              !        "group id token fence seq lease_ms px_ms" the last
---                       hand-off (the grant record)
--- A waiter is alive while its group's last sign of life is less than
--- alive_us old; a dead waiter is dropped when reached.
+-- prelude: the functions of the scripts that work the queue or several holders. A declared
+-- function is built on every run: only holders and queue are declared; they build the rest.
 
--- holders returns the functions that keep the holders of a lock key,
--- whatever kind of lock it is. The kind is in the token (keys.go, kinds):
--- a plain token is a mutex's, whose key is a string holding it; a token
--- that starts with "~s<permits>~" is a semaphore permit's, "~r~" a read
--- hold's and "~w~" a write hold's, whose key is a sorted set of the
--- holders' tokens scored by when each expires (server time, ms), beside a
--- hash (holders_key) of each holder's fence. Expired holders are purged
--- before any count.
+-- holders returns the functions that keep a key's holders, of its token's kind (docs/design.md).
 local function holders()
   local function kind(token)
     local k, n = string.match(token, '^~([srw])(%d*)~')
     return k or 'm', tonumber(n)
   end
-
   local function now_ms()
     local t = redis.call('TIME')
     return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   end
 
-
-  -- expire keeps a sorted set of holders, and their fences, until the
-  -- last of them expires.
+  -- expire keeps a sorted set of holders, and their fences, until the last one expires.
   local function expire(lock_key, holders_key)
     local last = redis.call('ZRANGE', lock_key, '-1', '-1', 'WITHSCORES')[2]
     if last then
@@ -54,8 +21,6 @@ local function holders()
     end
   end
 
-  -- purge drops the holders that have expired, and keeps the rest until
-  -- the last of them expires.
   local function purge(lock_key, holders_key, now)
     local gone = redis.call('ZRANGEBYSCORE', lock_key, '-inf', now)
     if #gone > 0 then
@@ -65,10 +30,8 @@ local function holders()
     end
   end
 
-  -- fit reports whether token's grant fits beside the current holders
-  -- (purged), or, as its second result, the error reply that says why it
-  -- never can: the holders are of another kind (a semaphore with other
-  -- permits, or a read-write lock). It raises nothing.
+  -- fit reports whether token's grant fits beside the holders, or, second, the error reply
+  -- that says it never can (another kind of lock, other permits). It raises nothing.
   local function fit(lock_key, holders_key, token, now)
     local k, n = kind(token)
     if k == 'm' then
@@ -96,10 +59,7 @@ local function holders()
     return k == 'r' and fk == 'r'
   end
 
-  -- fits is fit for a caller that has written nothing yet: it raises
-  -- fit's error, which reaches the caller whose token it is. (Redis does
-  -- not undo a script's writes when it raises, so nothing may raise after
-  -- one.)
+  -- fits is fit raising its error: only before any write (Redis keeps a raising script's writes).
   local function fits(lock_key, holders_key, token, now)
     local ok, err = fit(lock_key, holders_key, token, now)
     if err then
@@ -108,11 +68,8 @@ local function holders()
     return ok
   end
 
-  -- holds reports whether token holds the lock now. A key of another
-  -- kind (WRONGTYPE) holds nothing of ours; any other error is raised.
-  -- For a mutex it also reports whether the key is free (fits, from the
-  -- same GET), and the key's value (false: absent, or not a mutex's), for
-  -- mark_holder (mark.lua) to mark without a GET of its own.
+  -- holds reports whether token holds the lock (a key of another kind holds nothing of ours),
+  -- and from a mutex's GET whether the key is free, and its value (false: none) for mark_holder.
   local function holds(lock_key, token, now)
     local m = kind(token) == 'm'
     local v
@@ -133,12 +90,9 @@ local function holders()
     return v ~= false and tonumber(v) > now, false, false
   end
 
-
-  -- give makes token a holder for px ms from now, with fence.
+  -- give makes token a holder for px ms from now, with fence; a mutex, marked (mark.lua).
   local function give(lock_key, holders_key, token, px, now, fence)
     if kind(token) == 'm' then
-      -- Marked: others may wait (mark.lua). A stale mark costs the
-      -- holder's release one round trip more, as the counter's does.
       redis.call('SET', lock_key, marked_value(token), 'PX', tostring(px))
       return
     end
@@ -147,20 +101,18 @@ local function holders()
     expire(lock_key, holders_key)
   end
 
-  -- drop ends token's hold (the caller checked it holds).
-  local function drop(lock_key, holders_key, token)
+  local function drop(lock_key, holders_key, token) -- ends token's hold, which the caller checked
     if kind(token) == 'm' then
       redis.call('DEL', lock_key)
       return
     end
     redis.call('ZREM', lock_key, token)
     redis.call('HDEL', holders_key, token)
-    expire(lock_key, holders_key) -- the key lives as long as its longest holder left
+    expire(lock_key, holders_key)
   end
 
-  -- fence_of returns the fence of token's hold: for a mutex the counter's
-  -- (nothing issues another while the key holds the token; nil if it
-  -- remembers none, and perhaps marked: mark.lua), else the holder's own.
+  -- fence_of returns token's fence: its own, or a mutex's counter, which nothing raises while
+  -- the key holds the token (nil if the counter is lost).
   local function fence_of(fence_key, holders_key, token)
     if kind(token) == 'm' then
       local v = redis.call('GET', fence_key)
@@ -172,8 +124,7 @@ local function holders()
     return redis.call('HGET', holders_key, token)
   end
 
-  -- wait_ms returns how long a grant that does not fit may have to wait
-  -- for a holder to expire: the soonest expiry among the holders.
+  -- wait_ms returns how long until the soonest holder expires; -2 (as PTTL) for none.
   local function wait_ms(lock_key, now)
     local first = redis.call('ZRANGE', lock_key, '0', '0', 'WITHSCORES')[2]
     if not first then
@@ -182,40 +133,25 @@ local function holders()
     return math.max(tonumber(first) - now, 0)
   end
 
-  return {kind = kind, now_ms = now_ms, purge = purge, fit = fit, fits = fits, holds = holds, expire = expire,
-    give = give, drop = drop, fence_of = fence_of, wait_ms = wait_ms}
+  return {kind = kind, now_ms = now_ms, purge = purge, fit = fit, fits = fits, holds = holds,
+    expire = expire, give = give, drop = drop, fence_of = fence_of, wait_ms = wait_ms}
 end
 
--- queue returns the functions that work a lock's wait queue, handoff, now
--- and alive, claim_ms, and the holder functions (h, from holders()).
--- issue_fence is passed in, so that building them costs no upvalue unless
--- they are built.
-local function queue(issue_fence)
+local function queue(issue_fence) -- returns handoff, now, alive, claim_ms and holders()
   local h = holders()
-
-  -- now returns the server time in microseconds (a number), and the TIME
-  -- reply it came from (for issue_fence).
   local function now()
     local t = redis.call('TIME')
     return tonumber(t[1]) * 1000000 + tonumber(t[2]), t
   end
 
-  -- claim_ms is the longest a hand-off gives the lock to a waiter before
-  -- the waiter has extended it to its TTL (claimTime in queue.go), and
-  -- alive_us how long a group stays alive without a step (aliveWindow);
-  -- keep is how long the queue's keys outlive the last step. A test
-  -- checks these against queue.go.
+  -- queue.go's claimTime, aliveWindow (a waiter's group is alive while its last step is
+  -- younger) and queueKeep (the queue's keys outlive the last step); a test holds them.
   local claim_ms, alive_us, keep = 1000, 1000000, '2000'
 
-  -- alive records a step of group at server time now_us with sequence
-  -- number seq, keeps the queue's keys for twice the alive window, and
-  -- marks the fencing counter and the holder of lock_key (mark.lua):
-  -- someone waits, so the lean scripts must leave the key to the full
-  -- ones. value is lock_key's, if the caller has read it (holds).
-  -- granting says that the caller grants the lock next (release.lua after
-  -- its joins): that grant marks the counter, for longer than the queue
-  -- is kept (issue_fence), and the holder (give), so alive marks nothing.
-  local function alive(lock_key, queue_key, waiters_key, fence_key, group, now_us, seq, value, granting)
+  -- alive records group's step seq at now_us, keeps the queue's keys and marks lock_key's
+  -- holder (value, if read) and counter, unless granting: the grant marks both for longer.
+  local function alive(lock_key, queue_key, waiters_key, fence_key, group, now_us, seq, value,
+      granting)
     redis.call('HSET', waiters_key, '@' .. group, string.format('%.0f', now_us) .. ' ' .. seq)
     redis.call('PEXPIRE', queue_key, keep)
     redis.call('PEXPIRE', waiters_key, keep)
@@ -224,30 +160,15 @@ local function queue(issue_fence)
     end
   end
 
-  -- handoff gives the lock to the first live waiters of its queue while
-  -- their grants fit (a mutex: the one first waiter, if the key is free;
-  -- permits and read holds: as many as fit, in order; never one behind a
-  -- waiter that does not fit, so nobody is overtaken). Each grant makes
-  -- the waiter a holder for its TTL but at most claim_ms, issues its
-  -- fence, writes the grant record and publishes the grant on the wake
-  -- channel ("g id fence seq lease_ms px_ms"). Dead waiters met on the way are
-  -- dropped. Returns how many waiters it granted, and the last grant's
-  -- message (nil if none).
-  --
-  -- absent says that the caller has just deleted the lock key: the first
-  -- grant then fits without a look at the key. mine, if given, is the
-  -- caller's own group: a mutex's grant to one of its waiters is not
-  -- published, since the caller gets the message as its reply (release.lua)
-  -- and no other Client's waiter needs it. at_us and at, if given, are the
-  -- server's time and the TIME reply the caller read in this script.
-  --
-  -- lease_ms is how long the lock lives counted from the group's last step
-  -- (seq) that the server ran: the time since that step, on this server's
-  -- clock, rounded down, plus the key's PX. The waiter counts its lease
-  -- from when it sent that step, which was no later than the server ran
-  -- it, so its estimate ends no later than the key expires (queue.go).
-  local function handoff(lock_key, fence_key, queue_key, waiters_key, holders_key, pub, chan, absent, mine, at_us, at)
-    local t, now_us, now_ms = at, at_us, at_us and math.floor(at_us / 1000) -- else read at the first waiter: a queue may be empty
+  -- handoff grants the lock to the first live waiters while their grants fit, never past one
+  -- that does not (nobody is overtaken), and drops dead ones. Each grant holds for the TTL,
+  -- at most claim_ms, and is recorded ('!') and published; returns their count and the last
+  -- message. absent: the key was just deleted; mine: the caller's group, whose mutex grant is
+  -- returned unpublished; at_us, at: now(), if read. lease_ms counts from the group's last step
+  -- as the server ran it, after the waiter sent it: the waiter's lease ends no later than the key.
+  local function handoff(lock_key, fence_key, queue_key, waiters_key, holders_key, pub, chan,
+      absent, mine, at_us, at)
+    local t, now_us, now_ms = at, at_us, at_us and math.floor(at_us / 1000) -- or at a waiter
     local granted, msg = 0, nil
     while true do
       local head = redis.call('ZRANGE', queue_key, '0', '0')[1]
@@ -278,17 +199,10 @@ local function queue(issue_fence)
         end
         redis.call('ZREM', queue_key, head)
         redis.call('HDEL', waiters_key, head)
-        -- A waiter that asks for another kind of lock than the holders
-        -- (a semaphore of other permits) can never fit beside them, and
-        -- must not hold the line up: it is dropped. Missing at its group's
-        -- next roll call, it joins again, and that join raises the error
-        -- to its caller alone.
+        -- One that never fits (wrong) is dropped; its next join raises the error to it alone.
         if ok then
-          -- A waiter of the releaser's own group is alive (its Client is
-          -- running this release): it gets its whole TTL. Any other gets
-          -- a claim, which it confirms by joining again (join.lua) before
-          -- its Lock returns, so that a waiter that died unseen holds the
-          -- line up for claim_ms at most.
+          -- The releaser's own group is alive: the whole TTL. Another gets a claim, which its
+          -- join confirms, so that one that died unseen holds the line up claim_ms at most.
           local px = math.min(tonumber(ttl), claim_ms)
           if group == mine then
             px = tonumber(ttl)
@@ -296,7 +210,8 @@ local function queue(issue_fence)
           local fence = issue_fence(fence_key, keep, t, true)
           h.give(lock_key, holders_key, token, px, now_ms, fence)
           local lease = tostring(math.floor((now_us - tonumber(at)) / 1000) + px) .. ' ' .. px
-          redis.call('HSET', waiters_key, '!', group .. ' ' .. head .. ' ' .. token .. ' ' .. fence .. ' ' .. seq .. ' ' .. lease)
+          redis.call('HSET', waiters_key, '!',
+            group .. ' ' .. head .. ' ' .. token .. ' ' .. fence .. ' ' .. seq .. ' ' .. lease)
           msg = 'g ' .. head .. ' ' .. fence .. ' ' .. seq .. ' ' .. lease
           granted = granted + 1
           if h.kind(token) == 'm' then

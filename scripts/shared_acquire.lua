@@ -1,19 +1,14 @@
--- shared_acquire: take a semaphore permit or a read-write hold if it fits
--- and nobody is queued for the key, and issue its fencing token.
--- (prelude.lua is prepended; holders() there has the key's layout.)
---
+-- shared_acquire: take a permit or read-write hold, with its fence, if it fits and none wait.
 -- KEYS[1]  lock key: sorted set of the holders' tokens by expiry (ms)
 -- KEYS[2]  fencing counter of the lock key
 -- KEYS[3]  wait queue (sorted set)       all in the lock key's hash slot
--- KEYS[4]  waiters (hash; unused here: the keys are the queue scripts')
+-- KEYS[4]  waiters (hash; unused: the keys are the queue scripts')
 -- KEYS[5]  holders' fences (hash)
 -- ARGV[1]  token (its kind says what it asks for)
 -- ARGV[2]  TTL, milliseconds
 -- ARGV[3]  how long to keep the fencing counter, milliseconds (fence.go)
---
--- Returns {1, fence} when obtained, or {0, wait_ms} when it does not fit
--- (wait_ms: until the soonest holder's expiry; -2 when it would fit but
--- waiters are queued, who go first). A key of another kind is an error.
+-- Returns {1, fence}, or {0, wait_ms}: until the soonest holder's expiry, -2 if waiters are
+-- queued (they go first). A key of another kind is an error.
 local h = holders()
 local now = h.now_ms()
 if h.holds(KEYS[1], ARGV[1], now) then -- the same request run twice (acquire.lua)

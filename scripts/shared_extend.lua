@@ -1,19 +1,15 @@
--- shared_extend: reset a semaphore permit's or read-write hold's expiry,
--- only if this token still has it. (prelude.lua is prepended.)
---
+-- shared_extend: reset a permit's or a read-write hold's expiry if this token still has it.
 -- KEYS[1]  lock key: sorted set of the holders' tokens by expiry (ms)
 -- KEYS[2]  holders' fences (hash)
 -- KEYS[3]  fencing counter of the lock key
 -- ARGV[1]  token
 -- ARGV[2]  new TTL, milliseconds
 -- ARGV[3]  how long to keep the fencing counter at least, milliseconds
---
--- Returns 1 when extended, 0 when the token holds nothing: then nothing
--- is changed (an expired hold is not re-created).
+-- Returns 1 when extended, NOT_HELD (nothing is changed: an expired hold is not re-created).
 local h = holders()
 local now = h.now_ms()
 if not h.holds(KEYS[1], ARGV[1], now) then
-  return 0
+  return NOT_HELD
 end
 if redis.call('PTTL', KEYS[3]) < tonumber(ARGV[3]) then
   redis.call('PEXPIRE', KEYS[3], ARGV[3])
