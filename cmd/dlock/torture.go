@@ -51,7 +51,8 @@ semaphore, semaphore+client-pause, semaphore+kill-restart, rwmutex,
 rwmutex+client-pause; and the herds: herd, herd+client-pause,
 herd+redis-pause, herd+kill-restart, herd+outage (Redis down for 3 TTLs),
 herd+pubsub-kill (every pub/sub connection killed, again and again),
-herd+waiter-kill (a process whose waiters all wait is killed), where 10 processes (--quick: 3) of 500
+herd+waiter-kill (a process whose waiters all wait is killed),
+herd+waiter-pause (one is stopped past its waiters' liveness), where 10 processes (--quick: 3) of 500
 waiters each (--quick: 100) on go-redis's default options wait on one key
 until each is served once:
 

@@ -254,6 +254,8 @@ func Scenarios() []Scenario {
 			Nemesis: killPubSub},
 		{Name: "herd+waiter-kill", Modes: []string{"single"}, Herd: true, What: "the herd; SIGKILL a process whose waiters all wait",
 			Nemesis: func(ctx context.Context, e *Env) { e.firstGrant(ctx); killWaiter(e) }},
+		{Name: "herd+waiter-pause", Modes: []string{"single"}, Herd: true, What: "the herd; SIGSTOP a process whose waiters all wait, for 3 TTLs (past their liveness)",
+			Nemesis: func(ctx context.Context, e *Env) { e.firstGrant(ctx); pauseWaiter(ctx, e) }},
 	}
 }
 
@@ -296,21 +298,52 @@ func killHolder(e *Env) {
 	_ = e.workers[hs[0]].Process.Kill()
 }
 
-// killWaiter kills a client process that holds nothing, its waiters all
-// in line (redisson #2278: a crashed waiter wedged the queue). Its waiters
-// never report; the others must all be served.
+// killWaiter kills a client process whose waiters all wait (redisson
+// #2278: a crashed waiter wedged the queue). Its waiters never report; the
+// others must all be served.
 func killWaiter(e *Env) {
-	holding := map[int]bool{}
-	for _, p := range e.holders() {
-		holding[p] = true
+	if i := e.waitingProcess(); i >= 0 {
+		e.fault(fmt.Sprintf("SIGKILL client %d, waiting", i))
+		_ = e.workers[i].Process.Kill()
 	}
-	for i, w := range e.workers {
-		if !holding[i] {
-			e.fault(fmt.Sprintf("SIGKILL client %d, waiting", i))
-			_ = w.Process.Kill()
-			return
+}
+
+// pauseWaiter stops a client process whose waiters all wait for 3 TTLs,
+// well past their liveness, then lets it go on (etcd #19597: a waiter cut
+// off until its session expired later believed it held the lock). Its
+// waiters are skipped meanwhile; resumed, they must line up again and be
+// served once, with fences the guard accepts.
+func pauseWaiter(ctx context.Context, e *Env) {
+	i := e.waitingProcess()
+	if i < 0 {
+		return
+	}
+	defer e.fault(fmt.Sprintf("SIGSTOP client %d, waiting", i))()
+	_ = e.workers[i].Process.Signal(syscall.SIGSTOP)
+	sleep(ctx, 3*e.Cfg.TTL)
+	_ = e.workers[i].Process.Signal(syscall.SIGCONT)
+}
+
+// waitingProcess returns a client process none of whose waiters holds the
+// lock or has been served, as far as the events tell; -1 if none.
+func (e *Env) waitingProcess() int {
+	busy := map[int]bool{}
+	for _, p := range e.holders() {
+		busy[p] = true
+	}
+	e.mu.Lock()
+	for _, ev := range e.events {
+		if ev.Kind == "served" || ev.Kind == "grant" {
+			busy[ev.Client/max(1, e.perProcess)] = true
 		}
 	}
+	e.mu.Unlock()
+	for i := len(e.workers) - 1; i >= 0; i-- { // the last started are the likeliest to wait
+		if !busy[i] {
+			return i
+		}
+	}
+	return -1
 }
 
 // firstGrant waits until some client holds the lock, and a little longer,
