@@ -36,6 +36,10 @@ faults meanwhile. Then the history is checked:
   stale_accepted     writes accepted from an older grant after a newer one wrote: MUST BE 0
   fence_regressions  grants whose fence is not above every grant known to precede them: MUST BE 0
   loss notices       holders told the lock was lost, and how many in time
+  observe            elections: once the clients stop, Observe's last report
+                     (from a watcher in this process) equals Leader: MUST HOLD
+  resurrected        renew-unlock: keys found holding a token after its Unlock
+                     released it (a late renewal): MUST BE 0
 
 Scenarios (single = one master; redlock = five): baseline, client-pause,
 client-kill, kill-restart, kill-restart-aof, redis-pause, failover,
@@ -46,7 +50,8 @@ with two replicas each through redis.NewClusterClient), each also
 +replica-ack, where the master of the key is killed just after a grant,
 then (time allowing) just after a grant its replicas missed (served: how
 many failovers); the
-other primitives: election, election+client-pause, election+client-kill,
+renew-unlock (a Lock auto-renewed every 10 ms, unlocked while a renewal
+may be in flight); the other primitives: election, election+client-pause, election+client-kill,
 semaphore, semaphore+client-pause, semaphore+kill-restart, rwmutex,
 rwmutex+client-pause; and the herds: herd, herd+client-pause,
 herd+redis-pause, herd+kill-restart, herd+outage (Redis down for 3 TTLs),
@@ -191,7 +196,7 @@ func tortureMain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "\ntorture: %d passed, %d failed\n", passed, failed)
 	}
 	if failed > 0 {
-		fmt.Fprintf(stderr, "dlock: torture: %d scenario(s) accepted a stale write, regressed a fence, left a waiter unserved or stopped after a kill\n", failed)
+		fmt.Fprintf(stderr, "dlock: torture: %d scenario(s) accepted a stale write, regressed a fence, left a waiter unserved, stopped after a kill, observed a stale leader or let a renewal outlive an Unlock\n", failed)
 		return 1
 	}
 	return exitOK
@@ -272,6 +277,12 @@ func writeResults(w io.Writer, results []torture.Result) {
 		}
 		if r.Failovers > 0 {
 			served = fmt.Sprintf("%d failovers", r.Failovers)
+		}
+		if r.ObserveStale {
+			served = "OBSERVE STALE"
+		}
+		if r.Resurrected > 0 {
+			served = fmt.Sprintf("%d RESURRECTED", r.Resurrected)
 		}
 		n := strconv.Itoa
 		safety.rows = append(safety.rows, []string{r.Scenario, r.Mode, n(r.Grants), n(r.Overlaps), n(r.Accepted), n(r.StaleRejected), n(r.StaleAccepted), n(r.FenceRegressions), verdict})

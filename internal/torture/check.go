@@ -47,6 +47,14 @@ type Result struct {
 	// served.
 	Waiters  int `json:"waiters,omitempty"`
 	Unserved int `json:"unserved,omitempty"`
+	// ObserveStale says that, in an election scenario, the harness's
+	// Observe still reported another leader than Leader once the clients
+	// had stopped (etcd #18163). Must be false.
+	ObserveStale bool `json:"observe_stale,omitempty"`
+	// Resurrected counts the released keys that a holder of the
+	// "renewed" primitive found still, or again, holding its token after
+	// its Unlock had released it (redisson #7272). Must be 0.
+	Resurrected int `json:"resurrected,omitempty"`
 	// MaxConnections is the most client connections any master saw at
 	// once during the run.
 	MaxConnections int `json:"max_connections"`
@@ -70,7 +78,8 @@ type History struct {
 
 // OK reports whether the hard assertions hold.
 func (r Result) OK() bool {
-	return r.StaleAccepted == 0 && r.FenceRegressions == 0 && r.Unserved == 0 && (r.Killed == 0 || r.Takeovers > 0)
+	return r.StaleAccepted == 0 && r.FenceRegressions == 0 && r.Unserved == 0 && !r.ObserveStale && r.Resurrected == 0 &&
+		(r.Killed == 0 || r.Takeovers > 0)
 }
 
 // check computes the Result; permits is a semaphore's (1 otherwise), and
@@ -94,6 +103,8 @@ func check(events []Event, writes []Write, end int64, permits int, rw bool) Resu
 			r.Attempts++
 		case "served":
 			r.Waiters++
+		case "resurrected":
+			r.Resurrected++
 		case "unserved":
 			r.Waiters++
 			r.Unserved++

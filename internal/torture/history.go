@@ -14,7 +14,7 @@ import (
 // object a line on its standard output). Times are wall-clock nanoseconds:
 // every process runs on this machine, so they share the clock.
 type Event struct {
-	Kind   string `json:"k"`           // attempt, grant, release, lost, error; a herd's served, unserved; the harness's killed
+	Kind   string `json:"k"`           // attempt, grant, release, lost, error, resurrected; a herd's served, unserved; the harness's killed
 	Client int    `json:"c"`           // the client's ID
 	Fence  int64  `json:"f,omitempty"` // grant, release, write: the grant's fence
 	Sent   int64  `json:"s,omitempty"` // grant: when the acquire request was sent

@@ -211,6 +211,8 @@ func Scenarios() []Scenario {
 					p.SetDelay(0)
 				}
 			}},
+		{Name: "renew-unlock", Modes: []string{"single", "redlock"}, Primitive: "renewed",
+			What: "clients hold a Lock auto-renewed every 10 ms and Unlock it, often while a renewal is in flight (redisson #7272)"},
 		{Name: "election", Modes: []string{"single", "redlock"}, Primitive: "election", What: "clients campaign, lead and resign; no faults"},
 		{Name: "election+client-pause", Modes: []string{"single", "redlock"}, Primitive: "election", What: "SIGSTOP the leader for 3 TTLs, then SIGCONT",
 			Nemesis: func(ctx context.Context, e *Env) { sleep(ctx, e.Cfg.Duration/4); pauseHolder(ctx, e) }},
@@ -518,6 +520,11 @@ func Run(cfg Config, sc Scenario, mode string) (Result, error) {
 		bound = duration + 10*time.Second
 	}
 	e.perProcess = waiters
+	var watch *leaderWatch
+	observeStale := false
+	if sc.Primitive == "election" {
+		watch = e.watchLeader(sc.Topology)
+	}
 	stopSampling := e.sampleConnections()
 	var wg sync.WaitGroup
 	for i := 0; i < clients; i++ {
@@ -581,6 +588,9 @@ func Run(cfg Config, sc Scenario, mode string) (Result, error) {
 		}
 		<-done
 	}
+	if watch != nil && !watch.agrees(10*cfg.TTL+5*time.Second) {
+		observeStale = true
+	}
 	end := time.Now().UnixNano()
 	maxConns := stopSampling()
 	e.mu.Lock()
@@ -595,6 +605,7 @@ func Run(cfg Config, sc Scenario, mode string) (Result, error) {
 		}
 	}
 	r := check(e.events, writes, end, max(sc.Permits, 1), sc.Primitive == "rwmutex")
+	r.ObserveStale = observeStale
 	e.mu.Unlock()
 	r.Scenario, r.Mode, r.Clients, r.Seconds = sc.Name, mode, clients, time.Since(start).Seconds()
 	r.History = &History{Start: start.UnixNano(), End: end, Lanes: clients, PerLane: max(1, e.perProcess),

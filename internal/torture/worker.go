@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 
@@ -31,7 +32,9 @@ type WorkerConfig struct {
 	Waiters int
 	// Primitive is what the client takes (Scenario.Primitive), Permits a
 	// semaphore's permits. A semaphore's holders do not write to the
-	// fenced resource: several hold at once by design.
+	// fenced resource: several hold at once by design. "renewed" is a Lock
+	// auto-renewed at renewedTTL, which the holder looks for on every node
+	// after each Unlock.
 	Primitive string
 	Permits   int
 	// Topology is how Redis is reached: "" through Redis (one address a
@@ -98,6 +101,12 @@ func RunWorker(cfg WorkerConfig, out io.Writer) error {
 				return locks.RWMutex(cfg.Key).RLock(ctx, opts...)
 			}
 			return locks.RWMutex(cfg.Key).Lock(ctx, opts...)
+		case "renewed":
+			o := append(opts[:len(opts):len(opts)], dlock.WithTTL(renewedTTL), dlock.WithAutoRenew())
+			if len(cfg.Redis) > 1 {
+				o = append(o, dlock.WithNodeTimeout(renewedTTL/3))
+			}
+			return locks.Lock(ctx, cfg.Key, o...)
 		}
 		return locks.Lock(ctx, cfg.Key, opts...)
 	}
@@ -116,12 +125,15 @@ func RunWorker(cfg WorkerConfig, out io.Writer) error {
 			time.Sleep(cfg.TTL / 20)
 			continue
 		}
-		hold(base, cfg, rec, cfg.ID, l, sent, func(granted int64) {
+		released := hold(base, cfg, rec, cfg.ID, l, sent, func(granted int64) {
 			for i := 0; i < 3 && l.Context().Err() == nil; i++ {
 				time.Sleep(cfg.Hold / 3)          // a pause here outlives the lease...
 				write(cfg.ID, l.Fence(), granted) // ...and this write goes out regardless
 			}
 		})
+		if released && cfg.Primitive == "renewed" && resurrected(base, ucs, cfg.Key, l.Token()) {
+			rec.emit(Event{Kind: "resurrected", Client: cfg.ID, Fence: l.Fence()})
+		}
 	}
 	return nil
 }
@@ -164,7 +176,7 @@ func reader(id int) bool { return id%2 == 1 }
 
 // hold reports client id's grant of l (its acquire sent at sent), and any
 // loss, runs work under the lock, releases it and reports the release.
-func hold(base context.Context, cfg WorkerConfig, rec *recorder, id int, l *dlock.Lock, sent int64, work func(granted int64)) {
+func hold(base context.Context, cfg WorkerConfig, rec *recorder, id int, l *dlock.Lock, sent int64, work func(granted int64)) (released bool) {
 	now := time.Now()
 	granted := now.UnixNano()
 	dl, _ := l.Context().Deadline()
@@ -188,6 +200,24 @@ func hold(base context.Context, cfg WorkerConfig, rec *recorder, id int, l *dloc
 		detail = errorKind(err)
 	}
 	rec.emit(Event{Kind: "release", Client: id, Fence: l.Fence(), Detail: detail, At: releasing})
+	return err == nil
+}
+
+// renewedTTL is the "renewed" primitive's TTL: renewed every 10 ms, so
+// that an Unlock often meets a renewal in flight (redisson #7272).
+const renewedTTL = 3 * dlock.MinTTL
+
+// resurrected reports whether, a few renewal periods after an Unlock that
+// released the lock, any node's key still (or again) holds the released
+// token: a renewal that ran after the release would have kept or made it.
+func resurrected(ctx context.Context, ucs []redis.UniversalClient, key, token string) bool {
+	time.Sleep(2 * renewedTTL)
+	for _, c := range ucs {
+		if v, err := c.Get(ctx, key).Result(); err == nil && strings.HasPrefix(v, token) {
+			return true
+		}
+	}
+	return false
 }
 
 // errorKind names an error for the tallies.
