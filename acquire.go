@@ -9,15 +9,11 @@ import (
 	"github.com/dlock-go/dlock/internal/keyspace"
 )
 
-// TryLock makes one attempt to obtain the lock on key. It returns an error
-// matching ErrNotObtained when someone else holds the lock (or ctx ends
-// first, in which case the error also matches ctx.Err()), and a *NodeError
-// when Redis could not be asked. Locks are not reentrant: TryLock on a key
-// this process already holds fails like any other attempt.
-//
-// The attempt is one round trip: a script that sets key to a fresh random
-// token with SET NX PX and issues the fence. A grant that comes after ctx
-// ended is released in the background.
+// TryLock makes one attempt to obtain the lock on key, in one round trip.
+// It returns an error matching ErrNotObtained when someone else holds the
+// lock (or ctx ends first: the error also matches ctx.Err()), and a
+// *NodeError when Redis could not be asked. Locks are not reentrant. A
+// grant that comes after ctx ended is released in the background.
 func (c *Client) TryLock(ctx context.Context, key string, opts ...Option) (*Lock, error) {
 	needContext(ctx)
 	h := c.hooks.Load()
@@ -35,20 +31,17 @@ func (c *Client) TryLock(ctx context.Context, key string, opts ...Option) (*Lock
 	return l, err
 }
 
-// Lock obtains the lock on key, waiting as long as it takes or until ctx
-// ends. When ctx ends first, the error matches both ErrNotObtained and
-// ctx.Err(); when the Client is closed, both ErrNotObtained and ErrClosed.
-// A node that cannot be reached or cannot serve yet (a restart, a
-// failover) does not end the wait: Lock keeps its place in line and tries
-// again with backoff, and if ctx ends meanwhile its error also carries the
+// Lock obtains the lock on key, waiting as long as it takes, until ctx ends
+// (an error matching ErrNotObtained and ctx.Err()) or the Client closes
+// (ErrNotObtained and ErrClosed). A node that cannot be reached or serve
+// yet (a restart, a failover) does not end the wait: Lock keeps its place
+// and retries with backoff, and its error at ctx's end also carries the
 // last *NodeError (or *QuorumError). Errors no waiting can fix (NOPERM,
-// WRONGTYPE, bad input) end it at once, as does any node error with
-// WithFailFast.
+// WRONGTYPE, bad input) end it at once, as does any with WithFailFast.
 //
-// On one node waiters queue in Redis in arrival order and the release hands
-// the lock to the next live one; with Redlock or WithReplicaAck they are
-// woken by release messages, and fairness is best-effort (docs/waiting.md).
-// Bound the wait with ctx (other libraries' "retry N times").
+// On one node waiters queue in Redis in arrival order; with Redlock or
+// WithReplicaAck they are woken by release messages, and fairness is
+// best-effort (docs/waiting.md). Bound the wait with ctx.
 func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (l *Lock, err error) {
 	needContext(ctx)
 	contended := false
@@ -78,20 +71,19 @@ func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (l *Lock,
 	return c.lock(ctx, key, o, &contended)
 }
 
-// lock is Lock past its checks: a first attempt, unless others of this
-// Client make it pointless, and the wait. contended is set when the lock
-// was, or likely is, taken.
+// lock is Lock past its checks: a first attempt unless others of this
+// Client make it pointless, then the wait; contended: likely taken.
 func (c *Client) lock(ctx context.Context, key string, o options, contended *bool) (*Lock, error) {
 	listens := len(c.nodes) > 1 || o.replicas > 0 // Redlock and WithReplicaAck do not queue: they listen for releases
 	switch {
 	case !listens && c.groups.waiting(key):
-		// Others of this Client wait for the key, or one holds it: the
-		// join takes it if it is free, so an attempt is a trip too many.
+		// Others of this Client wait for the key or hold it: the join takes
+		// it if free, so an attempt would be a trip too many.
 		*contended = true
 		return c.waitQueued(ctx, c.names.get(key), o)
 	case listens && !c.gates.first(key):
-		// Another Lock of this Client is making its first attempt on
-		// the key: to the gate, without one (gates.first).
+		// Another Lock of this Client is making its first attempt: to the
+		// gate without one (gates.first).
 		*contended = true
 		return c.waitListening(ctx, key, o, 0, nil, contended)
 	}
@@ -106,8 +98,8 @@ func (c *Client) lock(ctx context.Context, key string, o options, contended *boo
 	return c.waitListening(ctx, key, o, pttl, err, contended)
 }
 
-// tryFirst is Lock's first attempt; a listening one
-// (waitListening) is under way for gates.first until it returns.
+// tryFirst is Lock's first attempt; a listening one is under way for
+// gates.first until it returns.
 func (c *Client) tryFirst(ctx context.Context, key string, o options, listens bool) (*Lock, time.Duration, error) {
 	if listens {
 		defer c.gates.firstDone(key)
@@ -135,20 +127,10 @@ func pause(ctx context.Context, closed <-chan struct{}, d time.Duration) {
 }
 
 // Do runs fn while holding the lock on key: it waits for the lock like Lock
-// (bounded by ctx), renews it automatically (WithAutoRenew is implied), runs
-// fn, and unlocks, also when fn panics (the panic then continues). A nil
-// fn is ErrInvalidArgument, refused before anything is locked.
-//
-// fn's context ends when ctx ends or when the lock's Context does (released,
-// lost, lease expired, or the WithMaxHold ceiling); its deadline is the
-// earlier of the two. fn should stop when it ends.
-//
-// Do returns fn's error. If the lock was lost while fn ran, or the final
-// Unlock found it gone, the error also matches ErrLost and the specific
-// cause: ErrKeyLost (a renewal or the final Unlock found the key no longer
-// holding the token), ErrLeaseExpired or ErrMaxHold. A failed final Unlock
-// (a *NodeError) is joined in too: the lock then stays held until its TTL
-// runs out.
+// (bounded by ctx), renews it (WithAutoRenew is implied), runs fn, and
+// unlocks, also when fn panics (the panic then continues). A nil fn is
+// ErrInvalidArgument, refused before anything is locked. fn's context ends
+// with ctx or the lock's Context (the earlier deadline): stop fn then.
 func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context) error, opts ...Option) (err error) {
 	if fn == nil {
 		return invalid("Do with a nil function for %q: nothing to run under the lock", key)
@@ -186,9 +168,8 @@ func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context
 	return fn(doContext{leaseBound{fnCtx, &l.lease, cancel}})
 }
 
-// doContext is fn's context in Do: the caller's context, ended also by the
-// lease (on the clock, as a Lock's Context is: leaseBound), with the
-// earlier of the two deadlines.
+// doContext is fn's context in Do: the caller's, ended also by the lease on
+// the clock (leaseBound), with the earlier of the two deadlines.
 type doContext struct{ leaseBound }
 
 // Deadline is the earlier of the caller's deadline and the lease's.

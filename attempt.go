@@ -12,16 +12,11 @@ import (
 	"github.com/dlock-go/dlock/internal/transport"
 )
 
-// An attempt is one try for a lock, on every node at once: TryLock, and
-// each try of a Lock that waits. Its answers are waited for until a
-// majority granted the lock, all answered, or the node timeout passed;
-// judge turns them into the outcome. What the attempt may have left on the
-// nodes without getting the lock is given back before try returns, so that
-// a retry does not meet it. An answer that comes after the attempt was
-// decided is late, and late deals with it. (On one node with a context
-// that cannot end, tryInline asks the node itself, and makes an attempt
-// only to give back what a failed try may have left: no answer of that
-// try comes late.)
+// An attempt is one try for a lock on every node at once (TryLock, and each
+// try of a waiting Lock). Its answers are awaited until a majority granted,
+// all answered, or the node timeout passed; judge decides. What it may have
+// left without getting the lock is given back before try returns, so a
+// retry does not meet it; an answer after the decision goes to late.
 type attempt struct {
 	c     *Client
 	nm    *lockNames
@@ -31,23 +26,19 @@ type attempt struct {
 
 	listens bool // the caller will wait for release messages (try)
 
-	// after holds, for each node where the Client's release of the key
-	// was under way when the attempt began, the releases its acquire
-	// there waits for (transport.Flights); nil if none.
+	// after: per node, the Client's releases of the key under way there,
+	// which its acquire waits for (transport.Flights); nil if none.
 	after map[*node][]<-chan struct{}
 
 	held *Lock // the lock, if obtained: written before decided is unlocked
-	// decided is locked by try's rounds until try returns; late, which
-	// only those rounds call, waits for it (tryInline's attempt is never
-	// locked: nothing calls late on it). A mutex, not a channel or a
-	// WaitGroup: it allocates nothing and costs the least.
+	// decided is locked by try's rounds until try returns, and late waits
+	// for it (tryInline's is never locked: nothing calls its late). A
+	// mutex: it allocates nothing (docs/design.md, "Measurements").
 	decided sync.Mutex
 }
 
-// try makes one attempt. When the lock is taken it returns ErrNotObtained
-// and the holder's remaining TTL (negative if unknown). listens tells that
-// the caller will wait for the key's release messages if the lock is taken
-// (see notifyWindow).
+// try makes one attempt; a taken lock is ErrNotObtained with the holder's
+// TTL (< 0: unknown). listens: the caller will listen if it is taken.
 func (c *Client) try(ctx context.Context, key string, o options, listens bool) (*Lock, time.Duration, error) {
 	if err := ctx.Err(); err != nil { // nothing to ask for
 		return nil, 0, notObtained(err)
@@ -81,11 +72,9 @@ func (c *Client) try(ctx context.Context, key string, o options, listens bool) (
 
 // tryInline is try on one node when nothing can end the wait (a context
 // that never ends, no node timeout): the acquire runs in the caller's
-// goroutine, as transport.AwaitOn would run it there, so no answer comes
-// late, and the attempt, which keeps what late answers and give-backs
-// need, is made only when a failed try may have left something to give
-// back (conclude): an uncontended lock+unlock allocates one object less
-// (the allocation test's bound; docs/design.md, "Measurements").
+// goroutine, so no answer comes late, and the attempt is made only when a
+// failed try may have left something to give back: one allocation less per
+// lock+unlock (docs/design.md, "Measurements").
 func (c *Client) tryInline(ctx context.Context, nm *lockNames, token string, o options, listens bool) (*Lock, time.Duration, error) {
 	sent := time.Now()
 	g, err := c.nodes[0].acquire(ctx, nm, token, o, listens)
@@ -102,15 +91,13 @@ func (c *Client) tryInline(ctx context.Context, nm *lockNames, token string, o o
 	return a.conclude(ctx, answers[:], out)
 }
 
-// conclude deals with an attempt that did not obtain the lock (out): it
-// gives back the grants that came in time, releases in the background
-// those an error may hide, and returns try's answer.
+// conclude gives back what a failed attempt may hold (out: in time now,
+// error-hidden in the background) and returns try's answer.
 func (a *attempt) conclude(ctx context.Context, answers []answer[grant], out outcome) (*Lock, time.Duration, error) {
 	c := a.c
 	if !a.giveBack(ctx, c.nodesAt(out.giveBack)) && ctx.Err() != nil && !errors.Is(out.err, ctx.Err()) {
-		// The caller stopped waiting for the give-back: a retry may still
-		// meet the grant for a moment, so the error says why (as when ctx
-		// ends before the acquire's own answer).
+		// The caller stopped waiting for the give-back: a retry may meet
+		// the grant for a moment, so the error says why.
 		out.err = fmt.Errorf("%w (%w: the grant is given back in the background)", out.err, ctx.Err())
 	}
 	for _, i := range out.uncertain {
@@ -127,22 +114,21 @@ func (a *attempt) round() round[grant, *attempt] {
 		By: a, Call: (*attempt).acquireOn,
 		Yes:  grant.granted,
 		Late: (*attempt).late,
-		// An error that may hide a grant is given back once its request
-		// is settled (releaseUncertain), as a late grant is. (Not with
-		// WithReplicaAck, whose script and WAIT go straight to the user's
-		// client: only a call of its own can leave them.)
+		// An error that may hide a grant is given back once settled
+		// (releaseUncertain); not with WithReplicaAck, whose script and
+		// WAIT use the user's client: only a call of its own leaves them.
 		LateTakesError: a.o.replicas == 0,
 	}
 	if a.o.candidate {
-		// A campaign hears every node out, so that its fence, the term,
-		// is the highest any node holding it remembers (Leader's term).
+		// A campaign hears every node out, so that its term is the highest
+		// fence any node holding it remembers (Leader's term).
 		r.Yes = nil
 	}
 	return r
 }
 
-// acquireOn runs the attempt's acquire on n, after the Client's release
-// of the key on n still under way, if any (transport.Flights).
+// acquireOn runs the attempt's acquire on n once the Client's release of
+// the key on n, if under way, has answered (transport.Flights).
 func (a *attempt) acquireOn(ctx context.Context, n *node) (grant, error) {
 	if !confirmed(ctx, a.after[n], a.o.nodeTimeoutFor(len(a.c.nodes))) { // a Timeout: positive on several nodes
 		return grant{}, n.fail("acquire", errUnsent)
@@ -159,25 +145,18 @@ type outcome struct {
 	uncertain []int         // not obtained: the nodes whose error may hide a grant, to release in the background
 }
 
-// judge returns the outcome of an attempt from its nodes' answers (in node
-// order), the caller's context's error when they were read, the time
-// elapsed since the request was sent, and the TTL asked for.
-//
-// The lock is obtained when a majority granted it in time: before the
-// caller gave up, and with some of the TTL left beyond the drift margin
-// (otherwise the lease may already be over, and the lock someone else's).
-// Its fence is the maximum over the majority that answered in time: any
-// later majority shares a node with it, which is all the fence argument
-// needs (redlock.go), so a late grant's fence need not be looked at.
-//
-// Otherwise the attempt gives back every node that may hold its token.
-// Those that granted it answered in time, and are released before try
-// returns, so that a retry does not meet the attempt's own grants. Those
-// whose answer was an error (a connection that failed after the script
-// ran, a script that failed after its SET, a read timeout) may hold it
-// too, unless the error shows the request never left; they are released
-// in the background, since a node that just failed or stalled is not worth
-// waiting for. Nodes that have not answered are late's.
+// judge returns an attempt's outcome from its answers (in node order),
+// ctx's error when read, the time since the send, and the TTL. The lock is
+// obtained when a majority granted it in time: before the caller gave up,
+// with TTL left beyond the drift margin (else the lease may be over, and
+// the lock someone else's). Its fence is that majority's maximum: any later
+// majority shares a node with it, all the fence argument needs
+// (redlock.go), so a late grant's fence is not needed. Otherwise every node
+// that may hold the token is given back: those that granted before try
+// returns, so a retry does not meet them; those whose error may hide a
+// grant (a connection that failed after the script ran, a read timeout; not
+// one never sent) in the background, as a node that just failed is not
+// worth waiting for. Nodes yet to answer are late's.
 func judge(answers []answer[grant], ctxErr error, elapsed, ttl time.Duration) outcome {
 	v := count(answers, grant.granted)
 	vd := v.Of(len(answers))
@@ -190,8 +169,7 @@ func judge(answers []answer[grant], ctxErr error, elapsed, ttl time.Duration) ou
 		case a.Abandoned:
 		case a.Err == nil && a.V.ok, errors.Is(a.Err, ErrNoReplicaAck):
 			// A grant too few replicas acknowledged is a grant all the
-			// same, answered, on the master: given back before the
-			// caller hears the refusal, so that a retry does not meet it.
+			// same: given back before the caller hears the refusal.
 			out.giveBack = append(out.giveBack, i)
 		case a.Err != nil && !neverSent(a.Err):
 			out.uncertain = append(out.uncertain, i)
@@ -224,8 +202,7 @@ func grantedFence(answers []answer[grant]) int64 {
 	return fence
 }
 
-// shortestHolder returns the shortest remaining TTL that a node reported
-// for the holder, or -1 if none did.
+// shortestHolder returns the shortest holder's TTL a node reported, or -1.
 func shortestHolder(answers []answer[grant]) time.Duration {
 	d := time.Duration(-1)
 	for _, a := range answers {
@@ -237,9 +214,8 @@ func shortestHolder(answers []answer[grant]) time.Duration {
 }
 
 // late deals with an answer that came after the attempt was decided: a
-// grant joins the lock, or is given back (see lateGiveBack). Given back by
-// a lock that was obtained, it raises that node's counter to the lock's
-// fence, as the lock's own release would have (redlock.go).
+// grant joins the lock, or is given back (lateGiveBack), raising the node's
+// counter to an obtained lock's fence as its release would (redlock.go).
 func (a *attempt) late(n *node, g grant, err error) {
 	a.decided.Lock() // late runs in the request's goroutine; try is returning
 	a.decided.Unlock()
@@ -261,24 +237,20 @@ func (a *attempt) late(n *node, g grant, err error) {
 	a.c.cleanup(func(ctx context.Context) { a.release(ctx, n, fence) })
 }
 
-// lateGiveBack reports whether a late answer must be given back; joinable
-// tells that the attempt obtained the lock, its lease is not over, and
-// nothing has been asked of the nodes for it since (Lock.asked).
+// lateGiveBack reports whether a late answer must be given back; joinable:
+// the attempt obtained the lock, its lease is not over, and nothing has
+// been asked of the nodes for it since (Lock.asked).
 //
-// A late grant joins a lock that is joinable, and only such a lock: one
-// whose lease is over has been given up (its holder was told), so a grant
-// joining it would only sit on its node for a whole TTL. Why joining is
-// safe: late reads asked after the
-// node's answer arrived, so the node had run the grant by then; every
-// renewal, Extend or Unlock marks the lock asked before it sends (renew
-// sets renewed, Unlock halts it). So one not yet marked is sent after
-// the grant ran, and reaches that node after it: the grant is renewed or
-// released with the rest of the lock. One already marked may have reached
-// the node before the grant, found nothing, and been answered no; the
-// grant must not outlive it (a release would leave the key behind for a
-// whole TTL; so would an Extend that shortened the TTL), so it is given
-// back. A late error is given back too, since it may hide a grant, unless
-// it shows the request never left. A late "taken" holds nothing of ours.
+// Only a joinable lock takes a late grant: one whose lease is over was
+// given up, and the grant would sit on its node for a TTL. Why joining is
+// safe: late reads asked after the node's answer arrived, so the node had
+// run the grant; renewals, Extend and Unlock mark the lock asked before
+// they send. So one not yet marked reaches the node after the grant, and
+// renews or releases it with the rest. One already marked may have reached
+// the node first and found nothing: the grant must not outlive it (a
+// release would leave the key for a TTL; so would an Extend that shortened
+// it), so it is given back. A late error is given back too, unless it shows
+// the request never left; a late "taken" holds nothing of ours.
 func lateGiveBack(g grant, err error, joinable bool) bool {
 	switch {
 	case err != nil:
@@ -289,10 +261,8 @@ func lateGiveBack(g grant, err error, joinable bool) bool {
 	return !joinable
 }
 
-// giveBack releases the attempt's token on nodes, in parallel, waiting for
-// the answers within the node timeout and while ctx lasts (the releases
-// finish in the background either way). It reports whether all answered
-// in time.
+// giveBack releases the token on nodes in parallel, waiting within the node
+// timeout while ctx lasts, and reports whether all answered in time.
 func (a *attempt) giveBack(ctx context.Context, nodes []*node) (done bool) {
 	if len(nodes) == 0 {
 		return true
@@ -311,8 +281,7 @@ func (a *attempt) giveBackOn(ctx context.Context, n *node) (struct{}, error) {
 	return struct{}{}, nil
 }
 
-// release gives the attempt's token back on n, raising n's fencing counter
-// to fence (if positive).
+// release gives the token back on n, raising its counter to fence if > 0.
 func (a *attempt) release(ctx context.Context, n *node, fence int64) {
 	if _, err := a.c.release(ctx, n, a.nm, a.token, fence, a.o.fenceKeep(), true); err != nil {
 		a.warnLeft(n, err)
@@ -328,25 +297,16 @@ func (a *attempt) warnLeft(n *node, err error) {
 // uncertainPause is how long releaseUncertain waits between its tries.
 const uncertainPause = 100 * time.Millisecond
 
-// releaseUncertain gives the attempt's token back on n, in the background,
-// after cause: an error that may hide a grant (the request failed or went
-// unanswered, and may have run or still run). It raises n's counter to
-// fence as release does.
-//
-// A release sent while the request may still be on its way can reach the
-// server first and find nothing: a server that stalls holds both in its
-// sockets, and runs them in either order once it resumes. So this first
-// waits until go-redis is done with the request (settled: a pipeliner may
-// still retry it), then releases until the server answers
-// (releaseAnswered). Each of the two waits is bounded by cleanupTimeout,
-// and Close waits for them: a stall longer than that still leaves a late
-// grant to its TTL.
-//
-// An acquire whose answer has come by then and is a refusal (the holder's
-// TTL) holds nothing of ours: there is nothing to give back. (Under
-// overload, where contexts end before the pipeliner answers, most
-// abandoned acquires are refusals; a release for each would add to the
-// load that made them late.)
+// releaseUncertain gives the token back on n, in the background, after
+// cause, an error that may hide a grant (the request may have run or may
+// still run), raising n's counter to fence as release does. A release sent
+// while the request may be on its way can run first and find nothing (a
+// stalled server runs both in either order once it resumes). So it first
+// waits until go-redis is done with the request (settled), then releases
+// until the server answers (releaseAnswered). Each wait is bounded by
+// cleanupTimeout, and Close waits for both: a longer stall still leaves a
+// late grant to its TTL. An acquire answered with a refusal holds nothing
+// of ours: under overload most abandoned ones are, and releases add load.
 func (a *attempt) releaseUncertain(n *node, fence int64, cause error) {
 	a.c.spawn(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
@@ -359,13 +319,11 @@ func (a *attempt) releaseUncertain(n *node, fence int64, cause error) {
 	})
 }
 
-// releaseAnswered releases the attempt's token on n, trying every
-// uncertainPause for at most cleanupTimeout until the server answers.
-// answered tells that the request being undone has had its answer: it
-// has run, and one answer does. Otherwise an answer of "not held" is
-// checked once more after uncertainPause: a server that answers has by
-// then run what it held from before (it reads every waiting socket in
-// turn).
+// releaseAnswered releases the token on n, every uncertainPause for at most
+// cleanupTimeout, until the server answers. answered: the request being
+// undone has had its answer, so one answer does. Otherwise a "not held" is
+// checked again after uncertainPause: a server that answers has by then run
+// what it held from before (it reads every socket in turn).
 func (a *attempt) releaseAnswered(n *node, fence int64, answered bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()

@@ -15,16 +15,14 @@ import (
 )
 
 // Client obtains locks from one Redis deployment: a standalone server, a
-// Sentinel-managed master (redis.NewFailoverClient) or a Redis Cluster.
-// A Client is safe for concurrent use. Close it when done: it owns the
-// subscriptions waiters use and the goroutines that clean up after callers
-// who gave up.
+// Sentinel-managed master (redis.NewFailoverClient) or a Redis Cluster. It
+// is safe for concurrent use. Close it when done: it owns the subscriptions
+// waiters use and the goroutines that clean up after callers who gave up.
 type Client struct {
 	nodes []*node
 
 	closed atomic.Bool
-	// evictionChecked is set once the nodes' memory policies have been
-	// asked for (eviction.go).
+	// evictionChecked: memory policies were asked for (eviction.go).
 	evictionChecked atomic.Bool
 	ctx             context.Context // ended by Close
 	close           context.CancelFunc
@@ -36,46 +34,34 @@ type Client struct {
 	names  namesCache                  // see keys.go
 	groups groups                      // waiters by key, single node (queue.go)
 	gates  gates                       // listening waiters by key (listen.go)
-	// work runs the calls whose callers may stop waiting, and the
-	// cleanups, and counts what Close waits for.
+	// work runs calls callers may leave, and cleanups; Close waits for it.
 	work *transport.Work
 }
 
-// cleanupTimeout bounds the context of best-effort releases that run after
-// the caller has gone (only effective where the go-redis client honours
-// context deadlines; otherwise its own read timeout bounds them).
+// cleanupTimeout bounds best-effort releases after the caller has gone
+// (where go-redis honours context deadlines; else its read timeout does).
 const cleanupTimeout = 5 * time.Second
 
 // New returns a Client that locks on the given Redis clients: any go-redis
-// client (or anything that has the RedisClient methods, such as a client
-// wrapped to inject faults or to instrument it, or go-redis's
-// AutoPipeliner), so that New(rdb), New(cluster) and, for Redlock,
-// New(rdbs...) with a []*redis.Client all read naturally (mix types as a
-// []dlock.RedisClient or []redis.UniversalClient). One client means a
-// single Redis deployment. Several mean Redlock over independent masters
-// (redlock.go): a lock is held when a majority, len(nodes)/2+1, granted it.
-// An even number of nodes works but tolerates no more failures than one
-// node fewer (4 nodes need 3, like 5 do, and survive only one failure), so
-// use an odd number. The go-redis clients stay the caller's: Close does not
-// close them.
+// client, or anything with the RedisClient methods (a wrapped client,
+// go-redis's AutoPipeliner), so that New(rdb), New(cluster) and, for
+// Redlock, New(rdbs...) read naturally (mix types as a []dlock.RedisClient
+// or []redis.UniversalClient). One client is a single deployment. Several
+// are Redlock over independent masters (redlock.go): a lock is held when a
+// majority, len(nodes)/2+1, granted it; use an odd number, as 4 nodes
+// survive one failure, like 3. Close does not close the go-redis clients.
 //
-// On a plain *redis.Client (one server), when many goroutines run dlock's
-// scripts at once, dlock sends them pipelined over one connection of a
-// client it makes for itself from the same options, and closes in Close
-// (internal/transport); a lone call goes straight to the given client. The
-// user's hooks (tracing, metrics) see only the calls that go straight.
+// On a plain *redis.Client, many concurrent scripts are pipelined over a
+// connection of dlock's own client, made from the same options and closed
+// by Close (internal/transport); only lone calls reach the user's hooks.
 //
-// New panics, with an error that matches ErrInvalidArgument or
-// errors.ErrUnsupported, when it is called in a way no Client can work
-// with: no clients, a nil one, the same node twice (the same client, or
-// two clients with the same address), which would count one node's vote
-// twice; or a *redis.Ring, which moves keys to other shards when a shard
-// goes down, so that two clients could hold the same lock (wrapped too).
-// Nodes are told apart by client pointer and by address; clients that
-// show no address (a Sentinel failover client, an AutoPipeliner, some
-// wrappers) are not compared by address, so do not pass one node twice
-// that way. A program that builds its node list from configuration should
-// check it for duplicates first.
+// New panics, with an error matching ErrInvalidArgument or
+// errors.ErrUnsupported, when no Client can work: no clients, a nil one,
+// the same node twice (by client pointer or address), which would count its
+// vote twice, or a *redis.Ring (even wrapped), which moves keys to other
+// shards when one fails, so two clients could hold the same lock. Clients
+// showing no address (a Sentinel client, an AutoPipeliner, some wrappers)
+// are not compared by it: check a configured node list for duplicates.
 func New[C RedisClient](nodes ...C) *Client {
 	if len(nodes) == 0 {
 		panic(invalid("New needs at least one Redis client"))
@@ -104,10 +90,8 @@ func New[C RedisClient](nodes ...C) *Client {
 	return c
 }
 
-// identity is what tells rdb apart from other clients: the pointer, for a
-// client held by pointer (a value may not even be comparable), else its
-// place i. (Two values wrapping one client are caught by their address,
-// when they have one.)
+// identity tells rdb apart from other clients: its pointer, if held by
+// pointer (a value may not be comparable), else its place i.
 func identity(rdb any, i int) any {
 	if v := reflect.ValueOf(rdb); v.Kind() == reflect.Pointer {
 		return v.Pointer()
@@ -126,13 +110,11 @@ func isNil(rdb any) bool {
 }
 
 // Close releases dlock's own resources: its pub/sub subscriptions and
-// background goroutines (the idle workers that run its calls end, see
-// internal/transport/workers.go). It waits for in-flight calls and background cleanups, which are bounded by the go-redis clients' timeouts; the
-// give-back of a call that went unanswered waits at most 5 s for go-redis
-// to be done with the call, and 5 s more for the server to answer. It does
-// not close the go-redis clients, and it does not release held locks (they
-// expire, or can still be unlocked). Waiting Lock calls return an error
-// matching ErrClosed. Close is idempotent.
+// background goroutines. It waits for calls in flight and cleanups, bounded
+// by the go-redis clients' timeouts (an unanswered call's give-back waits
+// at most 5 s for go-redis, then 5 s for the server). Held locks stay (they
+// expire, or can still be unlocked), as do the go-redis clients. Waiting
+// Lock calls return an error matching ErrClosed. Close is idempotent.
 func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
 		c.work.Close()
@@ -141,9 +123,8 @@ func (c *Client) Close() error {
 		for _, n := range c.nodes {
 			n.StopWatching()
 		}
-		// Work started while this waits is waited for too: a grant that
-		// comes back after its caller left, during Close, is given back
-		// before Close returns.
+		// Waits for work started meanwhile too: a grant that comes back
+		// during Close is given back before it returns.
 		c.work.Drain()
 		for _, n := range c.nodes {
 			n.Close()

@@ -12,21 +12,16 @@ import (
 	"github.com/dlock-go/dlock/internal/keyspace"
 )
 
-// Leader election
-//
-// An election is a lock: the leader holds the election's key, and its
-// leadership is a *Lock; a campaign is a Lock that waits in the key's
-// queue, so standbys take over in the order they began. The value travels
-// in the token (the random part, '.', the value in base64); the term is the
-// fence. Observers learn of changes by message ("elected", "resigned"); a
-// lapse publishes nothing, so an observer reads the leader again when its
-// lease was due to end, and every observeBackstop while nobody leads.
+// Leader election: the leadership is a *Lock, a campaign a Lock waiting in
+// the key's queue (standbys take over in order); the value travels in the
+// token (after '.', base64), the term is the fence. Observers hear
+// "elected" and "resigned"; a lapse publishes nothing, so an observer reads
+// again when the lease was due to end, and every observeBackstop.
 
 // electPrefix starts the pub/sub channel of an election's announcements.
 const electPrefix = "dlock:elect:"
 
-// observeBackstop is how often an observer reads the leader while nobody
-// leads (a campaign's "elected" message normally comes first).
+// observeBackstop: how often an observer reads the leader while none leads.
 const observeBackstop = 5 * time.Second
 
 // maxCandidateValue is the longest value a candidate may campaign with.
@@ -35,10 +30,8 @@ const maxCandidateValue = 1024
 // ErrNoLeader is returned by Leader when nobody leads the election.
 var ErrNoLeader = errors.New("dlock: no leader")
 
-// ErrWrongKind is returned when a key is used as one kind of lock (an
-// election, a semaphore, a read-write lock) but holds another: a plain
-// Lock's key read as an election, a semaphore's key locked as a mutex.
-// Nothing is changed.
+// ErrWrongKind is returned when a key used as one kind of lock (a Lock, an
+// election, a semaphore, a read-write lock) holds another; nothing changes.
 var ErrWrongKind = errors.New("dlock: the key holds another kind of lock")
 
 // Election is a leader election on one key: one leader at a time.
@@ -57,14 +50,13 @@ type Leader struct {
 // Inspect on it see the leadership as a lock.
 func (c *Client) Election(key string) *Election { return &Election{c: c, key: key} }
 
-// Campaign waits until this caller is elected (or ctx ends, with an error
+// Campaign waits until this caller is elected (or ctx ends: an error
 // matching ErrNotObtained and ctx.Err()), and returns the leadership: a
 // Lock whose Fence is the term, whose Context ends when the leadership is
-// lost, before the server could let it lapse, and whose Unlock resigns.
-// Campaign renews the leadership while the process lives (WithAutoRenew
-// is implied); WithTTL bounds how long a dead leader blocks its standbys,
-// and WithMaxHold how long one leader may lead. value (at most 1024 bytes)
-// is what Leader and Observe report for this leader.
+// lost, and whose Unlock resigns. It renews the leadership while the
+// process lives (WithAutoRenew is implied); WithTTL bounds how long a dead
+// leader blocks its standbys, WithMaxHold how long one may lead. value (at
+// most 1024 bytes) is what Leader and Observe report for this leader.
 func (e *Election) Campaign(ctx context.Context, value string, opts ...Option) (*Lock, error) {
 	if len(value) > maxCandidateValue {
 		return nil, invalid("candidate value of %d bytes: at most %d", len(value), maxCandidateValue)
@@ -79,8 +71,7 @@ func (e *Election) Campaign(ctx context.Context, value string, opts ...Option) (
 	return l, nil
 }
 
-// candidate makes the acquisition's token carry value (see the top of this
-// file).
+// candidate makes the acquisition's token carry value.
 func candidate(value string) Option {
 	return func(o *options) { o.candidate, o.value = true, value }
 }
@@ -110,12 +101,10 @@ func (e *Election) announce(msg string) {
 }
 
 // Leader returns who leads now, or an error matching ErrNoLeader when
-// nobody does. With Redlock, the leader is whoever holds the key on a
-// majority of nodes, and the term the highest fence those nodes remember:
-// the leadership's Fence (a campaign hears every node out), or above it if
-// a node granted only after the node timeout.
-// A key locked by a plain Lock, not a campaign, is an error matching
-// ErrWrongKind.
+// nobody does, or ErrWrongKind for a key a plain Lock holds. With Redlock,
+// the leader holds the key on a majority of nodes, and the term is the
+// highest fence they remember: the leadership's Fence, or above it if a
+// node granted only after the node timeout.
 func (e *Election) Leader(ctx context.Context) (Leader, error) {
 	ld, _, err := e.leader(ctx)
 	return ld, err
@@ -144,16 +133,13 @@ func (e *Election) leader(ctx context.Context) (Leader, time.Duration, error) {
 
 // Observe starts watching who leads: its Observation's channel C receives
 // the current leader, then every change: a new leader (a new Term), or the
-// zero Leader when nobody leads any more. A receiver that falls behind
-// gets the latest state, not every one in between. Changes come by
-// notification: a standby learns of a new leader within milliseconds of
-// its election, and of a leader's lapse within its TTL. While Redis cannot
-// be read, nothing is sent; Observe keeps trying.
+// zero Leader when nobody leads. A receiver that falls behind gets the
+// latest state. A standby learns of a new leader within milliseconds, of a
+// lapse within its TTL; while Redis cannot be read, Observe keeps trying.
 //
-// C is closed when ctx ends, when the Client is closed, or at once when
-// no waiting can help: an invalid key (ErrInvalidArgument), or a key held
-// by a lock that is not a campaign (ErrWrongKind). Err then says which.
-// A nil ctx panics, as it does for the standard library's contexts.
+// C is closed when ctx ends, when the Client is closed, or at once for an
+// invalid key (ErrInvalidArgument) or one held by a lock that is not a
+// campaign (ErrWrongKind); Err says which. A nil ctx panics.
 func (e *Election) Observe(ctx context.Context) *Observation {
 	needContext(ctx)
 	out := make(chan Leader)
@@ -196,20 +182,18 @@ type Observation struct {
 	err error
 }
 
-// Err returns why C was closed: the context's error, ErrClosed, or an
-// error matching ErrInvalidArgument or ErrWrongKind. It is set just
-// before C is closed, so a receive that finds C closed finds Err set;
-// read before that, it may be nil.
+// Err returns why C was closed: the context's error, ErrClosed, or an error
+// matching ErrInvalidArgument or ErrWrongKind. It is set before C is
+// closed; read before that, it may be nil.
 func (o *Observation) Err() error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.err
 }
 
-// observe is Observe's loop: read the leader, send it if it changed, and
-// wait for a message, the end of the leader's lease, or the backstop. It
-// returns why it stopped: ctx's end (its cause, ErrClosed when the Client
-// closed), or an error no retry can mend.
+// observe is Observe's loop: read the leader, send it if changed, and wait
+// for a message, the lease's end or the backstop. It returns why it
+// stopped: ctx's cause, or an error no retry can mend.
 func (e *Election) observe(ctx context.Context, out chan<- Leader, poke <-chan struct{}) error {
 	var last Leader
 	sent := false

@@ -8,31 +8,26 @@ import (
 	"github.com/dlock-go/dlock/internal/argerr"
 )
 
-// Errors returned by dlock. Test for them with errors.Is: the errors the
-// library returns wrap or join these with their causes, so that, for example,
-// a Lock that gave up because its context ended matches both ErrNotObtained
-// and ctx.Err().
+// Errors returned by dlock. Test for them with errors.Is: returned errors
+// wrap or join them with their causes (a Lock that gave up because its
+// context ended matches both ErrNotObtained and ctx.Err()).
 var (
 	// ErrNotObtained means the lock was not obtained: someone else holds it,
 	// or the caller's context ended before it could be obtained. It is never
 	// returned for a Redis failure alone; those come back as a *NodeError.
 	ErrNotObtained = errors.New("dlock: not obtained")
 
-	// ErrNotHeld means the operation needed this lock's token to still be
-	// stored at the key, and it was not: the lock was released, or it expired
-	// and perhaps someone else holds it now. Nothing was changed on the server.
+	// ErrNotHeld means the key no longer held this lock's token (released,
+	// or expired and perhaps someone else's now). Nothing was changed.
 	ErrNotHeld = errors.New("dlock: not held")
 
 	// ErrInvalidArgument means a call was given bad input: an empty key, a
 	// TTL below MinTTL, and the like. Nothing was sent to Redis.
 	ErrInvalidArgument = argerr.Err
 
-	// ErrNoQuorum means a Redlock operation could not get a majority of
-	// nodes to answer: too many were unreachable, timed out or failed. The
-	// error is a *QuorumError, which lists each node's error. It is never
-	// returned for contention (ErrNotObtained) or loss (ErrNotHeld), but a
-	// Lock that waited until its context ended matches it alongside
-	// ErrNotObtained when its last attempt failed for want of a majority.
+	// ErrNoQuorum means a Redlock operation got no majority of nodes to
+	// answer: a *QuorumError lists each node's error. Never for contention
+	// or loss alone; a Lock whose last attempt lacked one matches it too.
 	ErrNoQuorum = errors.New("dlock: no quorum")
 
 	// ErrNoReplicaAck means a grant was not acknowledged by as many replicas
@@ -42,17 +37,15 @@ var (
 	// ErrClosed means the Client was closed.
 	ErrClosed = errors.New("dlock: client closed")
 
-	// ErrLost is what the cause (context.Cause) of a Lock's Context matches
-	// when the lock is, or may be, no longer held: it is ErrKeyLost,
-	// ErrLeaseExpired or ErrMaxHold, which all match it. Do's error matches it when the lock was lost while fn
-	// ran.
+	// ErrLost is matched by a Lock's Context's cause when the lock is or
+	// may be lost: ErrKeyLost, ErrLeaseExpired, ErrMaxHold. Do's error
+	// matches it when the lock was lost while fn ran.
 	ErrLost = errors.New("dlock: lock lost")
 
 	// ErrKeyLost is the cause of a Lock's Context when a renewal, Extend,
-	// TTL or Unlock found the key no longer holding the lock's token: it was
-	// deleted or overwritten, or lost with a Redis restart without
-	// persistence or a failover to a replica that never had it. It matches
-	// ErrLost.
+	// TTL or Unlock found the key no longer holding the token: deleted,
+	// overwritten, or lost with a restart without persistence or a failover
+	// to a replica that never had it. It matches ErrLost.
 	ErrKeyLost = fmt.Errorf("%w: the key no longer holds this lock's token", ErrLost)
 
 	// ErrLeaseExpired is the cause of a Lock's Context when the local
@@ -118,9 +111,8 @@ func notObtained(cause error) error {
 	return fmt.Errorf("%w: %w", ErrNotObtained, cause)
 }
 
-// needContext panics, in the caller's goroutine and with a message that
-// says why, when ctx is nil, as the standard library's calls do; the
-// calls whose other arguments are checked first call it before them.
+// needContext panics in the caller's goroutine if ctx is nil, as the
+// standard library does (before any other argument is checked).
 func needContext(ctx context.Context) {
 	if ctx == nil {
 		panic("dlock: nil Context")

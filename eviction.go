@@ -7,26 +7,19 @@ import (
 	"time"
 )
 
-// Eviction
-//
-// A Redis server with a memory limit (maxmemory) evicts keys to stay under
-// it, by its maxmemory-policy. Every key dlock writes has a TTL, so every
-// policy but noeviction may evict them: allkeys-* any key, volatile-* any
-// key with a TTL. An evicted lock key lets a second holder in while the
-// first still holds; an evicted fencing counter or guard record lets a
-// stale fence through. Only noeviction (writes fail with OOM instead, a
-// *NodeError) is safe, or no memory limit at all (maxmemory 0).
-//
-// A Client asks each node once, in the background after its first grant,
-// and warns (to its logger, else slog's default) when a node's policy can
-// evict. A node that refuses CONFIG (an ACL without it) is not warned of:
-// `dlock doctor` checks it with a user that may.
+// Eviction. Every key dlock writes has a TTL, so under a memory limit
+// (maxmemory) every maxmemory-policy but noeviction may evict them: an
+// evicted lock key lets a second holder in, an evicted counter or guard
+// record a stale fence. A Client asks each node once, in the background
+// after its first grant, and warns (its logger, else slog's default) of a
+// policy that can evict. A node refusing CONFIG is not warned of: `dlock
+// doctor` checks it with a user that may.
 
 // evictionCheckTimeout bounds the background question.
 const evictionCheckTimeout = 5 * time.Second
 
-// checkEviction asks every node, once per Client, whether its memory
-// policy can evict dlock's keys, in work of its own.
+// checkEviction asks every node, once per Client and in work of its own,
+// whether its memory policy can evict dlock's keys.
 func (c *Client) checkEviction() {
 	if c.evictionChecked.Load() || !c.evictionChecked.CompareAndSwap(false, true) {
 		return

@@ -78,6 +78,5 @@ import "time"
 // enough that counters of released locks do not pile up in Redis.
 const DefaultFenceMargin = 10 * time.Minute
 
-// MaxFenceMargin is the longest fence margin accepted: a day, what every
-// counter was kept before the margin existed.
+// MaxFenceMargin is the longest fence margin accepted: a day.
 const MaxFenceMargin = 24 * time.Hour

@@ -1,8 +1,5 @@
 package dlock
 
-// A wait group: a Client's waiters on one key, with their subscription,
-// their steps, their joins and their leaving (queue.go has the design).
-
 import (
 	"context"
 	"crypto/rand"
@@ -17,9 +14,8 @@ import (
 	"github.com/dlock-go/dlock/internal/transport"
 )
 
-// waitGroup is a Client's waiters on one key: it owns their subscription
-// to the wake channel, their keepalive step and the log of when each step
-// was sent.
+// waitGroup is a Client's waiters on one key (queue.go): it owns their wake
+// subscription, their keepalive step and the log of its sends.
 type waitGroup struct {
 	c     *Client
 	n     *node
@@ -41,10 +37,8 @@ type waitGroup struct {
 	stopped  bool
 }
 
-// groupLinger is how long a group stays, subscribed and without a step,
-// after its last waiter has gone, for the Client's next waiter on the key:
-// two goroutines taking turns on a key would otherwise unsubscribe and
-// subscribe again, and wait for the subscription, on every turn.
+// groupLinger is how long a group stays subscribed after its last waiter
+// left, so goroutines taking turns on a key need not resubscribe each turn.
 const groupLinger = 100 * time.Millisecond
 
 type stepSent struct {
@@ -56,12 +50,10 @@ type stepSent struct {
 type groups struct {
 	mu sync.Mutex
 	m  map[string]*waitGroup
-	// n is len(m), written under mu: releasing reads it without mu, so
-	// that a Client with no waiters (the uncontended case) takes no lock
-	// and looks nothing up per release.
+	// n is len(m), written under mu, read without: a Client without waiters
+	// takes no lock and looks nothing up per release.
 	n atomic.Int32
-	// deferFor, when set (by a test, before any call), stands in for
-	// joinDefer.
+	// deferFor (set by a test before any call) stands in for joinDefer.
 	deferFor time.Duration
 }
 
@@ -75,8 +67,7 @@ func (g *waitGroup) granted(l *Lock) *Lock {
 	return l
 }
 
-// enter adds w to the Client's group for nm's key, starting the group if
-// there is none.
+// enter adds w to the Client's group for nm's key, starting one if none.
 func (gs *groups) enter(c *Client, nm *lockNames, w *queuedWaiter) *waitGroup {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
@@ -122,8 +113,8 @@ func (g *waitGroup) stamp() (int64, time.Time) {
 	return g.seq, now
 }
 
-// sentAt returns when step seq was sent, if it is still in the log (a
-// grant names a step at most aliveWindow older than the grant).
+// sentAt returns when step seq was sent, if still in the log (a grant names
+// a step at most aliveWindow older).
 func (g *waitGroup) sentAt(seq int64) (time.Time, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -136,9 +127,8 @@ func (g *waitGroup) sentAt(seq int64) (time.Time, bool) {
 
 // join runs the join script for w: its first join, or a rejoin that keeps
 // its place (and confirms a grant that came too late). It returns the lock
-// when granted, or an error; inFlight reports that the step was left
-// unanswered (ctx ended, or the node timeout), in which case the step's
-// answer is followed by w's leave.
+// when granted, or an error; inFlight: the step went unanswered (ctx, node
+// timeout), and its answer will be followed by w's leave.
 func (g *waitGroup) join(ctx context.Context, w *queuedWaiter) (l *Lock, err error, inFlight bool) {
 	if err := ctx.Err(); err != nil { // nothing sent: nothing to follow
 		return nil, err, false
@@ -157,12 +147,9 @@ func (g *waitGroup) join(ctx context.Context, w *queuedWaiter) (l *Lock, err err
 	case err != nil:
 		return nil, err, false
 	case r.granted && !time.Now().Before(validUntil(sent, r.px)):
-		// Granted, but the answer came after the lease it gives was over
-		// (a round trip longer than the TTL, less the drift margin): the
-		// key may already be someone else's. As for a first attempt
-		// (judge), such a grant is not a lock. The caller joins again,
-		// which confirms the grant with a fresh lease, or passes it on
-		// when the caller gives up (leave.lua).
+		// Granted, but answered after the lease it gives was over: not a
+		// lock (as in judge). Joining again confirms it with a fresh lease,
+		// or leave.lua passes it on if the caller gives up.
 		return nil, errGrantLapsed, false
 	case r.granted:
 		return g.granted(newLock(g.c, g.nm, w.token, r.fence, w.o, sent, r.px)), nil, false
@@ -176,15 +163,13 @@ func (g *waitGroup) join(ctx context.Context, w *queuedWaiter) (l *Lock, err err
 	return nil, nil, false
 }
 
-// errGrantLapsed is join's error for a grant whose lease was over when its
-// answer came: the waiter joins again (wait).
+// errGrantLapsed: a grant's lease ended before its answer came; rejoin.
 var errGrantLapsed = errors.New("the grant's lease was over when its answer came")
 
-// accept turns a grant delivered to w into its Lock, or returns nil when
-// w must join again first: the grant is a claim shorter than w's TTL
-// (join gives the whole TTL, so that the key holds what Lock was asked
-// for when it returns), too little of the lease is left to use (less than
-// a quarter of what a hand-off gives), or its step is no longer known.
+// accept turns a grant delivered to w into its Lock, or returns nil when w
+// must join again first: the grant is a claim shorter than w's TTL (the
+// join gives the whole TTL Lock was asked for), less than a quarter of a
+// claim is left, or its step is no longer known.
 func (g *waitGroup) accept(w *queuedWaiter, h *handedOff) *Lock {
 	if h.px < w.o.ttl {
 		return nil
@@ -196,13 +181,11 @@ func (g *waitGroup) accept(w *queuedWaiter, h *handedOff) *Lock {
 	return g.granted(newLock(g.c, g.nm, w.token, h.fence, w.o, from, h.lease))
 }
 
-// leaveWait is how long a waiter that gives up waits for its leave's
-// answer before Lock returns: enough for a server that answers at all, so
-// that a release right after Lock returned meets a queue without it; not
-// so long that Lock outlasts its context by more than a moment when the
-// server has stalled. A leave still running then finishes in the
-// background, in work that Close waits for, and until it lands a grant to
-// the departed waiter is passed on by its group.
+// leaveWait is how long a waiter that gives up waits for its leave's answer
+// before Lock returns: enough for a server that answers, so that a release
+// right after finds the queue without it, short enough on a stalled server.
+// A leave still running finishes in work Close waits for; until it lands,
+// the group passes on a grant to the departed waiter.
 const leaveWait = 50 * time.Millisecond
 
 // exit takes w out of the group; leave says whether its leave must be sent
@@ -219,18 +202,15 @@ func (g *waitGroup) exit(w *queuedWaiter, leave bool) {
 		if w.o.hasNodeTimeout {
 			wait = min(wait, w.o.nodeTimeout)
 		}
-		// Also while Close runs: it waits for this call (waitQueued
-		// holds it), so a leave still in flight then was spawned as work
-		// Close waits for, and the caller returns with its context.
+		// Also while Close runs: Close waits for this call (waitQueued),
+		// and a leave still in flight then is work it waits for.
 		g.leave(w.id, w.token, wait)
 	}
 	g.c.groups.lastLeft(g)
 }
 
-// leave sends the leave script for a departed waiter; once the server has
-// it, the group forgets the waiter. It waits for the answer at most
-// timeout (none if 0); a leave still running then finishes in the
-// background.
+// leave sends the leave script for a departed waiter, forgotten once the
+// server has it; it waits at most timeout (0: none), then lets it run on.
 func (g *waitGroup) leave(id, token string, timeout time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
@@ -270,10 +250,9 @@ func (gs *groups) lastLeft(g *waitGroup) {
 	}
 }
 
-// retire stops the group if it has had no waiter for groupLinger, and
-// reports whether it did; otherwise, if it has none, it returns how much
-// longer it lingers (0 while it has waiters). A group that is stopped is
-// out of the map, so the next waiter starts a new one.
+// retire stops the group if it has had no waiter for groupLinger (out of
+// the map: the next waiter starts a new one), and reports whether it did;
+// else, without waiters, how much longer it lingers.
 func (gs *groups) retire(g *waitGroup) (stopped bool, lingers time.Duration) {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()

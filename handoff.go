@@ -1,8 +1,5 @@
 package dlock
 
-// The hand-off as a waiter receives it: the grant message a release
-// publishes (or returns to its own Client), and its delivery.
-
 import (
 	"context"
 	"runtime"
@@ -19,14 +16,10 @@ type handedOff struct {
 	px    time.Duration // the key's PX from the grant: the TTL, or a shorter claim
 }
 
-// handOver delivers the grant of a release this Client made, as its reply
-// told it, to the waiter it went to if that waiter is this Client's: the
-// waiter need not wait for the message to come round through the
-// subscription. A release that names the Client's group (releasing) is not
-// published at all when it goes to that group's waiter, so the reply is
-// its only message; should the reply be lost, the group's keepalive finds
-// the grant (its record, '!'), as it finds one whose message was lost.
-// Grants to other Clients' waiters are theirs to hear.
+// handOver delivers the grant a release of this Client's returned to the
+// waiter it went to, if that is this Client's: a grant to the releasing
+// Client's group is not published, so the reply is its only message; if
+// lost, the keepalive finds the grant record ('!'), as for a lost message.
 func (gs *groups) handOver(key, msg string) {
 	gs.mu.Lock()
 	g := gs.m[key]
@@ -36,9 +29,8 @@ func (gs *groups) handOver(key, msg string) {
 	}
 }
 
-// message receives a message of the wake channel (from the subscriber's
-// goroutine; it must not block): a grant to one of the group's waiters is
-// delivered, one to a waiter that has gone is passed on.
+// message takes a wake channel message (on the subscriber's goroutine: no
+// blocking): a grant is delivered, or passed on if its waiter has gone.
 func (g *waitGroup) message(payload string) {
 	id, h, ok := parseGrant(payload)
 	if !ok {
@@ -56,10 +48,8 @@ func (g *waitGroup) message(payload string) {
 	}
 }
 
-// parseGrant reads a hand-off message: "g id fence seq lease_ms px_ms". (It
-// runs on a hand-off's path, between the release's answer and the next
-// holder's wake: fields and strconv, not fmt.Sscanf, which took several
-// microseconds.)
+// parseGrant reads a hand-off message, "g id fence seq lease_ms px_ms",
+// with strconv, not fmt.Sscanf: it is on the hand-off's path.
 func parseGrant(payload string) (id string, h *handedOff, ok bool) {
 	f := strings.Fields(payload)
 	if len(f) != 6 || f[0] != "g" {
@@ -76,12 +66,10 @@ func parseGrant(payload string) (id string, h *handedOff, ok bool) {
 		lease: time.Duration(lease) * time.Millisecond, px: time.Duration(px) * time.Millisecond}, true
 }
 
-// release releases token's hold of nm's key on n (node.release), and the
-// queue decides the hand-off: on one node, the release names the Client's
-// group waiting for the key, if any, so that a grant to one of its waiters
-// comes back in the reply instead of being published, and carries the
-// joins of the group's deferred waiters (joinFold); the grant is then
-// delivered here, after the joined waiters have been told.
+// release releases token's hold of nm's key on n (node.release). On one
+// node it names the Client's group for the key, so that a grant to one of
+// its waiters comes back in the reply, unpublished, and carries the joins
+// of its deferred waiters (joinFold); the grant is delivered here.
 func (c *Client) release(ctx context.Context, n *node, nm *lockNames, token string, fence int64, keep time.Duration, lean bool) (bool, error) {
 	var group string
 	var f *joinFold
@@ -89,16 +77,13 @@ func (c *Client) release(ctx context.Context, n *node, nm *lockNames, token stri
 		group, f = c.groups.releasing(nm.key, token)
 	}
 	r, err := n.release(ctx, nm, token, fence, keep, lean, group, f.args(nil))
-	// Before the hand-off: the next holder's critical section begins
-	// there, and waking the waiters after it began would make a timer it
-	// sets fire later (Go's network poller sleeps whole milliseconds).
+	// Before the hand-off: woken in the next critical section, they would
+	// delay its timers (Go's poller sleeps in whole milliseconds).
 	f.answered(r.scores)
 	if r.grant != "" {
 		c.groups.handOver(nm.key, r.grant)
-		// The waiter just readied would otherwise run only once this
-		// goroutine blocks (its caller's next request, say): let it run
-		// now, since the lock's next holder is the one that keeps a hot
-		// key busy.
+		// Let the readied waiter, the next holder, run now, not only once
+		// this goroutine blocks: it keeps a hot key busy.
 		runtime.Gosched()
 	}
 	return r.released, err

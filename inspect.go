@@ -18,23 +18,18 @@ type Status struct {
 	// Held reports whether a majority of nodes (the one node, on a single
 	// node) hold the key with the same value, whoever set it.
 	Held bool
-	// TTL is the remaining lease while Held: the majority-th longest TTL
-	// among the nodes that hold it. Negative for a key without expiry
-	// (set by hand, not by dlock).
+	// TTL is the remaining lease while Held: the majority-th longest TTL of
+	// the holding nodes; negative for a key without expiry (not dlock's).
 	TTL time.Duration
-	// Fence is the last fence issued for the key: the highest any node
-	// remembers, 0 if none does.
+	// Fence is the last fence issued: the highest any node remembers, or 0.
 	Fence int64
-	// Holder is the first characters of the holder's token (its value),
-	// enough to tell holders apart, not enough to release the lock.
+	// Holder is the start of the holder's token: not enough to release it.
 	Holder string
-	// Waiters is how many Lock calls are queued for the key (the most any
-	// node has; Redlock does not queue).
+	// Waiters is how many Lock calls are queued (the most any node has).
 	Waiters int
-	// Holders is how many hold the key: 1 for a held lock, the permits
-	// taken of a semaphore, the read holds (or 1 write hold) of a
-	// read-write lock. For those, Holder is one of them and TTL the
-	// longest any has left.
+	// Holders is how many hold the key: 1 for a lock, a semaphore's permits
+	// taken, a read-write lock's read holds (or 1 write hold). For those,
+	// Holder is one of them and TTL the longest any has left.
 	Holders int
 	// Kind is what holds the key, while Held: "lock" (a Lock), "election"
 	// (a campaign's leadership; Leader is its value), "semaphore" (with
@@ -57,10 +52,9 @@ func (st *Status) describeHolder(token string) {
 	}
 }
 
-// Inspect reports the state of the lock on key, as the nodes see it now,
-// without changing anything. It needs no token. A key held under another
-// version of dlock's format on Redis is reported, with an error matching
-// ErrProtocol.
+// Inspect reports the state of the lock on key as the nodes see it now,
+// without changing anything or needing a token. A key held under another
+// version of dlock's format on Redis is reported, with ErrProtocol.
 func (c *Client) Inspect(ctx context.Context, key string) (Status, error) {
 	o, err := c.prepare(key, nil)
 	if err != nil {
@@ -92,9 +86,8 @@ type holder struct {
 	fence int64
 }
 
-// majorityHolder finds the value a majority of nodes hold in answers. A
-// zero holder means the key is free as far as a majority of answers can
-// tell; fewer answers than that are an error (undecided).
+// majorityHolder finds the value a majority of nodes hold in answers; a
+// zero holder: free, as far as a majority can tell (fewer: undecided).
 func majorityHolder(ctx context.Context, answers []answer[keyState]) (holder, error) {
 	values := map[string]bool{}
 	for _, a := range answers {
@@ -113,8 +106,7 @@ func majorityHolder(ctx context.Context, answers []answer[keyState]) (holder, er
 	return holder{}, nil
 }
 
-// holdersFence is the highest fence remembered by the nodes that hold
-// token.
+// holdersFence is the highest fence the nodes that hold token remember.
 func holdersFence(answers []answer[keyState], token string) int64 {
 	var fence int64
 	for _, a := range answers {
@@ -125,17 +117,15 @@ func holdersFence(answers []answer[keyState], token string) int64 {
 	return fence
 }
 
-// inspectAll reads key's state on every node (op names the caller, for
-// errors); token, if not "", is the holder to look for among a
-// semaphore's or read-write lock's holders.
+// inspectAll reads key's state on every node (op names the caller); token,
+// if not "", is a shared holder to look for.
 func (c *Client) inspectAll(ctx context.Context, key, token string, timeout time.Duration, op string) []answer[keyState] {
 	return round[keyState, inspection]{Op: op, Timeout: timeout,
 		By: inspection{key, token}, Call: inspection.on,
 	}.Ask(nil, ctx, c.work, c.nodes)
 }
 
-// inspection is a question inspectAll asks: key's state, and whether token
-// is among its holders.
+// inspection is inspectAll's question: key's state, and token's hold.
 type inspection struct{ key, token string }
 
 // on reads the state on n.
@@ -143,10 +133,9 @@ func (q inspection) on(ctx context.Context, n *node) (keyState, error) {
 	return n.inspect(ctx, q.key, q.token)
 }
 
-// holding counts inspect answers for a lock whose value is token: a yes
-// from each node that holds it, a no from each that holds something else
-// or nothing. d is the majority-th longest TTL of those that hold it: the
-// lock lasts while a majority does.
+// holding counts inspect answers: yes from each node that holds token, no
+// from the others. d is the majority-th longest TTL of the holding nodes:
+// the lock lasts while a majority does.
 func holding(answers []answer[keyState], token string) (v transport.Votes, d time.Duration) {
 	v = count(answers, func(st keyState) bool { return st.exists && st.value == token })
 	var ttls []time.Duration
@@ -162,15 +151,13 @@ func holding(answers []answer[keyState], token string) (v transport.Votes, d tim
 	return v, d
 }
 
-// Attach returns a Lock for a lock obtained elsewhere — by another process,
-// or by `dlock lock` in a shell script — from its key and token, so that it
-// can be extended, inspected or released here. It checks that the key still
-// holds the token (on a majority of nodes) and returns an error matching
-// ErrNotHeld if not. The Lock's Context deadline comes from the remaining
-// TTL; its Fence is the fence the holding nodes remember. opts apply to what
-// the Lock does from now on: WithTTL sets the TTL of renewals,
-// WithAutoRenew starts a watchdog, WithMaxHold counts from now. A token of
-// another version of dlock's format on Redis is ErrProtocol.
+// Attach returns a Lock for a lock obtained elsewhere (another process,
+// `dlock lock` in a shell script) from its key and token, to extend,
+// inspect or release it here. It returns an error matching ErrNotHeld
+// unless the key holds the token on a majority of nodes, and ErrProtocol
+// for a token of another format version. The Context's deadline comes from
+// the remaining TTL, the Fence from the holding nodes. opts apply from now
+// on: WithTTL to renewals, WithAutoRenew, WithMaxHold counted from now.
 func (c *Client) Attach(ctx context.Context, key, token string, opts ...Option) (*Lock, error) {
 	o, err := c.prepare(key, opts)
 	if err != nil {

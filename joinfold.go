@@ -8,14 +8,10 @@ import (
 )
 
 // joinFold is the first joins of a group's deferred waiters, made by the
-// release script of the lock they deferred for (scripts/release.lua),
-// before it releases: what their own joins, sent just before the release,
-// would have done, in one script run and one request less on the hand-off's
-// path. The release's answer tells each waiter how its join went (answered);
-// a waiter the release did not join, or may not have (an error, a reply
-// without the scores), joins itself, which a join made meanwhile or later
-// makes no difference to (a join keeps a queued waiter's place, and
-// confirms a grant).
+// release script of the lock they deferred for, before it releases: one
+// script run and one request less on the hand-off's path. A waiter the
+// release did not join, or may not have, joins itself; a second join is
+// harmless (it keeps a queued waiter's place, and confirms a grant).
 type joinFold struct {
 	g   *waitGroup
 	seq int64 // the step the joins are
@@ -35,10 +31,8 @@ func (f *joinFold) args(dst []any) []any {
 }
 
 // answered tells each waiter of f how its join went: scores holds their
-// places, in order, when the release script joined them all, and is nil
-// when it did not or may not have. A waiter that gave up meanwhile
-// (foldGone) is made to leave, as a waiter whose join was in flight is
-// when its answer comes (join). Nil-safe.
+// places when the release joined them all, else nil. A waiter that gave up
+// meanwhile (foldGone) is made to leave. Nil-safe.
 func (f *joinFold) answered(scores []string) {
 	if f == nil {
 		return
@@ -65,8 +59,8 @@ func (f *joinFold) answered(scores []string) {
 	}
 }
 
-// foldState is where a deferred waiter's first join stands when a release
-// script makes it (joinFold). Guarded by the waiter's mu.
+// foldState: where a release's join of a deferred waiter stands (joinFold).
+// Guarded by the waiter's mu.
 type foldState int8
 
 const (
@@ -77,13 +71,11 @@ const (
 	foldGone                    // it gave up while taken: the releaser has it leave
 )
 
-// folded waits for the word of the release that makes w's first join
-// (joinFold), and returns it: foldJoined (w is in line), or foldFailed (w
-// joins itself; it may be in line already). If ctx ends first, or w's node
-// timeout passes (as it would bound w's own join), w is marked foldGone,
-// and the releaser has it leave once the release has answered (answered);
-// if ctx ends after the word, the caller leaves. (Without a node timeout
-// the wait is the releaser's request's, bounded by go-redis's timeouts.)
+// folded waits for the word of the release that makes w's first join and
+// returns it: foldJoined (in line), or foldFailed (w joins itself; it may
+// be in line). If ctx ends first, or w's node timeout passes, w is marked
+// foldGone and the releaser has it leave once answered; if ctx ends after
+// the word, the caller leaves. (Without a node timeout go-redis bounds it.)
 func (w *queuedWaiter) folded(ctx context.Context, g *waitGroup) (foldState, error) {
 	var late <-chan time.Time
 	if d := w.o.nodeTimeoutFor(1); d > 0 {
@@ -116,8 +108,7 @@ func (w *queuedWaiter) folded(ctx context.Context, g *waitGroup) (foldState, err
 }
 
 // waiting reports whether the Client has waiters on key, or holds it
-// through a grant to one of them. (As releasing, it looks nothing up
-// when the Client has no group.)
+// through a grant to one of them; without groups it looks nothing up.
 func (gs *groups) waiting(key string) bool {
 	if gs.n.Load() == 0 {
 		return false
@@ -134,15 +125,11 @@ func (gs *groups) waiting(key string) bool {
 	return n > 0 || g.holding()
 }
 
-// releasing is told that the Client is about to release its lock on key
-// with token: it returns the name of the Client's group waiting for key,
-// or "", and, if that lock is the one the group holds the key through,
-// the group's deferred waiters (deferJoin), whose first joins the release
-// script makes (joinFold), or nil if there are none.
-//
-// With no group at all it looks nothing up: a group started meanwhile,
-// which n does not show yet, is one started after the lookup would have
-// been made, which a release must cope with anyway.
+// releasing is told the Client is about to release its lock on key with
+// token: it returns the name of the Client's group for key, or "", and, if
+// the group holds the key through that lock, its deferred waiters, whose
+// first joins the release script makes (joinFold). Without groups it looks
+// nothing up: a group started meanwhile is one started after the lookup.
 func (gs *groups) releasing(key, token string) (group string, f *joinFold) {
 	if gs.n.Load() == 0 {
 		return "", nil
@@ -183,19 +170,12 @@ const joinDefer = 2 * time.Millisecond
 // w's group holds the key, until that lock's release is about to be sent
 // (releasing) or joinDefer has passed; a waiter whose context ends sooner
 // joins at once, and one whose context ends while it defers, or whose
-// group's keepalive fails, returns the error. The release usually makes
-// the join itself, in its script, before it releases (joinFold): fold
-// says how that went (foldNone: no release took it; see folded);
-// otherwise the waiter joins. Either way both
-// answers come back together, between two critical sections. On a
-// hot key, a goroutine that locks again right after unlocking would
-// otherwise have its join answered while the next holder runs, and Go's
-// network poller sleeps in whole milliseconds (a shorter wait is rounded
-// up to 1 ms, runtime/netpoll_epoll.go): that answer made a holder's 1-ms
-// sleep end about as much later as the answer came after the sleep began
-// (16 goroutines on one Client: 1.24 ms per 1-ms sleep, 1.12 ms deferred).
-// The waiter's place in line is its join's, as anyone's; it has not
-// joined while it defers, so giving up then leaves nothing to remove.
+// group's keepalive fails, returns the error. The release usually makes the
+// join in its script (fold says how: foldNone, no release took it); else
+// the waiter joins. Either way it is answered between two critical
+// sections, not in the next, whose timers it would delay, Go's poller
+// sleeping whole milliseconds (docs/design.md, "Measurements"). Giving up
+// while deferring leaves nothing to remove: it has not joined.
 func (w *queuedWaiter) deferJoin(ctx context.Context, g *waitGroup) (fold foldState, err error) {
 	d := joinDefer
 	if g.c.groups.deferFor > 0 {
@@ -238,9 +218,7 @@ func (g *waitGroup) deferring(w *queuedWaiter) bool {
 	return true
 }
 
-// holding reports whether a mutex lock granted to one of the group's
-// waiters still holds the key, as far as this process knows (its Unlock
-// has not begun, and its lease has not run out).
+// holding reports whether a mutex lock granted to g's waiters still holds.
 func (g *waitGroup) holding() bool {
 	g.mu.Lock()
 	l := g.holder
@@ -248,8 +226,8 @@ func (g *waitGroup) holding() bool {
 	return l != nil && !l.isReleased() && !l.lease.over()
 }
 
-// undefer removes w from the deferred waiters, and reports whether it was
-// still there: if not, a release has taken it (joinFold).
+// undefer removes w from the deferred waiters, reporting whether it was
+// there: if not, a release took it (joinFold).
 func (g *waitGroup) undefer(w *queuedWaiter) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -1,8 +1,5 @@
 package dlock
 
-// The wait group's keepalive step: the sign of life that keeps its waiters
-// in line, and the roll call that finds a grant they missed.
-
 import (
 	"context"
 	"time"
@@ -10,8 +7,9 @@ import (
 	"github.com/dlock-go/dlock/internal/transport"
 )
 
-// keepalive runs the group's keepalive step until the group retires (no
-// waiter for groupLinger) or the Client closes.
+// keepalive runs the group's keepalive step, the sign of life that keeps
+// its waiters in line and finds a grant they missed (with a roll call),
+// until the group retires (no waiter for groupLinger) or the Client closes.
 func (g *waitGroup) keepalive() {
 	defer g.watch.Cancel()
 	t := time.NewTimer(g.period())
@@ -70,8 +68,7 @@ func (g *waitGroup) rollCall() []string {
 	return ids
 }
 
-// step runs one keepalive and acts on its report; it also retries the
-// leaves that failed.
+// step runs one keepalive, acts on its report, and retries failed leaves.
 func (g *waitGroup) step(roll []string) {
 	timeout := g.nodeTimeout()
 	seq, _ := g.stamp()
@@ -96,10 +93,9 @@ func (g *waitGroup) step(roll []string) {
 	}
 }
 
-// stepFailed ends the waits that a keepalive's failure, err, ends: every
-// one, unless err is a timeout, which ends only the waits bounded by a
-// node timeout (the others wait on, and a wait whose context ends meanwhile
-// reports err: stepError); none once the Client is closing. g.mu is held.
+// stepFailed ends the waits a keepalive's failure err ends: all, unless err
+// is a timeout, which ends only those with a node timeout (the others wait
+// on, and report err if their context ends: stepError). g.mu is held.
 func (g *waitGroup) stepFailed(err error) {
 	if g.c.ctx.Err() != nil {
 		return

@@ -7,10 +7,8 @@ import (
 	"github.com/dlock-go/dlock/internal/keyspace"
 )
 
-// Derived key prefixes. They contain no braces, so they never affect slots.
-// A key's names differ only in their prefix: release.lua derives the wake
-// channel from the notify key by swapping the two (a test holds them
-// together).
+// Derived key prefixes: no braces, so they never affect slots. Names differ
+// only in prefix: release.lua swaps two to get the wake channel (tested).
 const (
 	fencePrefix   = "dlock:fence:"   // fencing counter: the last fence issued for the key
 	wakePrefix    = "dlock:wake:"    // pub/sub channel: releases and hand-offs of the key
@@ -23,16 +21,13 @@ const (
 // fenceKey returns the key of the lock key's fencing counter.
 func fenceKey(key string) string { return keyspace.Derive(fencePrefix, key) }
 
-// wakeChannel returns the pub/sub channel that announces the lock key's
-// releases and hand-offs.
+// wakeChannel returns the channel of the lock key's releases and hand-offs.
 func wakeChannel(key string) string { return keyspace.Derive(wakePrefix, key) }
 
-// notifyKey returns the key that tells the release script someone listens
-// on the wake channel (see notifyWindow).
+// notifyKey returns the key saying someone listens (notifyWindow).
 func notifyKey(key string) string { return keyspace.Derive(notifyPrefix, key) }
 
-// queueKeys returns the keys of the lock key's wait queue: the queue and
-// the waiters' data.
+// queueKeys returns the lock key's wait queue and waiters' data keys.
 func queueKeys(key string) (queue, waiters string) {
 	return keyspace.Derive(queuePrefix, key), keyspace.Derive(waitersPrefix, key)
 }
@@ -41,8 +36,7 @@ func queueKeys(key string) (queue, waiters string) {
 // reused by every script it runs; each script's KEYS are a slice of them.
 type lockNames struct {
 	key string
-	// all holds the lock key, its fencing counter, wait queue, waiters,
-	// holders' fences and notify key, in that order.
+	// all: key, counter, queue, waiters, holders' fences, notify key.
 	all     [6]string
 	acquire [4]string // the acquire script's KEYS: lock, fence, queue, notify
 	// acquire boxed as command arguments (transport.Node.RunBoxed)
@@ -56,10 +50,8 @@ func (nm *lockNames) fence() string { return nm.all[1] }
 // holders is the hash of a semaphore's or read-write lock's holders' fences.
 func (nm *lockNames) holders() string { return nm.all[4] }
 
-// leanKeys are the KEYS of acquire_lean, the uncontended path's acquire:
-// the lock key and its fencing counter, and their boxed forms. Every
-// declared key costs the server on every run (docs/design.md,
-// "Measurements").
+// leanKeys are acquire_lean's KEYS, the lock key and counter, and boxed:
+// each declared key costs the server on every run.
 func (nm *lockNames) leanKeys() ([]string, []any) {
 	return nm.acquire[:2], nm.acquireBoxed[:2]
 }
@@ -72,8 +64,7 @@ func (nm *lockNames) leanReleaseKeys() ([]string, []any) {
 // releaseKeys are the release script's KEYS: all six.
 func (nm *lockNames) releaseKeys() []string { return nm.all[:] }
 
-// queueKeys are the KEYS of the scripts that work the queue (join,
-// keepalive, leave) and of shared_acquire and shared_release: lock,
+// queueKeys are the KEYS of the queue's and shared holds' scripts: lock,
 // fence, queue, waiters, holders.
 func (nm *lockNames) queueKeys() []string { return nm.all[:5] }
 
@@ -87,11 +78,9 @@ func namesOf(key string) *lockNames {
 	return nm
 }
 
-// namesCache remembers the names derived from recently used lock keys:
-// deriving them allocates, and most programs lock the same
-// keys over and over. It forgets everything once it has taken in
-// namesCacheSize keys, so that a program locking ever new keys does not
-// grow it without bound.
+// namesCache remembers the names of recently used lock keys (deriving
+// allocates; most programs lock the same keys), forgetting all at
+// namesCacheSize keys so that ever new keys do not grow it without bound.
 type namesCache struct {
 	m sync.Map // lock key -> *lockNames (never modified once stored)
 	n atomic.Int64

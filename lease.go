@@ -8,33 +8,15 @@ import (
 	"time"
 )
 
-// The lease model
-//
-// A lock is a lease: Redis lets anyone else in once the key's TTL has run
-// out, whether or not the holder is done. The holder cannot see the server's
-// clock, so it keeps a conservative local estimate of when that can happen,
-// on its own monotonic clock:
+// The lease model (docs/leases.md). Redis lets anyone else in once the
+// key's TTL has run out, so the holder estimates when that can happen, on
+// its own monotonic clock:
 //
 //	valid until = (when the acquire or renewal request was SENT) + TTL - drift
 //
-// Counting from the send, not the reply, covers the request's time in flight
-// and in the server's queue: the server started the TTL no earlier than the
-// send. drift = TTL/100 + 2 ms is the Redis guidance's margin for the two
-// clocks running at different rates. The estimate is the deadline of the
-// Lock's Context, which ends when it passes — before the key can expire on
-// the server, even if Redis has stopped answering altogether.
-//
-//	acquire sent     renewal sent      renewal sent
-//	    |--- TTL/3 ---|---- TTL/3 ------|------ ... (WithAutoRenew)
-//	    |<------------ TTL - drift ----------->|  first estimate
-//	                  |<------------ TTL - drift ----------->|  after renewal
-//	    |<--------------------- MaxHold --------------------------->|  ceiling
-//
-// The Context also ends, with a cause that context.Cause reports, when:
-//   - Unlock releases the lock (ErrReleased);
-//   - a renewal, Extend, TTL or Unlock finds the token gone (ErrKeyLost);
-//   - the estimate runs out without renewal (ErrLeaseExpired);
-//   - the WithMaxHold ceiling is reached (ErrMaxHold).
+// The server started the TTL no earlier than the send, and drift covers the
+// two clocks' rates: the Lock's Context ends at this estimate, before the
+// key can expire on the server, even if Redis stops answering.
 
 // drift returns the margin for clock drift subtracted from every lease
 // estimate: a hundredth of the TTL plus 2 ms, as the Redis guidance suggests.
@@ -58,15 +40,13 @@ type lease struct {
 	capped   bool        // deadline is limited by holdEnd
 	why      error       // why the lease ended (the first cause sticks); nil while it lasts
 	timer    *time.Timer // ends the lease at the deadline; nil until watched
-	// ctx ends, with cause why, when the lease does. Made by watch, with
-	// the timer: a lock that is only taken and released never needs it,
-	// and would pay for making and cancelling it.
+	// ctx ends, with cause why, when the lease does; made by watch on first
+	// need (docs/design.md, "Measurements").
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 }
 
-// init starts the lease of a grant of ttl sent at sent (a zero lease
-// until then).
+// init starts the lease of a grant of ttl sent at sent.
 func (ls *lease) init(sent time.Time, ttl time.Duration, o options) {
 	if o.hasMaxHold {
 		ls.holdEnd = sent.Add(o.maxHold)
@@ -74,14 +54,10 @@ func (ls *lease) init(sent time.Time, ttl time.Duration, o options) {
 	ls.deadline, ls.capped = ls.until(sent, ttl, o.hasMaxHold && ttl >= o.maxHold)
 }
 
-// watch makes the lease's context and starts the timer that ends it at its
-// deadline, if not done yet, and returns ls. Only what waits on the context
-// needs the timer (Lock.Context, Do, the watchdog, an observer), so it
-// starts with the first of them: a lock that is only taken and released
-// never starts one. That matters for speed, not just tidiness: starting a
-// timer wakes the Go runtime's network poller on another thread, which
-// costs more than everything else the library does for an uncontended lock.
-// A lease whose deadline has passed by then ends at once.
+// watch makes the lease's context and the timer that ends it at its
+// deadline, once, and returns ls; a lease already over ends now. A lock
+// only taken and released starts no timer: starting one wakes the network
+// poller on another thread, the dearest step of an uncontended lock.
 func (ls *lease) watch() *lease {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
@@ -96,9 +72,8 @@ func (ls *lease) watch() *lease {
 	return ls
 }
 
-// done returns a channel closed when the lease ends (by end, or at its
-// deadline once watched): its context's, made now if not yet, without the
-// timer.
+// done returns the lease's context's channel, closed when the lease ends
+// (by end, or at its deadline once watched), without starting the timer.
 func (ls *lease) done() <-chan struct{} {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
@@ -128,10 +103,9 @@ func (ls *lease) over() bool {
 	return ls.why != nil
 }
 
-// until returns the validity that a grant or renewal of ttl, sent at sent,
-// gives: sent + ttl - drift, but never past the hold ceiling. capped tells
-// whether the ceiling limits it: cut is true when ttl was already cut to
-// end at the ceiling.
+// until returns the validity a grant or renewal of ttl sent at sent gives:
+// sent + ttl - drift, never past the hold ceiling; capped tells whether the
+// ceiling limits it (cut: ttl was already cut to end there).
 func (ls *lease) until(sent time.Time, ttl time.Duration, cut bool) (deadline time.Time, capped bool) {
 	deadline = validUntil(sent, ttl)
 	if !ls.holdEnd.IsZero() && !deadline.Before(ls.holdEnd) {
@@ -140,10 +114,9 @@ func (ls *lease) until(sent time.Time, ttl time.Duration, cut bool) (deadline ti
 	return deadline, cut
 }
 
-// renewalTTL returns the TTL to ask for in a renewal of ttl sent at sent:
-// cut so that the key expires no later than the hold ceiling (cut is then
-// true). room is false when less than MinTTL is left before the ceiling: no
-// renewal is possible.
+// renewalTTL returns the TTL for a renewal of ttl sent at sent, cut (cut
+// true) so the key expires by the hold ceiling; room is false when less
+// than MinTTL is left before it.
 func (ls *lease) renewalTTL(sent time.Time, ttl time.Duration) (_ time.Duration, cut, room bool) {
 	if !ls.holdEnd.IsZero() {
 		if left := ls.holdEnd.Sub(sent).Truncate(time.Millisecond); left <= ttl {
@@ -188,9 +161,8 @@ func (ls *lease) endLocked() {
 	}
 }
 
-// endWith ends the lease with cause, unless it has ended already, and its
-// context if made. Called with ls.mu held. (Cancelling runs no callback
-// here: context.AfterFunc's run in goroutines of their own.)
+// endWith ends the lease and its context with cause, unless ended. ls.mu is
+// held (cancelling runs no callback here: AfterFuncs get goroutines).
 func (ls *lease) endWith(cause error) {
 	if ls.why != nil {
 		return
@@ -225,13 +197,10 @@ func (ls *lease) validUntil() time.Time {
 	return ls.deadline
 }
 
-// leaseBound is a context that the lease ends on the clock: its Done, Err
-// and Value (through which context.Cause reads the cause) end the lease
-// first if its deadline has passed, and then the context (cancel, when
-// the lease does not end it by itself). From the deadline on, the context
-// is done, although the timer that would end it may not have run yet (a
-// timer fires late on a busy machine, and not at all in a process that
-// was paused).
+// leaseBound is a context the lease ends on the clock: Done, Err and Value
+// (context.Cause's way in) end the lease, then the context (cancel, unless
+// the lease's end ends it), once the deadline has passed, even if the timer
+// has not run (late on a busy machine, never in a paused process).
 type leaseBound struct {
 	context.Context
 	ls     *lease
@@ -263,24 +232,17 @@ func (c leaseBound) Value(key any) any {
 	return c.Context.Value(key)
 }
 
-// leaseContext is a Lock's Context: ended by the lease, with a deadline that
-// follows the lease estimate as renewals move it. (Unlike most contexts, its
-// deadline can move later; anything derived from it keeps the deadline it
-// saw, which errs on the safe side.)
+// leaseContext is a Lock's Context, whose deadline follows the lease as
+// renewals move it later (a derived context keeps the one it saw: safe).
 type leaseContext struct{ leaseBound }
 
 // Deadline is the lease estimate as it stands now.
 func (c leaseContext) Deadline() (time.Time, bool) { return c.ls.validUntil(), true }
 
-// watchdog renews the lock every TTL/3 until it is stopped, the lock is
-// lost, the hold ceiling leaves no room for another renewal, or the Client
-// is closed. A failed renewal (Redis unreachable) is retried while the lease
-// lasts; if none succeeds in time, the lease's own timer ends the Context.
-// Its first renewal comes a third of the way into what the grant gave
-// (a hand-off's lease counts from an earlier step).
-//
-// Renewals ask for the TTL, or for what the last Extend asked for: nothing
-// in the background undoes an explicit Extend.
+// watchdog renews the lock every TTL/3 (the first a third of what the grant
+// gave) until stopped, lost, out of room before the hold ceiling, or the
+// Client closes; a failed renewal is retried while the lease lasts. It asks
+// for the TTL, or the last Extend's: nothing in the background undoes it.
 func (l *Lock) watchdog(stop <-chan struct{}) {
 	interval := l.ttl / 3
 	first := min(l.ttl, l.valid) / 3
@@ -301,9 +263,8 @@ func (l *Lock) watchdog(stop <-chan struct{}) {
 		if e := l.extended.Load(); e > 0 {
 			ttl = time.Duration(e)
 		}
-		// Bound the attempt by the lease: past it, renewing is pointless.
-		// The hold's span, when traced, is the renewal's parent: its
-		// values, not its caller's cancellation.
+		// Bounded by the lease; under the hold span, if traced (its values,
+		// not its caller's cancellation).
 		ctx, cancel := context.WithDeadline(context.WithoutCancel(l.holdContext(context.Background())), l.lease.validUntil())
 		sent, err := l.renew(ctx, ttl)
 		cancel()

@@ -15,16 +15,12 @@ import (
 )
 
 // The listening wait: Lock with Redlock or WithReplicaAck, which do not
-// queue (each node would order its waiters on its own). A waiter listens
-// for the key's release messages and tries again; a Client's gate lets one
-// of its waiters on a key at a time do so.
+// queue (each node would order its waiters on its own).
 
-// gates keeps a Client's listening waiters (Redlock, WithReplicaAck) on one
-// key from all trying at once: each key's gate lets one waiter at a time
-// listen for releases and try, and the others wait in arrival order,
-// without a word to Redis. A release then costs each Client one attempt,
-// however many of its goroutines wait, and the Client's waiters are served
-// in their order (across Clients, fairness stays best-effort).
+// gates lets one of a Client's listening waiters on a key at a time listen
+// for releases and try; the others wait in arrival order, without a word to
+// Redis. A release costs each Client one attempt, and its waiters are
+// served in order (across Clients, fairness stays best-effort).
 type gates struct {
 	mu     sync.Mutex
 	m      map[string]*gate
@@ -33,14 +29,11 @@ type gates struct {
 }
 
 // first reports whether a listening Lock call may make its first attempt on
-// key: whether none of the Client's other Lock calls is making one, in
-// which case this one's is under way until firstDone. If another is, this
-// one goes to the gate without one: the two would find the key alike, and
-// the second could only fail. So a herd that calls Lock at once makes about
-// two attempts at first, not one each on every node, which queued the first
-// holder's Unlock behind them (TestARedlockHerdWithTheDefaultsUnlocksCleanly).
-// A call whose Client's waiters are already at the gate still makes its
-// first attempt, which a release may let through at once.
+// key: no other call of the Client's is making one (until firstDone). Else
+// it goes to the gate without one, which would find the key alike and fail:
+// a herd's attempts queued the first holder's Unlock behind them
+// (TestARedlockHerdWithTheDefaultsUnlocksCleanly). Waiters already at the
+// gate do not stop it: a release may let it through at once.
 func (gs *gates) first(key string) (only bool) {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
@@ -61,15 +54,12 @@ func (gs *gates) firstDone(key string) {
 	delete(gs.trying, key)
 }
 
-// freed tells the turn at key's gate, if it was passed on by a waiter that
-// obtained the lock (turn.held), that one of the Client's own holders of
-// the key has released it or found it gone (Lock.gone). That turn waits
-// for the holder's release without an attempt, so it cannot count on a
-// release message: the release sends one only while someone's attempt
-// has found the key taken in the last notifyWindow. Its own channel, not
-// wake: a release message would wake the turn after into an attempt that
-// could only fail. Any holder's release of the key closes it: at worst an
-// attempt too early, which fails and listens.
+// freed tells the turn at key's gate, if passed on by a waiter that
+// obtained the lock (turn.held), that a holder of the Client's released the
+// key or found it gone (Lock.gone). That turn cannot count on a release
+// message (sent only while a failed attempt listens), and a message would
+// wake the turn after it into an attempt bound to fail. Any holder's
+// release closes it: at worst an early attempt, which fails and listens.
 func (gs *gates) freed(key string) {
 	if gs.n.Load() == 0 { // no gate: every Unlock of a Client without waiters
 		return
@@ -83,11 +73,9 @@ func (gs *gates) freed(key string) {
 }
 
 // gate is one key's: busy while a waiter has the turn; queue holds the
-// others, each woken by closing its channel when the turn passes to it.
-//
-// The gate also owns the key's release subscriptions, one per node, for as
-// long as anyone waits at it: a release between two turns still reaches
-// wake, and a turn needs no subscription of its own.
+// others, each woken by closing its channel. It owns the key's release
+// subscriptions, one per node, while anyone waits at it, so a release
+// between two turns still reaches wake.
 type gate struct {
 	busy    bool
 	queue   []chan struct{}
@@ -102,11 +90,7 @@ type gate struct {
 	need  int    // how many must have: a majority
 }
 
-// turn is a waiter's turn at a key's gate: wake receives the key's release
-// messages; held, if not nil, tells that the previous turn obtained the
-// lock, which is then surely taken, and is closed once that holder has
-// released it; until is when that holder's lease ends. leave passes the
-// turn on.
+// turn is a waiter's turn at a key's gate (see gate); leave passes it on.
 type turn struct {
 	gs      *gates
 	key     string
@@ -117,9 +101,8 @@ type turn struct {
 	readies []<-chan struct{}
 }
 
-// enter waits for the turn at key's gate, until ctx ends (its error) or
-// closed is closed (ErrClosed). A new gate subscribes to key's releases on
-// every node.
+// enter waits for the turn at key's gate until ctx ends (its error) or
+// closed is closed (ErrClosed); a new gate subscribes on every node.
 func (gs *gates) enter(ctx context.Context, closed <-chan struct{}, key string, nodes []*node) (*turn, error) {
 	gs.mu.Lock()
 	g := gs.m[key]
@@ -164,10 +147,8 @@ func (gs *gates) enter(ctx context.Context, closed <-chan struct{}, key string, 
 }
 
 // newGate subscribes to key's releases on every node. A release wakes the
-// turn only once a majority of nodes has announced it: Unlock releases the
-// nodes in parallel, and an attempt made when the first of them answers
-// would meet the others still held, fail, and have to give back what it
-// got.
+// turn once a majority has announced it: Unlock releases the nodes in
+// parallel, and an attempt at the first answer would meet the rest held.
 func newGate(key string, nodes []*node) *gate {
 	g := &gate{wake: make(chan struct{}, 1), freed: make([]bool, len(nodes)), need: len(nodes)/2 + 1}
 	for i, n := range nodes {
@@ -182,8 +163,7 @@ func newGate(key string, nodes []*node) *gate {
 	return g
 }
 
-// released records node i's release message, and wakes the turn once a
-// majority has sent one.
+// released records node i's release message; a majority's wakes the turn.
 func (g *gate) released(i int) {
 	g.mu.Lock()
 	g.freed[i] = true
@@ -215,26 +195,20 @@ func (t *turn) attempting() {
 	}
 }
 
-// await waits until a release wakes the turn (true), or d passes, ctx
-// ends or closed is closed (false).
+// await waits for a release (true), or d, ctx's end or closed (false).
 func (t *turn) await(ctx context.Context, closed <-chan struct{}, d time.Duration) (released bool) {
 	return waitFor(ctx, closed, t.wake, d)
 }
 
-// awaitHolder waits, for a turn that was passed on by a waiter that
-// obtained the lock (held), until that holder has released it, its lease
-// has ended, ctx ends or closed is closed. A release
-// message is not waited for: one that comes now is the release before
-// that holder's. A holder that has not released the lock when its lease
-// ends (it renewed, or lost the lock, or still waits for its Unlock's
-// answers) is tried then: the attempt listens, and the wait goes on
-// with the release messages.
+// awaitHolder waits, for a turn passed on by a holder (held), until it
+// released the lock, its lease ended, ctx ends or closed is closed. A
+// release message now would be the release before that holder's. A holder
+// still holding when its lease ends is tried then; the attempt listens.
 func (t *turn) awaitHolder(ctx context.Context, closed <-chan struct{}) {
 	waitFor(ctx, closed, t.held, time.Until(t.until))
 }
 
-// waitFor waits until ch delivers (true), or d passes, ctx ends or closed
-// is closed (false).
+// waitFor waits for ch (true), or d, ctx's end or closed (false).
 func waitFor(ctx context.Context, closed, ch <-chan struct{}, d time.Duration) bool {
 	tm := time.NewTimer(d)
 	defer tm.Stop()
@@ -248,9 +222,8 @@ func waitFor(ctx context.Context, closed, ch <-chan struct{}, d time.Duration) b
 	return false
 }
 
-// leave passes the turn to the next waiter, telling it, if this one
-// obtained the lock, when the lock's lease ends (until; zero: not
-// obtained), or frees the gate and its subscriptions.
+// leave passes the turn on, with until, the lease's end if this one
+// obtained the lock (else zero), or frees the gate and its subscriptions.
 func (t *turn) leave(until time.Time) {
 	gs := t.gs
 	gs.mu.Lock()
@@ -274,37 +247,27 @@ func (t *turn) leave(until time.Time) {
 	close(next)
 }
 
-// notifyWindow is how long a failed attempt of a waiter that listens for
-// release messages keeps the key's notify key alive. The release script
-// publishes only while that key exists, so that a release nobody listens
-// for costs no PUBLISH. A waiter attempts again at least every maxRetryWait,
-// renewing it; if it lapsed anyway, the waiter's timer still retries.
+// notifyWindow is how long a listening waiter's failed attempt keeps the
+// notify key alive; the release publishes only while it exists, so a
+// release nobody listens for costs no PUBLISH. A waiter retries at least
+// every maxRetryWait, renewing it; if it lapses, the timer still retries.
 const notifyWindow = 3 * maxRetryWait
 
 // notifyMillis is notifyWindow as the acquire script takes it (boxed once).
 var notifyMillis any = notifyWindow.Milliseconds()
 
-// A listening wait (Redlock, WithReplicaAck) is woken by release messages,
-// backed by a jittered timer (for expiries and lost messages) that starts at
-// minRetryWait and doubles up to maxRetryWait, or fires just after the
-// holder's TTL when that is sooner.
+// A listening wait is woken by release messages, backed by a jittered timer
+// (for expiries and lost messages) doubling from minRetryWait to
+// maxRetryWait, or firing just after the holder's TTL when sooner.
 const (
 	minRetryWait = 16 * time.Millisecond
 	maxRetryWait = time.Second
 )
 
-// waitListening is Lock's wait with Redlock or WithReplicaAck, after a first
-// attempt that failed with err (the holder's TTL pttl), or none (err nil:
-// another Lock of this Client was making its first, gates.first): the
-// waiter waits for a release message from any node, or a jittered timer,
-// and tries again.
-//
-// Only one of a Client's waiters on a key at a time (the gate's turn)
-// listens and tries; the others wait in the gate, in order, without a word
-// to Redis, so a release wakes at most one waiter per Client. Lock's first
-// attempt listens too: the notify key it sets has the release announced. A
-// turn passed on by a waiter that obtained the lock (turn.held) learns of
-// that holder's release from the Client (gates.freed), not from a message.
+// waitListening is Lock's wait with Redlock or WithReplicaAck, after a
+// first attempt that failed with err (the holder's TTL pttl), or none (err
+// nil: gates.first): at its gate's turn, it waits for a release message or
+// a jittered timer, and tries again.
 func (c *Client) waitListening(ctx context.Context, key string, o options, pttl time.Duration, err error, contended *bool) (*Lock, error) {
 	last := err // the last attempt's error
 	slow := slowNodes{c: c, key: key}
@@ -316,9 +279,8 @@ func (c *Client) waitListening(ctx context.Context, key string, o options, pttl 
 	var l *Lock
 	defer func() { turn.leave(leaseEnd(l)) }()
 
-	// The gate's subscriptions were made before this turn's next attempt,
-	// so that a release between that attempt and the wait below is not
-	// missed. With several nodes, a majority's releases wake the waiter.
+	// The gate subscribed before this turn's next attempt, so a release
+	// between that attempt and the wait below is not missed.
 	wait := minRetryWait
 	confirmed(ctx, turn.readies, wait) // past this, the retry timer covers
 	if err := c.awaitHeld(ctx, turn); err != nil {
@@ -345,10 +307,8 @@ func (c *Client) waitListening(ctx context.Context, key string, o options, pttl 
 	}
 }
 
-// awaitHeld waits, if turn came from a waiter that just obtained the
-// lock, for that holder's release before the turn's first attempt: the
-// lock is surely taken. That holder is of this Client, whose Unlock says
-// so (gates.freed). It returns ErrClosed if the Client closed meanwhile.
+// awaitHeld waits for the holder a turn came from (awaitHolder) before its
+// first attempt; ErrClosed if the Client closed meanwhile.
 func (c *Client) awaitHeld(ctx context.Context, turn *turn) error {
 	if turn.held == nil {
 		return nil
@@ -360,19 +320,17 @@ func (c *Client) awaitHeld(ctx context.Context, turn *turn) error {
 	return nil
 }
 
-// awaitRetry waits, in turn, for the next attempt after one that failed
-// with err (the holder's TTL pttl): for a release message, or the retry
-// timer from wait and pttl. It returns the next wait, doubled (to
-// maxRetryWait) when the timer ran out, and why to stop instead of trying
-// again: ctx's end, or ErrClosed.
+// awaitRetry waits, in turn, for a release message or the retry timer
+// (wait, pttl) after an attempt that failed with err. It returns the next
+// wait, doubled to maxRetryWait when the timer ran out, and why to stop:
+// ctx's end, or ErrClosed.
 func (c *Client) awaitRetry(ctx context.Context, turn *turn, err error, wait, pttl time.Duration) (time.Duration, error) {
 	switch released := turn.await(ctx, c.done, retryDelay(wait, pttl)); {
 	case !released:
 		wait = min(2*wait, maxRetryWait)
 	case errors.Is(err, errSplit):
-		// Another Client's waiter woke with us last time and the
-		// nodes were split between us: a random pause keeps us
-		// from splitting them again.
+		// Another Client's waiter split the nodes with us: a random pause
+		// keeps us from splitting them again.
 		pause(ctx, c.done, rand.N(minRetryWait))
 	}
 	switch {
@@ -384,9 +342,8 @@ func (c *Client) awaitRetry(ctx context.Context, turn *turn, err error, wait, pt
 	return wait, nil
 }
 
-// slowNodes says, once per Lock call, that the call is waiting for a
-// majority of nodes to answer: a Lock without a deadline could otherwise
-// wait for slow nodes in silence.
+// slowNodes warns, once per Lock call, that it waits for a majority of
+// nodes to answer: a Lock without a deadline would otherwise wait silently.
 type slowNodes struct {
 	c      *Client
 	key    string
@@ -401,8 +358,7 @@ func (s *slowNodes) note(err error) {
 	}
 }
 
-// confirmed waits until every ready is closed, for at most d or until ctx
-// ends, and reports whether they all were.
+// confirmed reports whether every ready closed within d, while ctx lasted.
 func confirmed(ctx context.Context, readies []<-chan struct{}, d time.Duration) bool {
 	if len(readies) == 0 {
 		return true
@@ -429,10 +385,9 @@ var (
 )
 
 // gaveUp is Lock's error when it stops waiting for cause (an ended context,
-// ErrClosed): it matches ErrNotObtained and cause, and, when the last attempt
-// failed for want of a majority of nodes or because a node could not be
-// reached, rather than because the lock was taken, that attempt's
-// *QuorumError or *NodeError too.
+// ErrClosed): it matches ErrNotObtained and cause, and, when the last
+// attempt failed for want of a majority or a reachable node, rather than
+// contention, that attempt's *QuorumError or *NodeError too.
 func gaveUp(cause, last error) error {
 	if errors.Is(last, ErrNoQuorum) || transient(last) {
 		return fmt.Errorf("%w: %w (last attempt: %w)", ErrNotObtained, cause, last)
@@ -440,9 +395,8 @@ func gaveUp(cause, last error) error {
 	return notObtained(cause)
 }
 
-// retryDelay returns how long a waiter sleeps when no notification comes:
-// a jittered wait in [wait/2, wait), or just past the holder's remaining TTL
-// when that is sooner (a lock that expires publishes nothing).
+// retryDelay returns a jittered wait in [wait/2, wait), or just past the
+// holder's TTL if sooner (a lock that expires publishes nothing).
 func retryDelay(wait, holderTTL time.Duration) time.Duration {
 	if holderTTL > 0 && holderTTL < wait/2 {
 		return holderTTL + rand.N(wait/8+1)

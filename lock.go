@@ -17,9 +17,8 @@ import (
 
 // Lock is one acquisition of a lock: the key, the random token stored at it,
 // the fencing token issued with it, and the lease (see Context). It is safe
-// for concurrent use; every operation that changes the lock checks on the
-// server, atomically, that the key still holds this token, so a Lock can
-// never release or extend a lock that someone else holds.
+// for concurrent use; every change is checked on the server against the
+// token, so a Lock never releases or extends a lock someone else holds.
 type Lock struct {
 	c        *Client
 	names    *lockNames // the key and the names derived from it
@@ -50,22 +49,18 @@ type Lock struct {
 	lossOnce     sync.Once            // the loss is reported once (lost)
 }
 
-// errNoRoom is returned by renew when the hold ceiling leaves less than
-// MinTTL to renew for.
+// errNoRoom: the hold ceiling leaves less than MinTTL to renew for.
 var errNoRoom = fmt.Errorf("%w: no room left to extend", ErrMaxHold)
 
-// newLock returns the Lock for a grant sent at sent, whose key lives for
-// valid from then (the TTL, for a fresh grant).
+// newLock returns the Lock of a grant sent at sent, its key living valid.
 func newLock(c *Client, nm *lockNames, token string, fence int64, o options, sent time.Time, valid time.Duration) *Lock {
 	l := &Lock{token: token}
 	l.c, l.names, l.fence, l.ttl, l.keep = c, nm, fence, o.ttl, o.fenceKeep()
 	l.acquired, l.valid, l.timeout = sent, valid, o.nodeTimeoutFor(len(c.nodes))
 	l.lease.init(sent, valid, o)
 	if len(c.nodes) > 1 {
-		// A Redlock fence is the maximum over several nodes, and each
-		// node's counter must reach it when released (redlock.go). One
-		// node's counter holds it already: raising it would cost every
-		// release a read for nothing.
+		// A Redlock fence is the nodes' maximum, which each node's counter
+		// must reach on release (redlock.go); one node's has it already.
 		l.raise = fence
 	}
 	c.watchLoss(l)
@@ -89,8 +84,7 @@ func (l *Lock) onRelease(fn func()) {
 	l.mu.Unlock()
 }
 
-// halt marks the lock as being released or given back, which stops its
-// watchdog.
+// halt marks the lock as being released or given back: its watchdog stops.
 func (l *Lock) halt() {
 	l.mu.Lock()
 	if !l.halted && l.stop != nil {
@@ -107,9 +101,7 @@ func (l *Lock) isHalted() bool {
 	return l.halted
 }
 
-// stopChan returns the channel closed once the lock is halted (the
-// watchdog's). It is made on first need: most locks never have a watchdog,
-// and a channel is an allocation of 96 bytes.
+// stopChan returns the halt channel, made lazily: few locks have watchdogs.
 func (l *Lock) stopChan() <-chan struct{} {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -122,8 +114,7 @@ func (l *Lock) stopChan() <-chan struct{} {
 	return l.stop
 }
 
-// renewSlot returns the one-slot semaphore that lets one renewal run at a
-// time, made by the first renewal.
+// renewSlot returns the one-slot semaphore of renewals, made by the first.
 func (l *Lock) renewSlot() chan struct{} {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -136,36 +127,29 @@ func (l *Lock) renewSlot() chan struct{} {
 // Key returns the locked key.
 func (l *Lock) Key() string { return l.names.key }
 
-// Token returns this acquisition's random owner token: the value stored at
-// the key while the lock is held (160 bits from crypto/rand, URL-safe
-// base64, and the protocol's version, "-v1"), with a '+' after it while others may
-// wait or listen for the key (scripts/mark.lua). Treat it as a secret:
-// whoever has it can release the lock.
+// Token returns this acquisition's random owner token, stored at the key
+// while held (160 random bits, URL-safe base64, then "-v1"; a '+' follows
+// while others may wait: scripts/mark.lua). Treat it as a secret: whoever
+// has it can release the lock.
 func (l *Lock) Token() string { return l.token }
 
-// Fence returns the fencing token issued with this acquisition: a number
-// strictly greater than every fence issued before it for the same key. Pass
-// it to the resource the lock protects, and have the resource refuse any
-// write whose fence is lower than one it has already seen; see fence.go and
-// the package documentation.
+// Fence returns the fencing token issued with this acquisition: strictly
+// greater than every fence issued before it for the key. Have the resource
+// refuse writes with a lower fence than it has seen (docs/fencing.md).
 func (l *Lock) Fence() int64 { return l.fence }
 
 // Context returns a context that ends when the lock is released, lost, or
-// may have expired. Its deadline is the holder's conservative estimate of the
-// lease (see lease.go): the time the acquire or last successful renewal was
-// sent, plus the TTL, minus a drift margin, and never past the WithMaxHold
-// ceiling. It ends by that deadline even if Redis stops answering, so the
-// holder is told before the server can let anyone else in. context.Cause
-// says why it ended: ErrReleased, or ErrKeyLost, ErrLeaseExpired or
-// ErrMaxHold (all three match ErrLost).
+// may have expired. Its deadline is the holder's conservative estimate of
+// the lease (lease.go): when the acquire or last renewal was sent, plus the
+// TTL, minus a drift margin, never past the WithMaxHold ceiling; it ends by
+// then even if Redis stops answering. context.Cause says why: ErrReleased,
+// or ErrKeyLost, ErrLeaseExpired or ErrMaxHold (all three match ErrLost).
 //
-// Run the work the lock protects under this context (or one derived from
-// it), and stop when it ends. Its Err and Done look at the clock
-// themselves: from the deadline on it is done, though the timer that ends
-// it may not have fired yet (late on a busy machine, not at all in a paused
-// process). A context derived from it (context.WithCancel, WithTimeout)
-// ends only when that timer fires, as Go's contexts do: before a step that
-// must not run past the lease, ask this context itself, as the guards do.
+// Run the protected work under it and stop when it ends. Its Err and Done
+// look at the clock: from the deadline on it is done, though its timer may
+// not have fired (late on a busy machine, never in a paused process). A
+// context derived from it ends only when that timer fires: before a step
+// that must not outlive the lease, ask this context, as the guards do.
 func (l *Lock) Context() context.Context {
 	return leaseContext{leaseBound{l.lease.watch().ctx, &l.lease, nil}}
 }
@@ -175,8 +159,7 @@ func (l *Lock) String() string {
 	return fmt.Sprintf("dlock.Lock{key=%q fence=%d token=%s}", l.Key(), l.fence, redact(l.token))
 }
 
-// redact keeps the first few characters of a token, enough to tell tokens
-// apart in a log, not enough to use one.
+// redact keeps enough of a token to tell it apart in a log, not to use it.
 func redact(token string) string {
 	kind := ""
 	if shared(token) { // keep the kind, and six characters of the random part
@@ -190,15 +173,12 @@ func redact(token string) string {
 	return kind + token[:6] + "…"
 }
 
-// Unlock releases the lock if this Lock still holds it, stops its
-// renewal, and ends its Context with cause ErrReleased. It returns an error
-// matching ErrNotHeld when the key no longer holds this Lock's token (it
-// expired, and perhaps someone else holds it now; that holder's key is left
-// untouched; the Context then ends with ErrKeyLost), or when the Lock was
-// already unlocked.
-//
-// If ctx ends first, Unlock returns ctx's error; the release still completes
-// in the background.
+// Unlock releases the lock if this Lock still holds it, stops its renewal,
+// and ends its Context with cause ErrReleased. It returns an error matching
+// ErrNotHeld when the key no longer holds this token (it expired; a new
+// holder's key is left untouched, and the Context ends with ErrKeyLost), or
+// when already unlocked. If ctx ends first, Unlock returns ctx's error; the
+// release still completes in the background.
 func (l *Lock) Unlock(ctx context.Context) (err error) {
 	defer l.lost() // a loss found before or by this release is reported by now
 	if l.isReleased() {
@@ -235,13 +215,9 @@ func (l *Lock) Unlock(ctx context.Context) (err error) {
 	}
 }
 
-// releaseAll sends the release to every node and counts the answers that
-// came in time. The release raises each node's counter to the fence
-// (redlock.go; on one node it is there already). Released on a quorum is
-// released: the others' answers are not waited for. They finish in the
-// background and still count, so that a verdict they complete ends the
-// Context. A node whose acquire had not answered is released once that
-// answer has come (transport.Pending).
+// releaseAll releases on every node, raising each counter to the fence
+// (redlock.go). A quorum's answers decide; the rest finish in the background
+// and still count, so a verdict they complete ends the Context.
 func (l *Lock) releaseAll(ctx context.Context) transport.Votes {
 	if len(l.c.nodes) == 1 {
 		r := round[bool, *Lock]{Op: "release", Timeout: l.timeout, By: l, Call: (*Lock).releaseOn, Yes: isYes,
@@ -252,9 +228,8 @@ func (l *Lock) releaseAll(ctx context.Context) transport.Votes {
 		}
 		return count([]answer[bool]{a}, isYes)
 	}
-	// Each release is recorded as under way before the round, so that an
-	// acquire of the Client's that begins once Unlock has returned finds
-	// them all (transport.Flights).
+	// Recorded as under way before the round, so that an acquire of this
+	// Client's after Unlock returns waits for them (transport.Flights).
 	rs := &releases{l: l, flights: make(map[*node]chan struct{}, len(l.c.nodes))}
 	for _, n := range l.c.nodes {
 		rs.flights[n] = n.releases.Start(l.names.key)
@@ -271,24 +246,21 @@ func (l *Lock) releaseAll(ctx context.Context) transport.Votes {
 	return count(answers, isYes)
 }
 
-// lateRelease settles a one-node release from its answer, in time or
-// Late: released or found gone ends the lease; an error decides nothing.
-// (Several nodes count their answers in a ballot instead.)
+// lateRelease settles a one-node release from its answer, in time or late:
+// released or found gone ends the lease; an error decides nothing.
 func (l *Lock) lateRelease(_ *node, ok bool, err error) {
 	if err == nil {
 		l.gone(ok)
 	}
 }
 
-// releases is one Unlock's releases on several nodes, each recorded as
-// under way on its node until it has been answered (transport.Flights).
+// releases is one Unlock's releases on several nodes (transport.Flights).
 type releases struct {
 	l       *Lock
 	flights map[*node]chan struct{}
 }
 
-// on releases the lock on n, and records the answer. A release that
-// failed in a way that may have lost it is tried again (retryRelease).
+// on releases on n, retrying one that may have been lost (retryRelease).
 func (rs *releases) on(ctx context.Context, n *node) (bool, error) {
 	defer n.releases.End(rs.l.names.key, rs.flights[n])
 	ok, err := rs.l.releaseOn(ctx, n)
@@ -298,20 +270,13 @@ func (rs *releases) on(ctx context.Context, n *node) (bool, error) {
 	return ok, err
 }
 
-// retryRelease releases the lock on n again, in the background, after
-// cause: an error of its release that the release may not have run with
-// (a read timeout, on a connection go-redis then closes; an error reply
-// such as LOADING), whatever Unlock's verdict. Left alone, the key would
-// stay on n for the rest of its TTL, and n refuse every lock of the key
-// until then. As releaseUncertain does, it first waits until go-redis is
-// done with the request (settled; at most cleanupTimeout), then sends the
-// release again uncertainPause after each failure until n answers, for
-// cleanupTimeout (and the attempt then under way, which go-redis's read
-// timeout bounds); it stops when n cannot be reached (neverSent: a node
-// down has nothing to release until it is back) or the Client closes.
-// Close waits for an attempt under way, as for any request of the
-// Client's. A release is token-checked: whichever of two runs second
-// finds nothing, and it only raises the fencing counter.
+// retryRelease sends the release to n again, in the background, after
+// cause, an error the release may not have run with (a read timeout,
+// LOADING): else the key would block n until its TTL. As releaseUncertain
+// does, it waits for go-redis to settle the request, then retries every
+// uncertainPause for cleanupTimeout until n answers, cannot be reached
+// (neverSent) or the Client closes. A release is token-checked: of two
+// runs, the second finds nothing and only raises the fencing counter.
 func (l *Lock) retryRelease(n *node, cause error) {
 	l.c.spawn(func() {
 		ctx, cancel := context.WithTimeout(l.c.ctx, cleanupTimeout)
@@ -355,9 +320,7 @@ func (l *Lock) event(kind EventKind, err error) Event {
 	return Event{Kind: kind, Key: l.Key(), Primitive: primitiveOf(l.token), Fence: l.fence, Nodes: len(l.c.nodes), Err: err}
 }
 
-// gone records the answer of a release: the lock is no longer held
-// either way, but the Context's cause tells whether we released it or found
-// it gone.
+// gone records a release's answer: released (ok), or found gone.
 func (l *Lock) gone(ok bool) {
 	l.mu.Lock()
 	l.released = true
@@ -394,13 +357,9 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	return err
 }
 
-// renew extends the lease by ttl (cut at the hold ceiling), one renewal at
-// a time, and returns when the successful request was sent.
-//
-// Once the lease is over, nothing extends the key again: a renewal is not
-// sent, and one whose answer came after the lease's end gives the key back
-// (someone else may have been told the lock is free; the holder has been
-// told it is lost).
+// renew extends the lease by ttl (cut at the hold ceiling), one renewal at a
+// time, and returns when the successful request was sent. Once the lease is
+// over nothing extends the key: someone else may have been told it is free.
 func (l *Lock) renew(ctx context.Context, ttl time.Duration) (sent time.Time, err error) {
 	h := l.c.hooks.Load()
 	ctx, end := l.startSpan(h, ctx, SpanRenew)
@@ -433,13 +392,11 @@ func (l *Lock) renew(ctx context.Context, ttl time.Duration) (sent time.Time, er
 	return sent, l.renewalVerdict(ctx, count(answers, isYes), sent, ttl, cut)
 }
 
-// renewalVerdict applies the verdict v of a renewal sent at sent for ttl (cut at
-// the hold ceiling) to the lease.
+// renewalVerdict applies a renewal's verdict v to the lease.
 func (l *Lock) renewalVerdict(ctx context.Context, v transport.Votes, sent time.Time, ttl time.Duration, cut bool) error {
 	switch v.Of(len(l.c.nodes)) {
 	case transport.Agreed:
-		// Only an extension confirmed within the current validity
-		// counts: past it, someone else may have had the lock meanwhile.
+		// Confirmed too late: someone else may have had the lock meanwhile.
 		if !time.Now().Before(l.lease.validUntil()) {
 			l.lease.over()
 			l.giveBack()
@@ -448,8 +405,7 @@ func (l *Lock) renewalVerdict(ctx context.Context, v transport.Votes, sent time.
 		l.lease.renewed(sent, ttl, cut)
 		return nil
 	case transport.Refused:
-		// If Unlock has begun, it may have deleted the key before this
-		// renewal arrived: it, not the renewal, says how the lease ended.
+		// Unlock, under way, may have deleted the key: it says why.
 		if !l.isHalted() {
 			l.lease.end(ErrKeyLost)
 		}
@@ -477,9 +433,8 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	return 0, undecided(v, ctx.Err(), len(l.c.nodes))
 }
 
-// overErr is the error of an Extend or renewal asked for after the lease
-// ended: the lock is not held, and the lease's cause says why (unless it
-// was released).
+// overErr is the error of a renewal asked for after the lease ended: not
+// held, with the lease's cause unless it was released.
 func (l *Lock) overErr() error {
 	if cause := l.lease.ended(); !errors.Is(cause, ErrReleased) {
 		return fmt.Errorf("%w: %q (%w)", ErrNotHeld, l.Key(), cause)
@@ -487,8 +442,7 @@ func (l *Lock) overErr() error {
 	return l.notHeld()
 }
 
-// giveBack releases, in the background, a key this Lock may still hold
-// after its lease ended.
+// giveBack releases, in the background, a key held past the lease's end.
 func (l *Lock) giveBack() {
 	l.halt()
 	for _, n := range l.c.nodes {
@@ -502,9 +456,8 @@ func (l *Lock) notHeld() error {
 	return fmt.Errorf("%w: %q", ErrNotHeld, l.Key())
 }
 
-// asked reports whether anything has been asked of the nodes for this lock
-// since it was obtained: a renewal or Extend, or Unlock. Each marks the
-// lock before it sends (see lateGiveBack).
+// asked reports whether a renewal, Extend or Unlock has been sent for the
+// lock since it was obtained; each marks it first (see lateGiveBack).
 func (l *Lock) asked() bool {
 	return l.renewed.Load() || l.isHalted()
 }
@@ -516,15 +469,10 @@ func (l *Lock) isReleased() bool {
 	return released
 }
 
-// newToken returns 160 random bits from crypto/rand as URL-safe text: the
-// Redis guidance asks for about 20 random bytes, unique across all clients
-// and all acquisitions. The random part ends with the protocol's version
-// tag, "-v1" (protocol.go). A campaign's token also carries the
-// candidate's value (election.go); a semaphore permit's or read-write
-// hold's starts with its kind (semaphore.go).
-//
-// The token is put together in a buffer on the stack, so that making it
-// costs one allocation: the string.
+// newToken returns 160 random bits from crypto/rand (the Redis guidance's
+// 20 bytes) as URL-safe text, then "-v1" (protocol.go); a campaign's adds
+// its value (election.go), a shared hold's starts with its kind
+// (semaphore.go). Built on the stack: one allocation, the string.
 func newToken(o options) (string, error) {
 	var b [20]byte
 	if _, err := rand.Read(b[:]); err != nil {

@@ -9,22 +9,15 @@ import (
 )
 
 // LockAll obtains the locks on all keys, or none, waiting as Lock does
-// until ctx ends. It returns the locks in the order of keys; each is a Lock
-// like Lock's (its own lease, fence and Context; opts apply to each), so
-// release them all when done (UnlockAll does).
+// until ctx ends. It returns the locks in the order of keys, each a Lock
+// like Lock's (opts apply to each): release them all when done (UnlockAll).
 //
 // Callers never deadlock, whatever order they name the keys in: every
-// LockAll takes its keys in one order, sorted, and a caller waits only for
-// a key above every key it holds, so no cycle of callers each holding
-// what the next waits for can form. On a Redis Cluster the keys may live in
-// different slots: each is locked on its own. If any key cannot be had
-// (ctx ends, a Redis failure), the locks already obtained are released at
-// once and the error names the key. Use a TTL that covers the whole wait,
-// or WithAutoRenew, so that the first keys do not lapse while the last
-// are awaited.
-//
-// No keys, an empty or reserved key, or a key named twice is an error
-// matching ErrInvalidArgument, and nothing is sent.
+// LockAll takes its keys sorted, and waits only for a key above every key
+// it holds, so no cycle can form. On a Redis Cluster each key is locked in
+// its own slot. If any key cannot be had (ctx ends, a Redis failure), the
+// locks obtained are released at once and the error names the key. Use a
+// TTL covering the whole wait, or WithAutoRenew, lest the first keys lapse.
 func (c *Client) LockAll(ctx context.Context, keys []string, opts ...Option) ([]*Lock, error) {
 	needContext(ctx)
 	order, err := c.lockOrder(keys, opts)
@@ -43,8 +36,7 @@ func (c *Client) LockAll(ctx context.Context, keys []string, opts ...Option) ([]
 	return locks, nil
 }
 
-// lockOrder checks LockAll's input and returns the indices of keys in the
-// order they are locked.
+// lockOrder checks LockAll's input and returns keys' indices in lock order.
 func (c *Client) lockOrder(keys []string, opts []Option) ([]int, error) {
 	if len(keys) == 0 {
 		return nil, invalid("LockAll needs at least one key")

@@ -15,19 +15,15 @@ import (
 )
 
 // RedisClient is what dlock needs of a go-redis client: scripts (EVALSHA,
-// with EVAL when the server does not have the script yet), single
-// commands, a pipeline (WithReplicaAck sends the acquire and WAIT
-// together) and pub/sub. *redis.Client, *redis.ClusterClient, a
-// Sentinel-managed client (redis.NewFailoverClient) and go-redis's
-// AutoPipeliner have all of it, as does any client that wraps one (a fault
-// injector, an instrumented client).
-//
-// A cluster client is recognized by its MasterForKey method, which dlock
-// uses to subscribe on the master of each key's slot (sharded pub/sub); a
-// client's address, for errors, by its Options method. A plain
-// *redis.Client gets its scripts through Do, as EVALSHA commands dlock
-// builds (internal/transport); any other client through its own EvalSha and
-// Eval.
+// then EVAL if the server lacks the script), single commands, a pipeline
+// (WithReplicaAck sends the acquire and WAIT together) and pub/sub.
+// *redis.Client, *redis.ClusterClient, a Sentinel client
+// (redis.NewFailoverClient), go-redis's AutoPipeliner and any client that
+// wraps one (a fault injector, an instrumented client) have all of it. A
+// cluster client is recognized by its MasterForKey method (dlock subscribes
+// on each key's master: sharded pub/sub), a client's address, for errors,
+// by its Options method. A plain *redis.Client gets its scripts through Do
+// (internal/transport), any other through EvalSha and Eval.
 type RedisClient interface {
 	redis.Scripter
 	Do(ctx context.Context, args ...any) *redis.Cmd
@@ -35,26 +31,22 @@ type RedisClient interface {
 	Subscribe(ctx context.Context, channels ...string) *redis.PubSub
 }
 
-// node is one Redis deployment dlock talks to (transport.Node: how its
-// scripts reach it), with what the protocol keeps per node.
+// node is one Redis deployment (transport.Node) with the protocol's state.
 type node struct {
 	*transport.Node
-	// releases holds the Client's Redlock releases under way on this
-	// node, which its acquires of the same key wait for.
+	// releases: Redlock releases under way here, which acquires await.
 	releases transport.Flights
 
 	lastDurations atomic.Pointer[durationArgs] // the acquire's last TTL and keep (durations)
 }
 
-// newNode returns the node for rdb; i is its place among the Client's
-// nodes, which names it when its address is unknown.
+// newNode returns the node for rdb; i names it when its address is unknown.
 func newNode(rdb RedisClient, i int) *node {
 	n := &node{Node: transport.NewNode(rdb, i, waitStep)}
 	return n
 }
 
-// fail returns the error of op on n: a usage error (kindError) as it is,
-// anything else as a *NodeError.
+// fail returns op's error on n: a usage error as it is, else a *NodeError.
 func (n *node) fail(op string, err error) error {
 	if kerr := kindError(err); kerr != nil {
 		return kerr
@@ -63,9 +55,8 @@ func (n *node) fail(op string, err error) error {
 	return &NodeError{Node: n.Name, Op: op, Err: err}
 }
 
-// Unanswered is the error of a request whose answer was not waited for
-// (transport.Calls): a *NodeError for the node timeout, the caller's context's
-// error as it is.
+// Unanswered is the error of a request whose answer was not waited for: a
+// *NodeError for the node timeout, the caller's context's error as it is.
 func (n *node) Unanswered(op string, err error) error {
 	if err == transport.ErrNodeTimeout {
 		return n.fail(op, err)
@@ -83,13 +74,9 @@ type grant struct {
 // granted reports whether the node granted the lock.
 func (g grant) granted() bool { return g.ok }
 
-// acquire runs the acquire scripts: sets the key to token if it is free and
+// acquire runs the acquire script: sets the key to token if it is free and
 // nobody is queued, and issues the fence. listens marks the caller as a
-// listener for the key's release messages if the key is taken. A caller
-// that does not listen (and does not ask for WithReplicaAck, whose WAIT
-// rides with acquire.lua) is served by acquire_lean, and by acquire.lua
-// only if the key's counter is marked (mark.lua): one round trip more,
-// while the key is or was just contended.
+// listener for the key's release messages if the key is taken.
 func (n *node) acquire(ctx context.Context, nm *lockNames, token string, o options, listens bool) (grant, error) {
 	if shared(token) {
 		return n.acquireShared(ctx, nm, token, o)
@@ -120,9 +107,8 @@ func (n *node) acquire(ctx context.Context, nm *lockNames, token string, o optio
 }
 
 // runAcquire runs acquire_lean for a caller that does not listen, and
-// acquire.lua for one that does, or when the lean script found the key's
-// counter marked (someone may wait or listen: acquire.lua looks at the
-// queue, and the mark, itself).
+// acquire.lua for one that does, or when the lean script found the counter
+// marked (someone may wait or listen: mark.lua): one round trip more.
 func (n *node) runAcquire(ctx context.Context, nm *lockNames, listens bool, args []any) (any, error) {
 	if !listens {
 		keys, boxed := nm.leanKeys()
@@ -134,11 +120,9 @@ func (n *node) runAcquire(ctx context.Context, nm *lockNames, listens bool, args
 	return n.RunBoxed(ctx, acquireScript, nm.acquire[:], nm.acquireBoxed[:], args...).Result()
 }
 
-// acquired reads the acquire script's reply res (and, with
-// WithReplicaAck, how many replicas acknowledged it: acked) as a grant.
-// The script answers a grant's fence as a string and a refusal's pttl as
-// an integer: one value rather than a table, which the server would build
-// and send on every uncontended acquire.
+// acquired reads the acquire script's reply res (acked: how many replicas
+// acknowledged, with WithReplicaAck) as a grant: a fence as a string, a
+// refusal's pttl as an integer; one value, not a table (docs/design.md).
 func acquired(res any, acked int, o options) (grant, error) {
 	switch r := res.(type) {
 	case string:
@@ -156,16 +140,14 @@ func acquired(res any, acked int, o options) (grant, error) {
 	return grant{}, errors.New("unexpected reply from the acquire script")
 }
 
-// durationArgs are an acquire's TTL and fence keep, in milliseconds, boxed
-// as script arguments.
+// durationArgs are an acquire's TTL and keep, boxed as script arguments.
 type durationArgs struct {
 	ttlD, keepD time.Duration
 	ttl, keep   any
 }
 
-// durations returns ttl and keep as acquire arguments. The node keeps the
-// last pair, which the next acquire reuses if it has the same (most
-// programs use one TTL), so that the numbers are not boxed anew each time.
+// durations returns ttl and keep as acquire arguments, boxed once: the node
+// keeps the last pair (most programs use one TTL).
 func (n *node) durations(ttl, keep time.Duration) *durationArgs {
 	if d := n.lastDurations.Load(); d != nil && d.ttlD == ttl && d.keepD == keep {
 		return d
@@ -175,8 +157,7 @@ func (n *node) durations(ttl, keep time.Duration) *durationArgs {
 	return d
 }
 
-// acquireShared runs the shared_acquire script: a semaphore permit or a
-// read-write hold.
+// acquireShared runs shared_acquire: a semaphore permit or read-write hold.
 func (n *node) acquireShared(ctx context.Context, nm *lockNames, token string, o options) (grant, error) {
 	res, err := n.Run(ctx, sharedAcquireScript, nm.queueKeys(), token, o.ttl.Milliseconds(), o.fenceKeep().Milliseconds()).Slice()
 	if err != nil {
@@ -195,8 +176,7 @@ func (n *node) acquireShared(ctx context.Context, nm *lockNames, token string, o
 	return grant{ok: true, fence: fence}, nil
 }
 
-// acquireAcked runs the acquire script and WAIT in one round trip, and
-// returns the script's reply and how many replicas acknowledged.
+// acquireAcked runs the acquire and WAIT in one round trip: reply, acks.
 func (n *node) acquireAcked(ctx context.Context, keys []string, args []any, o options) (any, int, error) {
 	for attempt := 0; ; attempt++ {
 		var script *redis.Cmd
@@ -233,8 +213,7 @@ func parseFence(v any) (int64, error) {
 	return fence, nil
 }
 
-// holderTTL reads a PTTL reply: the holder's remaining TTL, or -1 when
-// unknown (no expiry, or the key is gone).
+// holderTTL reads a PTTL reply: the holder's TTL, or -1 (no expiry, gone).
 func holderTTL(v any) time.Duration {
 	if ms, _ := v.(int64); ms > 0 {
 		return time.Duration(ms) * time.Millisecond
@@ -242,24 +221,18 @@ func holderTTL(v any) time.Duration {
 	return -1
 }
 
-// release deletes the key if it holds token, raises its fencing counter to at
-// least fence (when fence > 0; the counter is then kept for keep), and hands
-// the lock to the first live waiter, or else announces it free to those who
-// listen. It reports whether the key held the token, and what the release
-// said besides (releaseReply). lean says that nobody is likely to wait or
-// listen (the lock was not waited for): a mutex with no fence to raise and
-// no group named is then released by release_lean, which declares one key
-// instead of six and, should the holder's mark say that someone may wait
-// or listen (mark.lua), changes nothing, so that the full release follows
-// (one round trip more, on a key that has just become contended).
-//
-// group and joins are the queue's (Client.release): the releasing Client's
-// group waiting for the key, whose grant comes back in the reply instead
-// of being published, and the joins the release makes for it.
-//
-// It is a script: the delete and the hand-off to the next waiter must be
-// one atomic step, or a newcomer could take the lock in between and the
-// queue would lose its order.
+// release deletes the key if it holds token, raises its fencing counter to
+// at least fence (if > 0, then kept for keep), and hands the lock to the
+// first live waiter, or announces it free to listeners. It reports whether
+// the key held the token, and what else the release said (releaseReply).
+// lean (the lock was not waited for) lets a mutex with no fence to raise
+// and no group go through release_lean, one key instead of six, which
+// changes nothing if the holder's mark says someone may wait (mark.lua):
+// the full release follows. group and joins are the queue's
+// (Client.release): the releasing Client's group, whose grant comes back
+// unpublished, and the joins the release makes for it. A script: the delete
+// and hand-off must be one atomic step, or a newcomer could take the lock
+// in between and the queue lose its order.
 func (n *node) release(ctx context.Context, nm *lockNames, token string, fence int64, keep time.Duration, lean bool, group string, joins []any) (releaseReply, error) {
 	if shared(token) {
 		v, err := n.Run(ctx, sharedReleaseScript, nm.queueKeys(), token, n.Publish(), nm.wake).Int64()
@@ -281,18 +254,16 @@ func (n *node) release(ctx context.Context, nm *lockNames, token string, fence i
 	return n.releaseFull(ctx, nm, token, fence, keep, group, joins)
 }
 
-// releaseReply is what a release said: whether it released, the grant it
-// made to a waiter of the group it was given (the message, unpublished),
-// and the places of the waiters it joined (nil when it joined nobody, or
-// may not have).
+// releaseReply is what a release said: released, the grant it made to a
+// waiter of the group given (unpublished), and the joined waiters' places
+// (nil when it joined nobody, or may not have).
 type releaseReply struct {
 	released bool
 	grant    string
 	scores   []string
 }
 
-// releaseFull runs release.lua, with the joins given if any (four
-// arguments a waiter, after the group's step number).
+// releaseFull runs release.lua with joins (a step, then 4 args a waiter).
 func (n *node) releaseFull(ctx context.Context, nm *lockNames, token string, fence int64, keep time.Duration, group string, joins []any) (releaseReply, error) {
 	args := n.releaseArgs(token, fence, keep, group)
 	args = append(args, joins...)
@@ -313,9 +284,8 @@ func (n *node) releaseFull(ctx context.Context, nm *lockNames, token string, fen
 	return rr, nil
 }
 
-// foldReply splits a release's answer with n joins (joinFold) into the
-// release's own answer and the joined waiters' scores; without them (the
-// script joined nobody: the key held another kind of lock), scores is nil.
+// foldReply splits a release's answer with n joins into its own answer and
+// the joined waiters' scores (nil if it joined nobody: another kind).
 func foldReply(r any, n int) (any, []string) {
 	t, ok := r.([]any)
 	if !ok || len(t) != 1+n {
@@ -332,9 +302,8 @@ func foldReply(r any, n int) (any, []string) {
 	return t[0], scores
 }
 
-// readsHolderMark reports whether token is a mutex token of this
-// protocol version, whose holder the waiters mark (mark.lua's
-// marked_value has the same rule): only its release may be lean.
+// readsHolderMark reports whether token is a mutex token of this version,
+// whose holder waiters mark (mark.lua's marked_value): only it may be lean.
 func readsHolderMark(token string) bool {
 	v, ok := tokenVersion(token)
 	return ok && v == protocolVersion && !shared(token)
@@ -348,18 +317,15 @@ var urlSafe = func() (t [256]bool) {
 	return t
 }()
 
-// leanWaited is release_lean's answer when the holder's token is marked,
-// and leanMarked acquire_lean's when the key's counter is: someone may wait
-// or listen (mark.lua).
+// leanWaited (release_lean) and leanMarked (acquire_lean): the holder's
+// token or the counter is marked, someone may wait or listen (mark.lua).
 const (
 	leanWaited = 2
 	leanMarked = -3
 )
 
 // releaseArgs returns the release script's arguments: the token, and only
-// what this release needs besides (a fence to raise the counter to, with
-// how long to keep it; the publish command on a cluster; the group of this
-// Client's waiters for the key, if it has any).
+// what this release needs besides (fence and keep, publish command, group).
 func (n *node) releaseArgs(token string, fence int64, keep time.Duration, group string) []any {
 	switch {
 	case group != "":
@@ -372,10 +338,8 @@ func (n *node) releaseArgs(token string, fence int64, keep time.Duration, group 
 	return []any{token}
 }
 
-// extend resets the lock's expiry to ttl if its key holds token, keeps
-// its fencing counter at least keep (the TTL plus the fence margin: the
-// counter outlives a renewed lock too, fence.go), and reports whether it
-// did.
+// extend resets the key's expiry to ttl if it holds token, keeps its
+// fencing counter at least keep (fence.go), and reports whether it did.
 func (n *node) extend(ctx context.Context, nm *lockNames, token string, ttl, keep time.Duration) (bool, error) {
 	var v int64
 	var err error
@@ -401,9 +365,8 @@ type keyState struct {
 	held   int64         // how many hold it (permits, read holds; 1 for a held mutex)
 }
 
-// inspect reads key's value, TTL and fencing counter atomically. For a
-// semaphore's or read-write lock's key, token (if not "") is the holder
-// to look for (see scripts/inspect.lua).
+// inspect reads key's value, TTL and fencing counter atomically; token, if
+// not "", is a shared holder to look for (scripts/inspect.lua).
 func (n *node) inspect(ctx context.Context, key, token string) (keyState, error) {
 	queue, _ := queueKeys(key)
 	res, err := n.Run(ctx, inspectScript, []string{key, fenceKey(key), queue}, token).Slice()
@@ -430,9 +393,8 @@ func (n *node) inspect(ctx context.Context, key, token string) (keyState, error)
 }
 
 // Direct returns rdb wrapped so that dlock sends every call through it,
-// never pipelined through a client of its own (see New): for a client
-// whose hooks change what is sent or where.
-// A nil rdb panics, as New does with one.
+// never pipelined through a client of its own (see New): for a client whose
+// hooks change what is sent or where. A nil rdb panics, as in New.
 func Direct(rdb *redis.Client) RedisClient {
 	if rdb == nil {
 		panic(invalid("Direct: nil client"))

@@ -19,14 +19,11 @@ const (
 	// EventRenew: a renewal (the watchdog, or Extend) succeeded (Err nil)
 	// or failed.
 	EventRenew
-	// EventLost: the lock's Context ended other than by a release (an
-	// Unlock that finds the key gone counts too); Err is the cause (ErrKeyLost,
-	// ErrLeaseExpired, ErrMaxHold). A loss found before Unlock returns is
-	// reported by then.
+	// EventLost: the Context ended other than by a release (or Unlock found
+	// the key gone); Err is the cause, reported before Unlock returns.
 	EventLost
 	// EventRelease: Unlock returned. Held is the time since the grant; Err
-	// is nil, an error matching ErrNotHeld (the token no longer matched:
-	// the lock had expired, and perhaps someone else held it), or a
+	// is nil, an error matching ErrNotHeld (the lock had expired), or a
 	// failure.
 	EventRelease
 )
@@ -58,16 +55,13 @@ type Event struct {
 	Contended bool          // EventAcquire: the lock was held by someone else, or the wait ended first; false when no node answered
 	Err       error         // nil on success; otherwise the call's error, or the loss's cause
 	Nodes     int           // how many Redis nodes the Client asks: 1, or Redlock's N
-	// Answered, for EventAcquire, lists the nodes (their indexes in New's
-	// order) that answered the call's last request with a reply (a grant,
-	// a refusal or an error reply) before the request was decided. With
-	// Redlock an attempt is decided as soon as a majority granted, so a
-	// healthy node that was merely slower may be missing; a node missing
-	// from a decision that had to wait for every answer could not be
-	// reached or did not answer within the node timeout. Empty when no node
-	// answered (or none was asked: the context had ended); nil when the
-	// call was refused before anything was sent (bad input, a closed
-	// Client) or no observer or tracer was set when it began.
+	// Answered, for EventAcquire, lists the nodes (indexes in New's order)
+	// that replied (a grant, a refusal or an error reply) to the call's
+	// last request before it was decided; a Redlock attempt is decided once
+	// a majority granted, so a slower healthy node may be missing. Empty
+	// when no node answered (or none was asked: the context had ended); nil
+	// when the call was refused before sending, or had no observer or
+	// tracer.
 	Answered []int
 }
 
@@ -124,15 +118,13 @@ func resultOf(err error, notHeld string) string {
 // into the Lock; it may be called from several goroutines at once.
 type Observer func(Event)
 
-// SetObserver makes the Client report to o (nil: to nobody), from the
-// operations that begin from now on. Without an observer or a tracer, an
-// operation reads one atomic pointer to find that out, and that is all it
-// costs.
+// SetObserver makes the Client report to o (nil: nobody) from the
+// operations that begin from now on. Without an observer or tracer, an
+// operation pays one atomic load.
 func (c *Client) SetObserver(o Observer) { c.setHooks(func(h *hooks) { h.observer = o }) }
 
-// hooks are what a Client reports to: its observer and its tracer. The
-// Client holds a pointer to them that is nil when neither is set, so that
-// an operation with nothing to report costs one atomic load.
+// hooks are a Client's observer and tracer; the Client's pointer to them is
+// nil when neither is set.
 type hooks struct {
 	observer Observer
 	tracer   Tracer
@@ -164,9 +156,8 @@ func (h *hooks) observe(e Event) {
 	}
 }
 
-// acquireStart returns when an acquisition call begins, for h's report, or
-// the zero time when h reports nothing (no observer or tracer): reading
-// the clock is work the uncontended path is spared.
+// acquireStart returns when an acquisition call begins, or zero if h
+// reports nothing: the uncontended path is spared reading the clock.
 func (h *hooks) acquireStart() time.Time {
 	if h == nil {
 		return time.Time{}
@@ -174,9 +165,8 @@ func (h *hooks) acquireStart() time.Time {
 	return time.Now()
 }
 
-// observeAcquire reports the end of an acquisition call to h's observer
-// and to end, the call's span (nil: none); h are the hooks loaded when it
-// began. note is what the attempts recorded (nil when nobody reads it).
+// observeAcquire reports the end of an acquisition call to h (loaded when
+// it began) and to end, its span (nil: none); note is the attempts' record.
 func (c *Client) observeAcquire(h *hooks, key, primitive string, start time.Time, l *Lock, contended bool, err error, note *acquireNote, end func(Event)) {
 	if h == nil {
 		return
@@ -215,9 +205,8 @@ func newAcquireNote(h *hooks) *acquireNote {
 	return &acquireNote{}
 }
 
-// watchLoss reports EventLost when l's lease ends for any reason but a
-// release (lost).
-// It registers nothing unless an observer or a logger is set.
+// watchLoss reports EventLost when l's lease ends other than by release; it
+// registers nothing unless an observer or a logger is set.
 func (c *Client) watchLoss(l *Lock) {
 	if h := c.hooks.Load(); (h == nil || h.observer == nil) && c.logger.Load() == nil {
 		return
@@ -226,12 +215,9 @@ func (c *Client) watchLoss(l *Lock) {
 }
 
 // lost reports whether l's lease ended lost, and if so reports the loss
-// (once: to the observer and the log) and ends the hold span with it. The
-// AfterFuncs of watchLoss and startHold call it when the lease ends, each
-// on a goroutine of its own; Unlock calls it too, so that a loss found
-// before it returns (an Extend that found the key gone, or the release
-// itself) is reported by then, and the hold span ends with the loss rather
-// than the release.
+// once (observer, log) and ends the hold span with it. The lease's
+// AfterFuncs call it, and Unlock, so that a loss found before it returns is
+// reported by then and ends the hold span instead of the release.
 func (l *Lock) lost() bool {
 	cause := l.lease.ended()
 	if cause == nil || cause == ErrReleased || !errors.Is(cause, ErrLost) { // the usual two first: errors.Is walks
@@ -246,14 +232,12 @@ func (l *Lock) lost() bool {
 	return true
 }
 
-// SetLogger makes the Client log, through l, the few things worth a log
-// line that no caller is there to see: a background renewal that failed, a
-// lock lost while held, a cleanup (the release of a grant nobody waited
-// for) that failed, a Redlock Lock that waits for slow nodes to answer
-// (once per call). Default: no logging, but for a node whose
-// maxmemory-policy may evict dlock's keys, which is logged once to
-// slog.Default when no logger is set (eviction.go). Lines carry the key
-// and fence, never the token.
+// SetLogger makes the Client log, through l, what no caller is there to
+// see: a failed background renewal, a lock lost while held, a failed
+// cleanup (giving back a grant nobody waited for), a Redlock Lock waiting
+// for slow nodes (once per call). Default: none, but a node whose
+// maxmemory-policy may evict dlock's keys is logged once to slog.Default
+// (eviction.go). Lines carry the key and fence, never the token.
 func (c *Client) SetLogger(l *slog.Logger) { c.logger.Store(l) }
 
 // warn logs at warning level, if a logger is set.

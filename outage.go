@@ -15,32 +15,19 @@ import (
 	"github.com/dlock-go/dlock/internal/transport"
 )
 
-// Waiting through an outage
-//
-// A Lock (and Acquire, RLock, Campaign, LockAll, which wait through it)
-// waits until it obtains the lock or its context ends. A node that cannot
-// be reached for a while, the most common fault there is (a restart, a
-// Sentinel or Cluster failover, a network cut), is one more reason to
-// wait, not an answer: the waiter keeps its place in line (its id and its
-// first join's score) and tries again with backoff. When the node is back,
-// its join keeps the place the queue still has, or, if the queue was lost
-// (a restart without persistence, a failover to a replica that had not
-// caught up), takes it again at the old score, ahead of everyone who came
-// later; a waiter is served once, since a grant is one key set to one
-// token. Errors that no waiting can fix (NOPERM, WRONGTYPE, a script the
-// server refuses, bad input) end the wait at once, as does any node error
-// under WithFailFast.
-//
-// When the context ends during an outage, the error matches ErrNotObtained
-// and the context's error, and carries the last *NodeError (errors.As):
-// "busy" is a wait that ended without one, "Redis was down" one with it.
+// Waiting through an outage (docs/failures.md). A node that cannot be
+// reached for a while (a restart, a failover, a network cut) is one more
+// reason for a waiting Lock to wait: it keeps its id and first join's score
+// and tries again with backoff. Back, its join keeps its place, or retakes
+// it at the old score if the queue was lost; it is served once, since a
+// grant is one key set to one token. Errors no waiting can fix end the wait
+// at once, as does any node error under WithFailFast. A wait ended by its
+// context carries the last *NodeError: "Redis was down", not "busy".
 
 // transient reports whether err is a node's trouble that waiting can fix:
-// the node could not be reached or did not answer (refused, reset, timed
-// out, closed), or said it cannot serve yet (LOADING, READONLY after a
-// demotion, MASTERDOWN, CLUSTERDOWN, TRYAGAIN, a slot moving, BUSY, a WAIT
-// that the replicas did not acknowledge). A *QuorumError is transient when
-// every node's error is.
+// no connection or no answer, or not serving yet (LOADING, READONLY after a
+// demotion, MASTERDOWN, CLUSTERDOWN, TRYAGAIN, a slot moving, BUSY, too few
+// replicas). A *QuorumError is transient when every node's error is.
 func transient(err error) bool {
 	var qe *QuorumError
 	if errors.As(err, &qe) {
@@ -106,8 +93,7 @@ func (w *outage) rideOut(ctx context.Context, closed, wake <-chan struct{}, o op
 }
 
 // still records err, the group's failing keepalive's, for a waiter that
-// waited through it without riding it out (a node that does not answer is
-// waited for in line): the wait's end then says what the node did.
+// waited through it in line: the wait's end then says what the node did.
 func (w *outage) still(err error) {
 	if err != nil && transient(err) {
 		w.last = err
@@ -130,15 +116,11 @@ func isContended(ctx context.Context, err error) bool {
 	return errors.Is(err, ErrNotObtained) && ctx.Err() == nil
 }
 
-// mayWait reports whether Lock should wait and try again after err: someone
-// else holds the lock, the node cannot be reached for now (transient; not
-// with WithFailFast), or (Redlock) no majority answered but one still can.
-// Nodes that were only slow (no answer within the node timeout) may answer
-// next time, as may the nodes that said "taken"; nodes that failed outright
-// (refused the connection, answered with an error) are counted as down, and
-// once more than a minority is down no majority is possible: Lock then
-// returns the *QuorumError at once (with WithFailFast, or when a node's
-// error is not one that waiting can fix).
+// mayWait reports whether Lock should wait and try again after err: the
+// lock is taken, the node cannot be reached for now (transient; not with
+// WithFailFast), or (Redlock) a majority can still answer: nodes that
+// failed outright, not merely slow, count as down, and once more than a
+// minority is down Lock returns the *QuorumError at once.
 func (c *Client) mayWait(ctx context.Context, o options, err error) bool {
 	if isContended(ctx, err) || !o.failFast && ctx.Err() == nil && transient(err) {
 		return true
@@ -157,10 +139,8 @@ func (c *Client) mayWait(ctx context.Context, o options, err error) bool {
 }
 
 // neverSent reports whether err shows that the command never reached the
-// server (no connection could be had), so that it cannot have granted
-// anything and there is nothing to give back. A connection whose setup the
-// server refused (a wrong password, a database number it does not have)
-// never sent the command either, and NOAUTH refuses a command unrun.
+// server (no connection; a setup the server refused, such as a wrong
+// password or database; NOAUTH): it granted nothing to give back.
 func neverSent(err error) bool {
 	var oe *net.OpError
 	return errors.As(err, &oe) && oe.Op == "dial" ||
@@ -173,11 +153,9 @@ func neverSent(err error) bool {
 		redis.HasErrorPrefix(err, "DB index is out of range")
 }
 
-// isSlow reports whether a node's error only says that it did not answer
-// in time: the node timeout, the go-redis client's own read timeout, or an
-// acquire not sent because the node had not answered the Client's release
-// of the key within the node timeout (errUnsent: whether a stalled node's
-// error is that or the node timeout is a race between two timers).
+// isSlow reports whether a node's error only says it did not answer in
+// time: the node timeout, go-redis's read timeout, or errUnsent (which of
+// the two a stalled node gets is a race between timers).
 func isSlow(err error) bool {
 	var ne net.Error
 	return errors.Is(err, transport.ErrNodeTimeout) || errors.Is(err, errUnsent) || errors.As(err, &ne) && ne.Timeout()

@@ -6,18 +6,11 @@ import (
 	"strings"
 )
 
-// The protocol's version
-//
-// What dlock keeps on Redis (the lock key's token, the fencing counter and
-// its mark, the queue, the waiters' hash and its grant record, the holders'
-// fences, the notify key and the wake channel's messages) is one format,
-// docs/design.md has it whole, and it has a version: protocolVersion.
-// Every token dlock writes ends its random part with "-v" and the version
-// ("<27 random characters>-v1", then a campaign's ".value"; a permit's or a
-// read-write hold's token starts with its kind). Scripts mark only tokens of
-// their own version (scripts/mark.lua), and a Client that meets a token of
-// another version (Attach, Inspect) refuses it with ErrProtocol rather than
-// mix two formats on one key. A change to the format changes the version.
+// The protocol's version: what dlock keeps on Redis is one format
+// (docs/design.md, "The format on Redis"), and a change to it changes the
+// version. Every token ends its random part with "-v" and the version;
+// scripts mark only their own version's tokens (scripts/mark.lua), and a
+// Client refuses another's (ErrProtocol) rather than mix two on one key.
 
 // protocolVersion is the version of the format dlock keeps on Redis.
 const protocolVersion = 1

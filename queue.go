@@ -7,15 +7,8 @@ import (
 )
 
 // Waiting in line (one node): docs/design.md, "The wait and the hand-off,
-// in one story", tells it whole. In short: a waiter joins a FIFO queue kept
-// in Redis in the key's hash slot, ordered by server time; the release
-// script hands the key to the first live waiter and publishes the grant
-// (handoff.go); a Client's waiters on a key form one group (group.go) with
-// one subscription and one keepalive step per period (keepalive.go), which
-// keeps them alive, finds lost grants and hands over a key that expired.
-// Newcomers cannot jump the line: the acquire scripts refuse a key with a
-// queue. Redlock does not queue (each node would order its waiters on its
-// own): its waiters are woken by release messages (listen.go).
+// in one story". Newcomers cannot jump the line: the acquire scripts refuse
+// a key with a queue.
 //
 // The lease of a hand-off (safety). The release runs at server time Tg,
 // gives the key PX px, and publishes lease = (Tg - Tk) + px, Tk being when
@@ -23,17 +16,16 @@ import (
 // before sending step k, and counts its lease as Sk + lease - drift(lease):
 // no later than Tg + px, when the key expires, however late the message.
 //
-// What a hand-off gives: the releasing Client's own waiter gets its TTL;
-// any other a claim, min(TTL, claimTime), which its join confirms for the
-// whole TTL before Lock returns, so that a waiter that died unseen holds
-// the line up for claimTime at most. A grant with less than a quarter of
-// the claim left is refused, and the waiter joins again at its place.
+// What a hand-off gives: the releasing Client's own waiter its TTL; any
+// other a claim, min(TTL, claimTime), which its join confirms for the whole
+// TTL before Lock returns, so a waiter that died unseen holds the line up
+// for claimTime at most. A grant with less than a quarter of the claim left
+// is refused, and the waiter joins again at its place.
 const (
 	aliveWindow = time.Second
 	claimTime   = aliveWindow
-	// waitStep is the longest keepalive period; a group whose waiters have
-	// short TTLs steps more often (keepalivePeriod), so that a hand-off's
-	// lease counts from a recent step.
+	// waitStep is the longest keepalive period (keepalivePeriod): a
+	// hand-off's lease counts from a recent step.
 	waitStep = aliveWindow / 3
 	// queueKeep is how long the queue's keys outlive the last step.
 	queueKeep = 2 * aliveWindow

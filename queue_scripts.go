@@ -1,8 +1,5 @@
 package dlock
 
-// The queue's scripts as the node runs them: join, keepalive and leave
-// (scripts/*.lua), and their replies.
-
 import (
 	"context"
 	"errors"

@@ -6,15 +6,11 @@ import (
 	"github.com/dlock-go/dlock/internal/transport"
 )
 
-// One script per server-side operation, each a file in scripts/ whose header
-// names its KEYS and ARGV. The scripts that read a mutex's key share
-// holds_token and the lean answers' names (token.lua); those that grant
-// locks share issue_fence
-// (fence.lua); those that mark the fencing counter, set_mark (mark.lua);
-// and those that work the queue or several holders the functions of
-// prelude.lua, prepended here. A script is sent as EVALSHA, and as EVAL
-// when the server answers NOSCRIPT (transport.Node.Run), so it is loaded once
-// per server, not per call.
+// One script per server-side operation, each a file in scripts/ whose
+// header names its KEYS and ARGV, with the shared functions it needs
+// prepended: token.lua, fence.lua, mark.lua, prelude.lua (the queue's and
+// several holders'). Sent as EVALSHA, and as EVAL on NOSCRIPT
+// (transport.Node.Run): loaded once per server, not per call.
 var (
 	//go:embed scripts/token.lua
 	tokenSrc string
@@ -28,8 +24,7 @@ var (
 	//go:embed scripts/prelude.lua
 	preludeSrc string
 
-	// queuing is what the scripts that work the queue or several holders
-	// start with.
+	// queuing starts the scripts that work the queue or several holders.
 	queuing = tokenSrc + fenceSrc + markSrc + preludeSrc
 
 	//go:embed scripts/acquire_lean.lua

@@ -10,17 +10,13 @@ import (
 	"github.com/dlock-go/dlock/internal/transport"
 )
 
-// Semaphores and read-write locks
-//
-// Both are one key with several holders, on Lock's machinery: the same
-// queue and hand-off, leases, fences from the key's one counter; every
-// grant is a *Lock. The grant's kind travels in its token ("~s<permits>~",
-// "~r~", "~w~"), which the scripts read to decide what fits (prelude.lua,
-// holders); the key is a sorted set of holders by expiry (docs/design.md,
-// "The format on Redis"). Fairness is the queue's: the first waiter that
-// does not fit stops every hand-off behind it, so a waiting writer is not
-// starved by readers. One deployment only: on Redlock a majority of "fewer
-// than N" per node is not fewer than N in all (errors.ErrUnsupported).
+// Semaphores and read-write locks: one key, several holders, on Lock's
+// queue, hand-off, leases and fence counter; every grant is a *Lock. Its
+// kind travels in its token ("~s<permits>~", "~r~", "~w~"), which the
+// scripts read to decide what fits; the key is a sorted set of holders
+// (docs/design.md). The first waiter that does not fit stops every hand-off
+// behind it, so readers cannot starve a writer. One deployment only: on
+// Redlock, "fewer than N" per node is not fewer than N in all.
 
 // Kind prefixes of shared tokens.
 const (
@@ -33,8 +29,7 @@ const (
 func shared(token string) bool { return strings.HasPrefix(token, "~") }
 
 // primitiveOf names what a token was granted for: "semaphore", "read",
-// "write" (by its kind prefix), "election" (a campaign's token carries a
-// value) or "lock".
+// "write" (its kind prefix), "election" (it carries a value) or "lock".
 func primitiveOf(token string) string {
 	switch {
 	case strings.HasPrefix(token, readPrefix):
@@ -50,18 +45,15 @@ func primitiveOf(token string) string {
 	return "lock"
 }
 
-// ErrPermitMismatch is returned when a Semaphore is asked for with a
-// number of permits other than its current holders were granted with:
-// two limits on one key would be no limit. The holders' permits follow in
-// parentheses. Nothing is changed. Like ErrWrongKind it is a usage error,
-// never a *NodeError.
+// ErrPermitMismatch is returned when a Semaphore is asked for with other
+// permits than its holders were granted with: two limits on one key would
+// be none. The holders' permits follow in parentheses; nothing is changed.
+// Like ErrWrongKind it is a usage error, never a *NodeError.
 var ErrPermitMismatch = errors.New("dlock: the semaphore's holders have other permits")
 
-// kindError returns the usage error that a script's error reply about a
-// key of another kind, or a semaphore's other permits, stands for
-// (ErrWrongKind or ErrPermitMismatch), or nil for any other error. The
-// reply's script sha and Lua line are left out: they are the server's
-// bookkeeping, not the caller's business.
+// kindError returns the usage error a script's error reply stands for
+// (ErrWrongKind or ErrPermitMismatch, without the reply's script sha and
+// Lua line), or nil for any other error.
 func kindError(err error) error {
 	if !transport.IsRedisError(err) {
 		return nil
@@ -94,10 +86,9 @@ func (c *Client) Semaphore(key string, permits int) *Semaphore {
 }
 
 // Acquire waits for a permit, in arrival order, until ctx ends (an error
-// matching ErrNotObtained and ctx.Err()). The permit is a *Lock: it
-// expires with its TTL unless renewed (WithAutoRenew, Extend), its Fence
-// is above every earlier grant's on the key, its Context ends when it is
-// lost, and Unlock gives it back.
+// matching ErrNotObtained and ctx.Err()). The permit is a *Lock: it expires
+// with its TTL unless renewed, its Fence is above every earlier grant's on
+// the key, its Context ends when it is lost, and Unlock gives it back.
 func (s *Semaphore) Acquire(ctx context.Context, opts ...Option) (*Lock, error) {
 	needContext(ctx)
 	if err := s.check(); err != nil {
@@ -127,9 +118,8 @@ func (s *Semaphore) with(opts []Option) []Option {
 	return append(opts, holdKind("~s"+strconv.Itoa(s.permits)+"~"))
 }
 
-// RWMutex is a read-write lock: many readers or one writer. A waiting
-// writer is not starved by a stream of readers: readers that come after
-// it wait behind it.
+// RWMutex is a read-write lock: many readers or one writer. Readers that
+// come after a waiting writer wait behind it.
 type RWMutex struct {
 	c   *Client
 	key string
@@ -138,11 +128,9 @@ type RWMutex struct {
 // RWMutex returns the read-write lock on key.
 func (c *Client) RWMutex(key string) *RWMutex { return &RWMutex{c: c, key: key} }
 
-// Lock waits for the write hold: nobody else holds the key, read or
-// write. Waiters are served in arrival order. The hold is a *Lock whose
-// Fence is above every earlier grant's on the key, read holds included, so
-// a resource can refuse a stale writer or a reader that still believes
-// it reads.
+// Lock waits for the write hold (nobody else holds the key), in arrival
+// order. The hold is a *Lock whose Fence is above every earlier grant's,
+// read holds included, so a resource can refuse a stale writer or reader.
 func (m *RWMutex) Lock(ctx context.Context, opts ...Option) (*Lock, error) {
 	return m.take(ctx, writePrefix, true, opts)
 }
@@ -174,8 +162,7 @@ func (m *RWMutex) take(ctx context.Context, prefix string, wait bool, opts []Opt
 	return m.c.TryLock(ctx, m.key, opts...)
 }
 
-// holdKind makes the acquisition's token ask for a shared hold of the kind
-// prefix names.
+// holdKind makes the acquisition a shared hold of the kind prefix names.
 func holdKind(prefix string) Option { return func(o *options) { o.kind = prefix } }
 
 // oneDeployment refuses what needs a single deployment on a Redlock Client.

@@ -18,14 +18,12 @@ const (
 	// built on them: Campaign, semaphores, read-write locks), its wait
 	// included. It ends with the call's EventAcquire.
 	SpanAcquire SpanKind = iota + 1
-	// SpanHold: a granted lock, from the grant until Unlock (EventRelease)
-	// or its loss (EventLost), whichever comes first. Do runs its function
-	// under this span's context.
+	// SpanHold: a granted lock, until Unlock (EventRelease) or its loss
+	// (EventLost). Do runs its function under this span's context.
 	SpanHold
 	// SpanRelease: one Unlock call. It ends with its EventRelease.
 	SpanRelease
-	// SpanRenew: one renewal, the watchdog's or an Extend. It ends with
-	// its EventRenew.
+	// SpanRenew: one renewal or Extend. It ends with its EventRenew.
 	SpanRenew
 )
 
@@ -47,25 +45,20 @@ func (k SpanKind) String() string {
 // A Tracer starts spans for dlock's operations; the dlockotel module has
 // one for OpenTelemetry.
 //
-// Start is called as an operation begins, with the context it runs under:
-// the caller's for acquisitions, Unlock and Extend (so spans nest under the
-// caller's span), the acquisition's caller's for a hold, and the hold's for
-// the watchdog's renewals. The context Start returns is the one the
-// operation runs with: its Redis calls carry it (go-redis hooks see it),
-// and Do runs its function under the hold's. dlock calls end exactly once,
-// with the operation's Event (a hold ends with EventRelease or EventLost),
-// even when the tracer is replaced or removed meanwhile. Events given to end
-// never carry the token. Start is called from the goroutine that starts the
-// operation; end from the one that finishes it, which for a hold may be
-// another (the Unlock's caller's, or the timer that sees the lease end).
-// Both must be quick, and may be called from several goroutines at once.
+// Start is called as an operation begins, from its goroutine, with the
+// context it runs under: the caller's for acquisitions, Unlock and Extend,
+// the acquisition's caller's for a hold, the hold's for renewals. The
+// operation runs with the context Start returns (its Redis calls carry it;
+// Do's function runs under the hold's). dlock calls end exactly once, with
+// the operation's Event (never carrying the token), even if the tracer is
+// replaced meanwhile, from the goroutine that finishes it (for a hold,
+// perhaps another). Both must be quick, and safe to call concurrently.
 type Tracer interface {
 	Start(ctx context.Context, kind SpanKind, key, primitive string) (context.Context, func(Event))
 }
 
-// SetTracer makes the Client start spans through t (nil: no spans) for the
-// operations that begin from now on. Without a tracer or an observer, an
-// operation reads one atomic pointer to find that out (see hooks).
+// SetTracer makes the Client start spans through t (nil: none) for the
+// operations that begin from now on; without hooks, one atomic load.
 func (c *Client) SetTracer(t Tracer) { c.setHooks(func(h *hooks) { h.tracer = t }) }
 
 // startSpan starts a span of kind through h's tracer (h: the hooks loaded
@@ -77,8 +70,7 @@ func (h *hooks) startSpan(ctx context.Context, kind SpanKind, key, primitive str
 	return h.tracer.Start(ctx, kind, key, primitive)
 }
 
-// startSpan starts a span of kind about l through h's tracer (see
-// hooks.startSpan); l's primitive is named only when there is one.
+// startSpan starts a span of kind about l (see hooks.startSpan).
 func (l *Lock) startSpan(h *hooks, ctx context.Context, kind SpanKind) (context.Context, func(Event)) {
 	if h == nil || h.tracer == nil {
 		return ctx, nil
@@ -94,8 +86,7 @@ type hold struct {
 }
 
 // startHold starts l's hold span under ctx (the acquisition's caller's)
-// through h's tracer (h: the acquisition's hooks). The span ends at
-// Unlock, or when the lease ends with ErrLost, whichever comes first.
+// through h's tracer; it ends at Unlock, or at a loss (ErrLost).
 func (c *Client) startHold(h *hooks, ctx context.Context, l *Lock) {
 	if l == nil || h == nil || h.tracer == nil {
 		return
@@ -115,8 +106,7 @@ func (l *Lock) endHold(e Event) {
 	}
 }
 
-// holdContext returns the hold span's context, or ctx when l is not
-// traced.
+// holdContext returns the hold span's context, or ctx if l is not traced.
 func (l *Lock) holdContext(ctx context.Context) context.Context {
 	if h := l.hold.Load(); h != nil {
 		return h.ctx
@@ -124,10 +114,8 @@ func (l *Lock) holdContext(ctx context.Context) context.Context {
 	return ctx
 }
 
-// acquireNote records, for an acquisition's Event, which nodes answered
-// its last request: an attempt's (in node order), or, on one node, a step
-// of the wait queue. It is made only when someone will read it (an
-// observer or a tracer is set).
+// acquireNote records which nodes answered an acquisition's last request
+// (an attempt's, or a queue step's), made only when someone will read it.
 type acquireNote struct {
 	answered atomic.Pointer[[]int]
 }
@@ -147,9 +135,8 @@ func noteAnswers[T any](note *acquireNote, answers []answer[T]) {
 	note.answered.Store(&idx)
 }
 
-// noteStep records the answer of a step of one node's wait queue: the
-// node answered unless the wait for it ended first (left) or err says it
-// could not be reached.
+// noteStep records a queue step's answer: none if the wait for it ended
+// first (left) or err says the node could not be reached.
 func noteStep(note *acquireNote, err error, left bool) {
 	if note == nil {
 		return

@@ -1,8 +1,5 @@
 package dlock
 
-// A queued waiter: one Lock call waiting in its key's queue (queue.go has
-// the design), and what it does with what its group delivers.
-
 import (
 	"context"
 	"crypto/rand"
@@ -12,8 +9,8 @@ import (
 	"time"
 )
 
-// queuedWaiter is one Lock call waiting in line. The group delivers to it
-// through its mailbox; its own goroutine (in wait) acts on what arrives.
+// queuedWaiter is one Lock call waiting in line (queue.go). The group
+// delivers to its mailbox; its own goroutine (wait) acts on what arrives.
 type queuedWaiter struct {
 	id, token string
 	o         options
@@ -43,8 +40,7 @@ func newQueuedWaiter(o options) (*queuedWaiter, error) {
 	}, nil
 }
 
-// deliver puts a grant, a request to rejoin, or an error in the mailbox.
-// Called by the group, never blocking.
+// deliver puts a grant, a rejoin or an error in the mailbox; never blocks.
 func (w *queuedWaiter) deliver(h *handedOff, check bool, err error) {
 	w.mu.Lock()
 	if h != nil {
@@ -69,13 +65,10 @@ func (w *queuedWaiter) take() (h *handedOff, check bool, err error) {
 	return h, check, err
 }
 
-// forgetOutage drops from the mailbox an error that w would ride out (the
-// group's keepalive could not reach the node) as w is about to join
-// again: riding it out means joining again, which this join does, and its
-// own answer tells whether the node is back. Left there (delivered while w
-// rode out the outage, whose wake takes only the signal), it would end
-// w's first wait once the node is back, throwing away the grant that woke
-// w for a backoff and a rejoin while the key stays granted to w.
+// forgetOutage drops an error w would ride out (the keepalive could not
+// reach the node) as w joins again, which is the riding out. Left there, it
+// would end w's wait once the node is back, throwing away the grant that
+// woke w for a backoff and rejoin while the key stays granted to w.
 func (w *queuedWaiter) forgetOutage() {
 	w.mu.Lock()
 	if w.err != nil && !w.o.failFast && transient(w.err) {
@@ -90,9 +83,8 @@ func (w *queuedWaiter) forgetOutage() {
 func (w *queuedWaiter) wait(ctx context.Context, g *waitGroup) (*Lock, error) {
 	fold, err := w.deferJoin(ctx, g)
 	if err != nil {
-		// Nothing to leave if it never joined, or gave up while a release
-		// joined it (that releaser has it leave); else it is in line, or
-		// may be (a release that failed may have joined it).
+		// Nothing to leave if never joined, or joined by a release as it
+		// gave up (whose releaser has it leave); else it may be in line.
 		g.exit(w, fold == foldJoined || fold == foldFailed)
 		return nil, err
 	}
@@ -129,10 +121,9 @@ func (w *queuedWaiter) wait(ctx context.Context, g *waitGroup) (*Lock, error) {
 	}
 }
 
-// received acts on what is in w's mailbox: the lock, from a grant with
-// enough of its lease left; an error (the group's keepalive failed); or
-// check, w must join again (a rejoin was asked for, or a grant had too
-// little left to use: the join confirms it, or gets w back in line).
+// received acts on w's mailbox: the lock, from a grant with enough lease
+// left; an error (the keepalive failed); or check: w must join again (asked
+// to, or a grant too short to use: the join confirms it, or requeues w).
 func (w *queuedWaiter) received(g *waitGroup) (l *Lock, check bool, err error) {
 	h, check, err := w.take()
 	if err != nil || h == nil {
