@@ -74,8 +74,9 @@ const (
 
 // rideOut reports whether a wait under o should go on after err, and if so
 // waits before the next try: until the backoff passes, ctx ends, closed is
-// closed, or wake says that something came for the waiter (a grant).
-func (w *outage) rideOut(ctx context.Context, closed, wake <-chan struct{}, o options, err error) bool {
+// closed, or wake says that something came for the waiter and news that it
+// is a grant or a call to join again (not the outage's error once more).
+func (w *outage) rideOut(ctx context.Context, closed, wake <-chan struct{}, news func() bool, o options, err error) bool {
 	if o.failFast || !transient(err) || ctx.Err() != nil {
 		return false
 	}
@@ -83,13 +84,18 @@ func (w *outage) rideOut(ctx context.Context, closed, wake <-chan struct{}, o op
 	w.delay = min(max(2*w.delay, outageFirst), outageMost)
 	t := time.NewTimer(w.delay/2 + rand.N(w.delay/2+1))
 	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	case <-closed:
-	case <-wake:
+	for {
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		case <-closed:
+		case <-wake:
+			if !news() {
+				continue // the outage's error again, from the group's keepalive: back off on
+			}
+		}
+		return true
 	}
-	return true
 }
 
 // still records err, the group's failing keepalive's, for a waiter that

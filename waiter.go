@@ -65,6 +65,13 @@ func (w *queuedWaiter) take() (h *handedOff, check bool, err error) {
 	return h, check, err
 }
 
+// news reports whether the mailbox holds a grant or a call to join again.
+func (w *queuedWaiter) news() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.grant != nil || w.check
+}
+
 // forgetOutage drops an error w would ride out (the keepalive could not
 // reach the node) as w joins again, which is the riding out. Left there, it
 // would end w's wait once the node is back, throwing away the grant that
@@ -96,7 +103,7 @@ func (w *queuedWaiter) wait(ctx context.Context, g *waitGroup) (*Lock, error) {
 		if check {
 			w.forgetOutage()
 			l, err, inFlight := g.join(ctx, w)
-			if errors.Is(err, errGrantLapsed) || err != nil && w.out.rideOut(ctx, g.c.done, w.signal, w.o, err) {
+			if errors.Is(err, errGrantLapsed) || err != nil && w.out.rideOut(ctx, g.c.done, w.signal, w.news, w.o, err) {
 				continue // check stays true: join again, at its place (a grant that woke it is confirmed)
 			}
 			if l != nil || err != nil {
@@ -112,7 +119,7 @@ func (w *queuedWaiter) wait(ctx context.Context, g *waitGroup) (*Lock, error) {
 			return nil, ctx.Err()
 		}
 		var l *Lock
-		if l, check, err = w.received(g); err != nil && w.out.rideOut(ctx, g.c.done, w.signal, w.o, err) {
+		if l, check, err = w.received(g); err != nil && w.out.rideOut(ctx, g.c.done, w.signal, w.news, w.o, err) {
 			check = true // the keepalive failed: join again once the node answers
 		} else if l != nil || err != nil {
 			g.exit(w, err != nil)
