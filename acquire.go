@@ -28,6 +28,7 @@ func (c *Client) TryLock(ctx context.Context, key string, opts ...Option) (*Lock
 	l, _, err := c.try(sctx, key, o, false)
 	c.observeAcquire(h, key, o.primitiveFor(h), start, l, false, err, o.note, end)
 	c.startHold(h, ctx, l)
+	c.recordOwner(ctx, l, o)
 	return l, err
 }
 
@@ -58,6 +59,7 @@ func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (l *Lock,
 		}
 		c.observeAcquire(h, key, o.primitiveFor(h), start, l, contended, err, o.note, end)
 		c.startHold(h, outer, l)
+		c.recordOwner(outer, l, o)
 	}()
 	o, err = c.prepare(key, opts)
 	if errors.Is(err, ErrClosed) {

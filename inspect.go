@@ -37,6 +37,9 @@ type Status struct {
 	Kind    string
 	Permits int
 	Leader  string
+	// Owners are the owner records (WithOwner) of the holds that have one,
+	// oldest first: who holds the lock, and since when.
+	Owners []Owner
 }
 
 // describeHolder fills in st's Kind, Permits and Leader from a holder's
@@ -75,6 +78,10 @@ func (c *Client) Inspect(ctx context.Context, key string) (Status, error) {
 	}
 	st.Held, st.Holder, st.TTL = true, redact(h.token), h.ttl
 	st.describeHolder(h.token)
+	st.Owners = ownersOf(answers)
+	if !shared(h.token) { // one holder: a record left by the one before it is not its
+		st.Owners = slices.DeleteFunc(st.Owners, func(o Owner) bool { return o.Holder != st.Holder })
+	}
 	return st, otherVersion(h.token)
 }
 

@@ -16,6 +16,7 @@ const (
 	queuePrefix   = "dlock:queue:"   // wait queue: waiter ids by the server time they queued
 	waitersPrefix = "dlock:waiters:" // waiters, their groups' signs of life, the last grant (docs/design.md)
 	holdersPrefix = "dlock:holders:" // the fences of a semaphore's or read-write lock's holders
+	ownerPrefix   = "dlock:owner:"   // the holders' owner records (WithOwner)
 )
 
 // fenceKey returns the key of the lock key's fencing counter.

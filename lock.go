@@ -47,6 +47,7 @@ type Lock struct {
 	afterRelease func()               // run once Unlock has released the lock (elections announce it)
 	hold         atomic.Pointer[hold] // the hold span, when traced (trace.go)
 	lossOnce     sync.Once            // the loss is reported once (lost)
+	owner        string               // the owner record kept beside the hold (WithOwner), or ""
 }
 
 // errNoRoom: the hold ceiling leaves less than MinTTL to renew for.
@@ -204,6 +205,9 @@ func (l *Lock) Unlock(ctx context.Context) (err error) {
 		case <-l.stopped:
 		case <-ctx.Done():
 		}
+	}
+	if l.owner != "" { // after the watchdog, whose renewal would write it again
+		l.c.cleanup(func(ctx context.Context) { l.keepOwner(ctx, "", 0) })
 	}
 	switch v.Of(len(l.c.nodes)) {
 	case transport.Agreed:
@@ -403,6 +407,9 @@ func (l *Lock) renewalVerdict(ctx context.Context, v transport.Votes, sent time.
 			return fmt.Errorf("%w: %q", ErrLeaseExpired, l.Key())
 		}
 		l.lease.renewed(sent, ttl, cut)
+		if l.owner != "" {
+			l.keepOwner(ctx, l.owner, ttl)
+		}
 		return nil
 	case transport.Refused:
 		// Unlock, under way, may have deleted the key: it says why.

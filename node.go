@@ -363,17 +363,18 @@ type keyState struct {
 	fence  int64         // last fence issued; 0 when none is remembered
 	queued int64         // waiters in the queue
 	held   int64         // how many hold it (permits, read holds; 1 for a held mutex)
+	owners []Owner       // the live holds' owner records (WithOwner), oldest first
 }
 
 // inspect reads key's value, TTL and fencing counter atomically; token, if
 // not "", is a shared holder to look for (scripts/inspect.lua).
 func (n *node) inspect(ctx context.Context, key, token string) (keyState, error) {
 	queue, _ := queueKeys(key)
-	res, err := n.Run(ctx, inspectScript, []string{key, fenceKey(key), queue}, token).Slice()
+	res, err := n.Run(ctx, inspectScript, []string{key, fenceKey(key), queue, ownerKey(key)}, token).Slice()
 	if err != nil {
 		return keyState{}, n.fail("inspect", err)
 	}
-	if len(res) != 5 {
+	if len(res) != 7 {
 		return keyState{}, n.fail("inspect", errors.New("unexpected reply from the inspect script"))
 	}
 	var st keyState
@@ -389,6 +390,9 @@ func (n *node) inspect(ctx context.Context, key, token string) (keyState, error)
 	}
 	st.queued, _ = res[3].(int64)
 	st.held, _ = res[4].(int64)
+	now, _ := res[5].(int64)
+	records, _ := res[6].([]any)
+	st.owners = liveOwners(records, now)
 	return st, nil
 }
 

@@ -58,6 +58,9 @@ type options struct {
 	// failFast ends a wait at the first node error (outage.go).
 	failFast bool
 
+	// owner, if set, is recorded beside each hold (owner.go).
+	owner *Owner
+
 	// note records which nodes answered, for the Event (trace.go).
 	note *acquireNote
 }
@@ -188,6 +191,11 @@ func (o *options) check() error {
 	}
 	if o.fenceMargin < 0 || o.fenceMargin > MaxFenceMargin {
 		return invalid("fence margin %v: want 0 to %v", o.fenceMargin, MaxFenceMargin)
+	}
+	if o.owner != nil {
+		if _, err := ownerRecord(*o.owner, "", time.Time{}); err != nil {
+			return err
+		}
 	}
 	return nil
 }

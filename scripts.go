@@ -71,6 +71,10 @@ var (
 	sharedExtendSrc    string
 	sharedExtendScript = transport.NewScript(queuing + sharedExtendSrc)
 
+	//go:embed scripts/owner.lua
+	ownerSrc    string
+	ownerScript = transport.NewScript(ownerSrc)
+
 	//go:embed scripts/inspect.lua
 	inspectSrc    string
 	inspectScript = transport.NewScript(inspectSrc)
