@@ -3,8 +3,7 @@
 -- ARGV[1]  the holder's id (a digest of its token, never the token)
 -- ARGV[2]  the record (JSON), or '' to drop it
 -- ARGV[3]  the hold's TTL from now, ms
--- A record is stored as "<until_ms> <JSON>" (server time), so that a reader skips the records of
--- holds that ended unreleased; the hash lives as long as its longest record. Returns 1.
+-- Stores "<until_ms> <JSON>" (server time): readers skip holds that ended unreleased. Returns 1.
 if ARGV[2] == '' then
   redis.call('HDEL', KEYS[1], ARGV[1])
   return 1
