@@ -88,7 +88,7 @@ func electMain(args []string, stdout, stderr io.Writer) int {
 			ctx, cancel = context.WithTimeout(ctx, wait.d)
 			defer cancel()
 		}
-		return c.Election(*key).Campaign(ctx, *value, dlock.WithTTL(*ttl))
+		return c.Election(*key).Campaign(ctx, *value, dlock.WithTTL(*ttl), commandOwner("dlock elect", fs.Args()))
 	})
 	if err != nil {
 		if errors.Is(err, dlock.ErrNotObtained) && !errors.Is(err, dlock.ErrNoQuorum) {

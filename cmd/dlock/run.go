@@ -95,7 +95,7 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	if err := exitCodeOK(*conflict); err != nil {
 		return usageError(stderr, "run: %v", err)
 	}
-	opts := runOptions(*ttl, *maxHold, *nodeTimout)
+	opts := append(runOptions(*ttl, *maxHold, *nodeTimout), commandOwner("dlock run", fs.Args()))
 	c, rdbs, closeAll, err := rf.connect(stderr)
 	if err != nil {
 		return usageError(stderr, "%v", err)

@@ -28,20 +28,60 @@ Examples:
 
 // statusResult is what status and ls print with --json.
 type statusResult struct {
-	Key     string `json:"key"`
-	Held    bool   `json:"held"`
-	TTLms   int64  `json:"ttl_ms,omitempty"`
-	Fence   int64  `json:"fence"`
-	Holder  string `json:"holder,omitempty"`
-	Waiters int    `json:"waiters"`
-	Holders int    `json:"holders"`
-	Kind    string `json:"kind,omitempty"`
-	Permits int    `json:"permits,omitempty"`
-	Leader  string `json:"leader,omitempty"`
+	Key     string        `json:"key"`
+	Held    bool          `json:"held"`
+	TTLms   int64         `json:"ttl_ms,omitempty"`
+	Fence   int64         `json:"fence"`
+	Holder  string        `json:"holder,omitempty"`
+	Waiters int           `json:"waiters"`
+	Holders int           `json:"holders"`
+	Kind    string        `json:"kind,omitempty"`
+	Permits int           `json:"permits,omitempty"`
+	Leader  string        `json:"leader,omitempty"`
+	Owners  []ownerResult `json:"owners,omitempty"`
+}
+
+// ownerResult is a hold's owner record (dlock.Owner) in status's JSON.
+type ownerResult struct {
+	Host    string    `json:"host,omitempty"`
+	PID     int       `json:"pid,omitempty"`
+	Program string    `json:"program,omitempty"`
+	Label   string    `json:"label,omitempty"`
+	Holder  string    `json:"holder_prefix,omitempty"`
+	Since   time.Time `json:"since"`
+	HeldMS  int64     `json:"held_ms"`
 }
 
 func toResult(st dlock.Status) statusResult {
-	return statusResult{Key: st.Key, Held: st.Held, TTLms: st.TTL.Milliseconds(), Fence: st.Fence, Holder: st.Holder, Waiters: st.Waiters, Holders: st.Holders, Kind: st.Kind, Permits: st.Permits, Leader: st.Leader}
+	r := statusResult{Key: st.Key, Held: st.Held, TTLms: st.TTL.Milliseconds(), Fence: st.Fence, Holder: st.Holder, Waiters: st.Waiters, Holders: st.Holders, Kind: st.Kind, Permits: st.Permits, Leader: st.Leader}
+	for _, o := range st.Owners {
+		r.Owners = append(r.Owners, ownerResult{Host: o.Host, PID: o.PID, Program: o.Program, Label: o.Label, Holder: o.Holder,
+			Since: o.Since, HeldMS: time.Since(o.Since).Milliseconds()})
+	}
+	return r
+}
+
+// commandOwner is the owner record the command leaves beside its holds:
+// this host and process, program, and the command it runs (shortened).
+func commandOwner(program string, args []string) dlock.Option {
+	label := strings.Join(args, " ")
+	if len(label) > 200 {
+		label = label[:200] + "…"
+	}
+	return dlock.WithOwner(dlock.Owner{Program: program, Label: label})
+}
+
+// owners is the human lines of st's owner records, each on a line of its own.
+func owners(st dlock.Status) string {
+	var b strings.Builder
+	for _, o := range st.Owners {
+		fmt.Fprintf(&b, "\n  %s: %s pid %d, %s", o.Holder, o.Host, o.PID, o.Program)
+		if o.Label != "" {
+			fmt.Fprintf(&b, " %q", o.Label)
+		}
+		fmt.Fprintf(&b, ", held %v", time.Since(o.Since).Round(100*time.Millisecond))
+	}
+	return b.String()
 }
 
 // describe is the human line for a lock's status.
@@ -59,15 +99,15 @@ func describe(st dlock.Status) string {
 	}
 	switch st.Kind {
 	case "semaphore":
-		return fmt.Sprintf("%s: semaphore, %d of %d permits taken (%s, …), longest ttl %s, fence %d%s", st.Key, st.Holders, st.Permits, st.Holder, ttl, st.Fence, waiting)
+		return fmt.Sprintf("%s: semaphore, %d of %d permits taken (%s, …), longest ttl %s, fence %d%s", st.Key, st.Holders, st.Permits, st.Holder, ttl, st.Fence, waiting) + owners(st)
 	case "read":
-		return fmt.Sprintf("%s: read-write lock, %d readers (%s, …), longest ttl %s, fence %d%s", st.Key, st.Holders, st.Holder, ttl, st.Fence, waiting)
+		return fmt.Sprintf("%s: read-write lock, %d readers (%s, …), longest ttl %s, fence %d%s", st.Key, st.Holders, st.Holder, ttl, st.Fence, waiting) + owners(st)
 	case "write":
-		return fmt.Sprintf("%s: read-write lock, written by %s, ttl %s, fence %d%s", st.Key, st.Holder, ttl, st.Fence, waiting)
+		return fmt.Sprintf("%s: read-write lock, written by %s, ttl %s, fence %d%s", st.Key, st.Holder, ttl, st.Fence, waiting) + owners(st)
 	case "election":
-		return fmt.Sprintf("%s: election, led by %q (%s), ttl %s, term %d%s", st.Key, st.Leader, st.Holder, ttl, st.Fence, waiting)
+		return fmt.Sprintf("%s: election, led by %q (%s), ttl %s, term %d%s", st.Key, st.Leader, st.Holder, ttl, st.Fence, waiting) + owners(st)
 	}
-	return fmt.Sprintf("%s: held by %s, ttl %s, fence %d%s", st.Key, st.Holder, ttl, st.Fence, waiting)
+	return fmt.Sprintf("%s: held by %s, ttl %s, fence %d%s", st.Key, st.Holder, ttl, st.Fence, waiting) + owners(st)
 }
 
 func statusMain(args []string, stdout, stderr io.Writer) int {
