@@ -133,6 +133,12 @@ func pause(ctx context.Context, closed <-chan struct{}, d time.Duration) {
 // unlocks, also when fn panics (the panic then continues). A nil fn is
 // ErrInvalidArgument, refused before anything is locked. fn's context ends
 // with ctx or the lock's Context (the earlier deadline): stop fn then.
+//
+// Do returns fn's error, joined with what ended the hold early: if the
+// lease ended while fn ran, its cause (ErrKeyLost, ErrLeaseExpired or
+// ErrMaxHold, each matching ErrLost); if it lasted and the final Unlock
+// found the key gone, ErrKeyLost and Unlock's ErrNotHeld; if that Unlock
+// failed, its *NodeError (the lock then stays until its TTL runs out).
 func (c *Client) Do(ctx context.Context, key string, fn func(ctx context.Context) error, opts ...Option) (err error) {
 	if fn == nil {
 		return invalid("Do with a nil function for %q: nothing to run under the lock", key)

@@ -30,8 +30,10 @@ const maxCandidateValue = 1024
 // ErrNoLeader is returned by Leader when nobody leads the election.
 var ErrNoLeader = errors.New("dlock: no leader")
 
-// ErrWrongKind is returned when a key used as one kind of lock (a Lock, an
-// election, a semaphore, a read-write lock) holds another; nothing changes.
+// ErrWrongKind is returned when a key is used as one kind of lock (an
+// election, a semaphore, a read-write lock) but holds another: a plain
+// Lock's key read as an election, a semaphore's key locked as a mutex.
+// Nothing is changed.
 var ErrWrongKind = errors.New("dlock: the key holds another kind of lock")
 
 // Election is a leader election on one key: one leader at a time.

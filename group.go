@@ -160,6 +160,10 @@ func (g *waitGroup) join(ctx context.Context, w *queuedWaiter) (l *Lock, err err
 		w.score = r.score
 	}
 	w.mu.Unlock()
+	g.mu.Lock()
+	g.failing = nil // the node answered: an earlier keepalive's failure is over
+	g.mu.Unlock()
+	w.out.last = nil // the same for the outage w rode out (its own goroutine's)
 	return nil, nil, false
 }
 

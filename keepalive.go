@@ -94,15 +94,16 @@ func (g *waitGroup) step(roll []string) {
 }
 
 // stepFailed ends the waits a keepalive's failure err ends: all, unless err
-// is a timeout, which ends only those with a node timeout (the others wait
-// on, and report err if their context ends: stepError). g.mu is held.
+// is a timeout, which ends only those with a node timeout or WithFailFast
+// (the others wait on, and report err if their context ends before the
+// node answers again: stepError). g.mu is held.
 func (g *waitGroup) stepFailed(err error) {
 	if g.c.ctx.Err() != nil {
 		return
 	}
 	slow := isSlow(err)
 	for _, w := range g.waiters {
-		if !slow || w.o.hasNodeTimeout {
+		if !slow || w.o.hasNodeTimeout || w.o.failFast {
 			w.deliver(nil, false, err)
 		}
 	}

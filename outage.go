@@ -22,7 +22,8 @@ import (
 // it at the old score if the queue was lost; it is served once, since a
 // grant is one key set to one token. Errors no waiting can fix end the wait
 // at once, as does any node error under WithFailFast. A wait ended by its
-// context carries the last *NodeError: "Redis was down", not "busy".
+// context carries the last *NodeError seen since the node last answered:
+// "Redis was down", not "busy".
 
 // transient reports whether err is a node's trouble that waiting can fix:
 // no connection or no answer, or not serving yet (LOADING, READONLY after a

@@ -191,6 +191,80 @@ func TestAWaitEndedWhileTheServerDoesNotAnswerCarriesTheNodeError(t *testing.T) 
 	}
 }
 
+// Once the node answers again, a wait that then ends says "not obtained",
+// not "Redis was down": neither a waiter that rode out a restart nor one
+// that joined just after a pause carries the outage's *NodeError.
+func TestAWaitEndedAfterTheNodeIsBackCarriesNoNodeError(t *testing.T) {
+	s := redistest.Start(t, "--appendonly", "yes", "--appendfsync", "always")
+	holderC, _ := newClient(t, s)
+	c, _ := newClient(t, s)
+	k := key(t)
+	mustLock(t, holderC, k, dlock.WithTTL(time.Minute))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { _, err := c.Lock(ctx, k); done <- err }()
+	eventually(t, "the waiter queues", func() bool {
+		st, err := c.Inspect(ctxT(t), k)
+		return err == nil && st.Waiters == 1
+	})
+	s.Kill()
+	time.Sleep(time.Second)
+	if err := s.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the waiter is back in line", func() bool {
+		st, err := c.Inspect(ctxT(t), k)
+		return err == nil && st.Waiters == 1
+	})
+	time.Sleep(2 * time.Second) // its rejoin has been answered
+	// A pause long enough for a keepalive to time out, then a newcomer
+	// once the node answers again.
+	s.Pause()
+	time.Sleep(4 * time.Second)
+	s.Resume()
+	if _, err := holderC.Inspect(ctxT(t), k); err != nil {
+		t.Fatal(err)
+	}
+	nctx, ncancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	_, err := c.Lock(nctx, k)
+	ncancel()
+	var ne *dlock.NodeError
+	if !errors.Is(err, dlock.ErrNotObtained) || errors.As(err, &ne) {
+		t.Fatalf("a Lock begun after the pause, on a held key: %v; want not obtained, without a *NodeError", err)
+	}
+	time.Sleep(time.Second)
+	cancel()
+	if err := <-done; !errors.Is(err, dlock.ErrNotObtained) || errors.As(err, &ne) {
+		t.Fatalf("the waiter that rode out the restart: %v; want not obtained, without a *NodeError", err)
+	}
+}
+
+// WithFailFast ends a queued wait at the node's first failure, a timeout
+// included: on a paused server, before the wait's context ends.
+func TestWithFailFastAQueuedWaitEndsWhenThePausedServerTimesOut(t *testing.T) {
+	s := redistest.Start(t)
+	holderC, _ := newClient(t, s)
+	c, _ := newClient(t, s)
+	k := key(t)
+	mustLock(t, holderC, k, dlock.WithTTL(time.Minute))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { _, err := c.Lock(ctx, k, dlock.WithFailFast()); done <- err }()
+	eventually(t, "the waiter queues", func() bool {
+		st, err := c.Inspect(ctxT(t), k)
+		return err == nil && st.Waiters == 1
+	})
+	s.Pause()
+	defer s.Resume()
+	err := <-done
+	var ne *dlock.NodeError
+	if !errors.As(err, &ne) || ctx.Err() != nil {
+		t.Fatalf("Lock with WithFailFast on a paused server: %v (context: %v); want a *NodeError before the context ends", err, ctx.Err())
+	}
+}
+
 // Errors no waiting can fix end the wait at once, outage or not.
 func TestErrorsNoWaitingCanFixEndTheWaitAtOnce(t *testing.T) {
 	s := redistest.Start(t)

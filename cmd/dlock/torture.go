@@ -50,8 +50,8 @@ with two replicas each through redis.NewClusterClient), each also
 +replica-ack, where the master of the key is killed just after a grant,
 then (time allowing) just after a grant its replicas missed (served: how
 many failovers); the
-renew-unlock (a Lock auto-renewed every 10 ms, unlocked while a renewal
-may be in flight); the other primitives: election, election+client-pause, election+client-kill,
+renew-unlock (a Lock auto-renewed every 10 ms, unlocked, at times while a
+renewal is in flight); the other primitives: election, election+client-pause, election+client-kill,
 semaphore, semaphore+client-pause, semaphore+kill-restart, rwmutex,
 rwmutex+client-pause; and the herds: herd, herd+client-pause,
 herd+redis-pause, herd+kill-restart, herd+outage (Redis down for 3 TTLs),

@@ -212,7 +212,7 @@ func Scenarios() []Scenario {
 				}
 			}},
 		{Name: "renew-unlock", Modes: []string{"single", "redlock"}, Primitive: "renewed",
-			What: "clients hold a Lock auto-renewed every 10 ms and Unlock it, often while a renewal is in flight (redisson #7272)"},
+			What: "clients hold a Lock auto-renewed every 10 ms and Unlock it, at times while a renewal is in flight (redisson #7272)"},
 		{Name: "election", Modes: []string{"single", "redlock"}, Primitive: "election", What: "clients campaign, lead and resign; no faults"},
 		{Name: "election+client-pause", Modes: []string{"single", "redlock"}, Primitive: "election", What: "SIGSTOP the leader for 3 TTLs, then SIGCONT",
 			Nemesis: func(ctx context.Context, e *Env) { sleep(ctx, e.Cfg.Duration/4); pauseHolder(ctx, e) }},
@@ -327,7 +327,8 @@ func pauseWaiter(ctx context.Context, e *Env) {
 }
 
 // waitingProcess returns a client process none of whose waiters holds the
-// lock or has been served, as far as the events tell; -1 if none.
+// lock or has been served, as far as the events tell, else one that holds
+// nothing; -1 if none (a fault that found no victim is not recorded).
 func (e *Env) waitingProcess() int {
 	busy := map[int]bool{}
 	for _, p := range e.holders() {
@@ -342,6 +343,15 @@ func (e *Env) waitingProcess() int {
 	e.mu.Unlock()
 	for i := len(e.workers) - 1; i >= 0; i-- { // the last started are the likeliest to wait
 		if !busy[i] {
+			return i
+		}
+	}
+	holding := map[int]bool{}
+	for _, p := range e.holders() {
+		holding[p] = true
+	}
+	for i := len(e.workers) - 1; i >= 0; i-- { // else one whose waiters were partly served
+		if !holding[i] {
 			return i
 		}
 	}
