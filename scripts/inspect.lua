@@ -4,14 +4,15 @@
 -- KEYS[3]  wait queue of the lock key (same hash slot)
 -- KEYS[4]  owner records of the lock key (same hash slot)
 -- ARGV[1]  a token to look for, or "" (semaphores, read-write locks)
--- Returns {value, pttl, fence, waiters, holders, now_ms, records}: the key's value and PTTL, the
--- last fence (false: none), how many are queued (the dead too) and hold it, the server's time
--- and the owner records (owner.lua). For a sorted set: ARGV[1] and its TTL if it holds, else
--- the first live holder and the longest TTL.
+-- Returns {value, pttl, fence (false: none), queued (the dead too), holders, now_ms, owner
+-- records}; for a sorted set, ARGV[1] and its TTL if it holds, else a live holder, longest TTL.
 local fence, queued = redis.call('GET', KEYS[2]), redis.call('ZCARD', KEYS[3])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local owners = redis.call('HVALS', KEYS[4])
+local owners = {} -- only where WithOwner wrote: HVALS is in WithOwner's ACL alone
+if redis.call('EXISTS', KEYS[4]) == 1 then
+  owners = redis.call('HVALS', KEYS[4])
+end
 local function reply(value, pttl, held)
   return {value, pttl, fence, queued, held, now, owners}
 end
