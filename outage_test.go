@@ -55,6 +55,15 @@ func outageWaiters(t *testing.T, holderC, waiterC *dlock.Client, k string) (lock
 	return lockDone, semDone, holders
 }
 
+// waitersQueued waits until n waiters are queued for k, as c sees it.
+func waitersQueued(t *testing.T, c *dlock.Client, k string, n int) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("%d waiter(s) queued for %s", n, k), func() bool {
+		st, err := c.Inspect(ctxT(t), k)
+		return err == nil && st.Waiters == n
+	})
+}
+
 // served waits for a wait's end, which must be the lock, and logs how
 // long after the fault ended (since) it came.
 func served(t *testing.T, what string, done chan error, since time.Time) {
@@ -173,10 +182,7 @@ func TestAWaitEndedWhileTheServerDoesNotAnswerCarriesTheNodeError(t *testing.T) 
 		_, err := c.Lock(ctx, k)
 		done <- err
 	}()
-	eventually(t, "the waiter queues", func() bool {
-		st, err := c.Inspect(ctxT(t), k)
-		return err == nil && st.Waiters == 1
-	})
+	waitersQueued(t, c, k, 1)
 	s.Pause()
 	defer s.Resume()
 	var err error
@@ -204,10 +210,7 @@ func TestAWaitEndedAfterTheNodeIsBackCarriesNoNodeError(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { _, err := c.Lock(ctx, k); done <- err }()
-	eventually(t, "the waiter queues", func() bool {
-		st, err := c.Inspect(ctxT(t), k)
-		return err == nil && st.Waiters == 1
-	})
+	waitersQueued(t, c, k, 1)
 	s.Kill()
 	time.Sleep(time.Second)
 	if err := s.Restart(); err != nil {
@@ -252,10 +255,7 @@ func TestWithFailFastAQueuedWaitEndsWhenThePausedServerTimesOut(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { _, err := c.Lock(ctx, k, dlock.WithFailFast()); done <- err }()
-	eventually(t, "the waiter queues", func() bool {
-		st, err := c.Inspect(ctxT(t), k)
-		return err == nil && st.Waiters == 1
-	})
+	waitersQueued(t, c, k, 1)
 	s.Pause()
 	defer s.Resume()
 	err := <-done
