@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dlock-go/dlock/internal/tokens"
 	"github.com/dlock-go/dlock/internal/transport"
 )
 
@@ -43,7 +44,7 @@ func (c *Client) try(ctx context.Context, key string, o options, listens bool) (
 	if err := ctx.Err(); err != nil { // nothing to ask for
 		return nil, 0, notObtained(err)
 	}
-	token, err := newToken(o)
+	token, err := tokens.New(o.kind, o.value, o.candidate)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -312,7 +313,7 @@ func (a *attempt) releaseUncertain(n *node, fence int64, cause error) {
 		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 		answered := transport.Settled(ctx, cause)
 		cancel()
-		if answered && !shared(a.token) && transport.Refusal(cause) {
+		if answered && !tokens.Shared(a.token) && transport.Refusal(cause) {
 			return
 		}
 		a.releaseAnswered(n, fence, answered)

@@ -242,7 +242,7 @@ func BenchmarkHandoff(b *testing.B) {
 	waiter, _ := newClient(b, shared())
 	ctx := context.Background()
 	k := key(b)
-	queue := "dlock:queue:{" + k + "}" // the wait queue (keys.go)
+	queue := "dlock:queue:{" + k + "}" // the wait queue (internal/keyspace)
 	var handoffs []time.Duration
 	for i := 0; i < b.N; i++ {
 		l, err := holder.TryLock(ctx, k, dlock.WithTTL(time.Minute))

@@ -2,14 +2,13 @@ package dlock
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/dlock-go/dlock/internal/keyspace"
+	"github.com/dlock-go/dlock/internal/tokens"
 )
 
 // Leader election: the leadership is a *Lock, a campaign a Lock waiting in
@@ -17,9 +16,6 @@ import (
 // token (after '.', base64), the term is the fence. Observers hear
 // "elected" and "resigned"; a lapse publishes nothing, so an observer reads
 // again when the lease was due to end, and every observeBackstop.
-
-// electPrefix starts the pub/sub channel of an election's announcements.
-const electPrefix = "dlock:elect:"
 
 // observeBackstop: how often an observer reads the leader while none leads.
 const observeBackstop = 5 * time.Second
@@ -78,21 +74,10 @@ func candidate(value string) Option {
 	return func(o *options) { o.candidate, o.value = true, value }
 }
 
-// tokenValue returns the value an election token carries, and false for a
-// token that carries none (a plain Lock's).
-func tokenValue(token string) (string, bool) {
-	_, enc, ok := strings.Cut(token, ".")
-	if !ok {
-		return "", false
-	}
-	v, err := base64.RawURLEncoding.DecodeString(enc)
-	return string(v), err == nil
-}
-
 // announce publishes msg on the election's channel on every node, best
 // effort: an observer that misses it reads the leader on its timer.
 func (e *Election) announce(msg string) {
-	ch := keyspace.Derive(electPrefix, e.key)
+	ch := keyspace.Elect(e.key)
 	for _, n := range e.c.nodes {
 		e.c.cleanup(func(ctx context.Context) {
 			ctx, cancel := context.WithTimeout(ctx, time.Second)
@@ -126,7 +111,7 @@ func (e *Election) leader(ctx context.Context) (Leader, time.Duration, error) {
 	case h.token == "":
 		return Leader{}, 0, fmt.Errorf("%w: %q", ErrNoLeader, e.key)
 	}
-	value, ok := tokenValue(h.token)
+	value, ok := tokens.Value(h.token)
 	if !ok {
 		return Leader{}, 0, fmt.Errorf("%w: %q is held by a lock that is not a campaign", ErrWrongKind, e.key)
 	}
@@ -156,7 +141,7 @@ func (e *Election) Observe(ctx context.Context) *Observation {
 		defer close(out)
 		ctx, unbind := e.c.bind(ctx)
 		defer unbind()
-		ch := keyspace.Derive(electPrefix, e.key)
+		ch := keyspace.Elect(e.key)
 		for _, n := range e.c.nodes {
 			w, _ := n.Watch(ch, func(string) {
 				select {

@@ -11,7 +11,7 @@ import "time"
 //
 // How dlock issues fences. The acquire scripts (scripts/acquire_lean.lua,
 // acquire.lua) keep a counter per lock key, in a key of the same hash slot
-// (keys.go), and issue
+// (internal/keyspace), and issue
 //
 //	fence = max(counter + 1, server time in microseconds)
 //

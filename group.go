@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dlock-go/dlock/internal/tokens"
 	"github.com/dlock-go/dlock/internal/transport"
 )
 
@@ -59,7 +60,7 @@ type groups struct {
 
 // granted records l, granted to one of the group's waiters, as its holder.
 func (g *waitGroup) granted(l *Lock) *Lock {
-	if l != nil && !shared(l.token) {
+	if l != nil && !tokens.Shared(l.token) {
 		g.mu.Lock()
 		g.holder = l
 		g.mu.Unlock()

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/dlock-go/dlock/internal/tokens"
 )
 
 // handedOff is a grant as the release script published it.
@@ -73,7 +75,7 @@ func parseGrant(payload string) (id string, h *handedOff, ok bool) {
 func (c *Client) release(ctx context.Context, n *node, nm *lockNames, token string, fence int64, keep time.Duration, lean bool) (bool, error) {
 	var group string
 	var f *joinFold
-	if len(c.nodes) == 1 && !shared(token) { // the FIFO queue is one node's (queue.go)
+	if len(c.nodes) == 1 && !tokens.Shared(token) { // the FIFO queue is one node's (queue.go)
 		group, f = c.groups.releasing(nm.key, token)
 	}
 	r, err := n.release(ctx, nm, token, fence, keep, lean, group, f.args(nil))

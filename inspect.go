@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dlock-go/dlock/internal/tokens"
 	"github.com/dlock-go/dlock/internal/transport"
 )
 
@@ -45,13 +46,13 @@ type Status struct {
 // describeHolder fills in st's Kind, Permits and Leader from a holder's
 // token (its kind prefix, or a campaign's value: never its secret part).
 func (st *Status) describeHolder(token string) {
-	st.Kind = primitiveOf(token)
+	st.Kind = tokens.Primitive(token)
 	switch st.Kind {
 	case "semaphore":
 		n, _, _ := strings.Cut(token[2:], "~")
 		st.Permits, _ = strconv.Atoi(n)
 	case "election":
-		st.Leader, _ = tokenValue(token)
+		st.Leader, _ = tokens.Value(token)
 	}
 }
 
@@ -76,10 +77,10 @@ func (c *Client) Inspect(ctx context.Context, key string) (Status, error) {
 	if err != nil || h.token == "" {
 		return st, err
 	}
-	st.Held, st.Holder, st.TTL = true, redact(h.token), h.ttl
+	st.Held, st.Holder, st.TTL = true, tokens.Redact(h.token), h.ttl
 	st.describeHolder(h.token)
 	st.Owners = ownersOf(answers)
-	if !shared(h.token) { // one holder: a record left by the one before it is not its
+	if !tokens.Shared(h.token) { // one holder: a record left by the one before it is not its
 		st.Owners = slices.DeleteFunc(st.Owners, func(o Owner) bool { return o.Holder != st.Holder })
 	}
 	return st, otherVersion(h.token)

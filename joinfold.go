@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/dlock-go/dlock/internal/tokens"
 	"github.com/dlock-go/dlock/internal/transport"
 )
 
@@ -203,7 +204,7 @@ func (w *queuedWaiter) deferJoin(ctx context.Context, g *waitGroup) (fold foldSt
 
 // deferring reports whether w defers its first join, and records it if so.
 func (g *waitGroup) deferring(w *queuedWaiter) bool {
-	if shared(w.token) {
+	if tokens.Shared(w.token) {
 		return false
 	}
 	if !g.holding() {

@@ -7,32 +7,6 @@ import (
 	"github.com/dlock-go/dlock/internal/keyspace"
 )
 
-// Derived key prefixes: no braces, so they never affect slots. Names differ
-// only in prefix: release.lua swaps two to get the wake channel (tested).
-const (
-	fencePrefix   = "dlock:fence:"   // fencing counter: the last fence issued for the key
-	wakePrefix    = "dlock:wake:"    // pub/sub channel: releases and hand-offs of the key
-	notifyPrefix  = "dlock:notify:"  // exists while someone waits for the wake channel's "released"
-	queuePrefix   = "dlock:queue:"   // wait queue: waiter ids by the server time they queued
-	waitersPrefix = "dlock:waiters:" // waiters, their groups' signs of life, the last grant (docs/design.md)
-	holdersPrefix = "dlock:holders:" // the fences of a semaphore's or read-write lock's holders
-	ownerPrefix   = "dlock:owner:"   // the holders' owner records (WithOwner)
-)
-
-// fenceKey returns the key of the lock key's fencing counter.
-func fenceKey(key string) string { return keyspace.Derive(fencePrefix, key) }
-
-// wakeChannel returns the channel of the lock key's releases and hand-offs.
-func wakeChannel(key string) string { return keyspace.Derive(wakePrefix, key) }
-
-// notifyKey returns the key saying someone listens (notifyWindow).
-func notifyKey(key string) string { return keyspace.Derive(notifyPrefix, key) }
-
-// queueKeys returns the lock key's wait queue and waiters' data keys.
-func queueKeys(key string) (queue, waiters string) {
-	return keyspace.Derive(queuePrefix, key), keyspace.Derive(waitersPrefix, key)
-}
-
 // lockNames are the names dlock derives from one lock key, built once and
 // reused by every script it runs; each script's KEYS are a slice of them.
 type lockNames struct {
@@ -70,8 +44,8 @@ func (nm *lockNames) releaseKeys() []string { return nm.all[:] }
 func (nm *lockNames) queueKeys() []string { return nm.all[:5] }
 
 func namesOf(key string) *lockNames {
-	queue, waiters := queueKeys(key)
-	nm := &lockNames{key: key, all: [6]string{key, fenceKey(key), queue, waiters, keyspace.Derive(holdersPrefix, key), notifyKey(key)}, wake: wakeChannel(key)}
+	nm := &lockNames{key: key, wake: keyspace.Wake(key), all: [6]string{key, keyspace.Fence(key),
+		keyspace.Queue(key), keyspace.Waiters(key), keyspace.Holders(key), keyspace.Notify(key)}}
 	nm.acquire = [4]string{nm.all[0], nm.all[1], nm.all[2], nm.all[5]}
 	for i, k := range nm.acquire {
 		nm.acquireBoxed[i] = k // one allocation per key name, here, not per script

@@ -22,8 +22,8 @@ func FuzzDerivedKeys(f *testing.F) {
 		if k1 == "" {
 			return // refused before any key is derived
 		}
-		queue, waiters := queueKeys(k1)
-		for _, d := range []string{fenceKey(k1), wakeChannel(k1), notifyKey(k1), queue, waiters} {
+		queue, waiters := keyspace.Queue(k1), keyspace.Waiters(k1)
+		for _, d := range []string{keyspace.Fence(k1), keyspace.Wake(k1), keyspace.Notify(k1), queue, waiters} {
 			if keyspace.Slot(d) != keyspace.Slot(k1) {
 				t.Fatalf("derived %q of %q: slot %d, key slot %d", d, k1, keyspace.Slot(d), keyspace.Slot(k1))
 			}
@@ -31,11 +31,11 @@ func FuzzDerivedKeys(f *testing.F) {
 				t.Fatalf("derived %q is outside the reserved prefix", d)
 			}
 		}
-		if wakePrefix+strings.TrimPrefix(notifyKey(k1), notifyPrefix) != wakeChannel(k1) {
-			t.Fatalf("%q: release.lua would not find the wake channel %q from the notify key %q", k1, wakeChannel(k1), notifyKey(k1))
+		if keyspace.WakePrefix+strings.TrimPrefix(keyspace.Notify(k1), keyspace.NotifyPrefix) != keyspace.Wake(k1) {
+			t.Fatalf("%q: release.lua would not find the wake channel %q from the notify key %q", k1, keyspace.Wake(k1), keyspace.Notify(k1))
 		}
-		if k1 != k2 && fenceKey(k1) == fenceKey(k2) {
-			t.Fatalf("%q and %q share %q", k1, k2, fenceKey(k1))
+		if k1 != k2 && keyspace.Fence(k1) == keyspace.Fence(k2) {
+			t.Fatalf("%q and %q share %q", k1, k2, keyspace.Fence(k1))
 		}
 		var c Client
 		c.nodes = []*node{{}}

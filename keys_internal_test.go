@@ -11,6 +11,7 @@ import (
 
 	"github.com/dlock-go/dlock/internal/keyspace"
 	"github.com/dlock-go/dlock/internal/redistest"
+	"github.com/dlock-go/dlock/internal/tokens"
 )
 
 // trickyKeys exercise every hash-tag rule: no braces, a tag, an empty tag,
@@ -39,8 +40,8 @@ func TestDerivedKeysShareTheLockKeysSlot(t *testing.T) {
 		if got := keyspace.Slot(k); got != want {
 			t.Errorf("keyspace.Slot(%q) = %d, CLUSTER KEYSLOT says %d", k, got, want)
 		}
-		queue, waiters := queueKeys(k)
-		for _, d := range []string{fenceKey(k), wakeChannel(k), notifyKey(k), queue, waiters} {
+		queue, waiters := keyspace.Queue(k), keyspace.Waiters(k)
+		for _, d := range []string{keyspace.Fence(k), keyspace.Wake(k), keyspace.Notify(k), queue, waiters} {
 			if got := keyslot(d); got != want {
 				t.Errorf("derived %q of %q is in slot %d, the key in %d", d, k, got, want)
 			}
@@ -52,7 +53,7 @@ func TestDerivedKeysAreDistinctForDistinctKeys(t *testing.T) {
 	keys := append([]string{"a", "{a}", "{a}:{a}", "b}", "{0}:b}"}, trickyKeys...)
 	seen := map[string]string{}
 	for _, k := range keys {
-		_, d := queueKeys(k)
+		d := keyspace.Waiters(k)
 		if other, dup := seen[d]; dup {
 			t.Errorf("%q and %q share the derived key %q", k, other, d)
 		}
@@ -87,7 +88,7 @@ func TestReleaseNotifiesWatchers(t *testing.T) {
 					t.Fatal(g, err)
 				}
 				wake := make(chan string, 1)
-				w, ready := n.Watch(wakeChannel(k), func(p string) {
+				w, ready := n.Watch(keyspace.Wake(k), func(p string) {
 					select {
 					case wake <- p:
 					default:
@@ -192,39 +193,39 @@ func TestScriptsQueueConstantsAreQueueGos(t *testing.T) {
 // one prefix with the other: check that this is the channel keys.go names,
 // for every kind of key.
 func TestReleaseScriptDerivesTheWakeChannel(t *testing.T) {
-	want := fmt.Sprintf("'%s' .. string.sub(KEYS[6], %d)", wakePrefix, len(notifyPrefix)+1)
+	want := fmt.Sprintf("'%s' .. string.sub(KEYS[6], %d)", keyspace.WakePrefix, len(keyspace.NotifyPrefix)+1)
 	if !strings.Contains(releaseSrc, want) {
 		t.Fatalf("release.lua does not derive the channel as %s", want)
 	}
 	for _, k := range append([]string{"a", "{a}", "{a}:{a}"}, trickyKeys...) {
 		nm := namesOf(k)
-		if got := wakePrefix + strings.TrimPrefix(nm.releaseKeys()[5], notifyPrefix); got != nm.wake {
+		if got := keyspace.WakePrefix + strings.TrimPrefix(nm.releaseKeys()[5], keyspace.NotifyPrefix); got != nm.wake {
 			t.Errorf("key %q: channel from the notify key %q, keys.go names %q", k, got, nm.wake)
 		}
 	}
 }
 
 // Every token carries the protocol's version, which mark.lua reads with the
-// same tag as protocol.go writes; a token of another version is told apart.
+// same tag as internal/tokens writes; a token of another version is told apart.
 func TestTokensCarryTheProtocolVersion(t *testing.T) {
-	for _, o := range []options{{}, {kind: "~s3~"}, {kind: readPrefix}, {candidate: true, value: "host"}} {
-		tok, err := newToken(o)
+	for _, o := range []options{{}, {kind: "~s3~"}, {kind: tokens.Read}, {candidate: true, value: "host"}} {
+		tok, err := tokens.New(o.kind, o.value, o.candidate)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if v, ok := tokenVersion(tok); !ok || v != protocolVersion || otherVersion(tok) != nil {
+		if v, ok := tokens.VersionOf(tok); !ok || v != tokens.Version || otherVersion(tok) != nil {
 			t.Errorf("token %q: version %d %v", tok, v, ok)
 		}
 	}
-	if !strings.Contains(markSrc, "'"+versionTag+"'") {
-		t.Errorf("mark.lua does not mark tokens tagged %q", versionTag)
+	if tag := "-v" + strconv.Itoa(tokens.Version); !strings.Contains(markSrc, "'"+tag+"'") {
+		t.Errorf("mark.lua does not mark tokens tagged %q", tag)
 	}
 	old := strings.Repeat("a", 27) + "-v2"
 	if err := otherVersion(old); !errors.Is(err, ErrProtocol) {
 		t.Errorf("a v2 token: %v", err)
 	}
 	for _, notOurs := range []string{"by-hand", strings.Repeat("a", 27), ""} {
-		if _, ok := tokenVersion(notOurs); ok || otherVersion(notOurs) != nil {
+		if _, ok := tokens.VersionOf(notOurs); ok || otherVersion(notOurs) != nil {
 			t.Errorf("%q read as a dlock token", notOurs)
 		}
 	}

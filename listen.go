@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dlock-go/dlock/internal/keyspace"
 	"github.com/dlock-go/dlock/internal/transport"
 )
 
@@ -152,7 +153,7 @@ func (gs *gates) enter(ctx context.Context, closed <-chan struct{}, key string, 
 func newGate(key string, nodes []*node) *gate {
 	g := &gate{wake: make(chan struct{}, 1), freed: make([]bool, len(nodes)), need: len(nodes)/2 + 1}
 	for i, n := range nodes {
-		w, ready := n.Watch(wakeChannel(key), func(payload string) {
+		w, ready := n.Watch(keyspace.Wake(key), func(payload string) {
 			if payload == "released" {
 				g.released(i)
 			}

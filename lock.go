@@ -2,16 +2,14 @@ package dlock
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/dlock-go/dlock/internal/tokens"
 	"github.com/dlock-go/dlock/internal/transport"
 )
 
@@ -157,21 +155,7 @@ func (l *Lock) Context() context.Context {
 
 // String describes the lock for logs without revealing its token.
 func (l *Lock) String() string {
-	return fmt.Sprintf("dlock.Lock{key=%q fence=%d token=%s}", l.Key(), l.fence, redact(l.token))
-}
-
-// redact keeps enough of a token to tell it apart in a log, not to use it.
-func redact(token string) string {
-	kind := ""
-	if shared(token) { // keep the kind, and six characters of the random part
-		if i := strings.Index(token[1:], "~"); i >= 0 {
-			kind, token = token[:i+2], token[i+2:]
-		}
-	}
-	if len(token) <= 6 {
-		return kind + "…"
-	}
-	return kind + token[:6] + "…"
+	return fmt.Sprintf("dlock.Lock{key=%q fence=%d token=%s}", l.Key(), l.fence, tokens.Redact(l.token))
 }
 
 // Unlock releases the lock if this Lock still holds it, stops its renewal,
@@ -321,7 +305,7 @@ func (l *Lock) releaseOn(ctx context.Context, n *node) (bool, error) {
 
 // event is an Event about l: its key, primitive, fence and node count.
 func (l *Lock) event(kind EventKind, err error) Event {
-	return Event{Kind: kind, Key: l.Key(), Primitive: primitiveOf(l.token), Fence: l.fence, Nodes: len(l.c.nodes), Err: err}
+	return Event{Kind: kind, Key: l.Key(), Primitive: tokens.Primitive(l.token), Fence: l.fence, Nodes: len(l.c.nodes), Err: err}
 }
 
 // gone records a release's answer: released (ok), or found gone.
@@ -474,23 +458,4 @@ func (l *Lock) isReleased() bool {
 	released := l.released
 	l.mu.Unlock()
 	return released
-}
-
-// newToken returns 160 random bits from crypto/rand (the Redis guidance's
-// 20 bytes) as URL-safe text, then "-v1" (protocol.go); a campaign's adds
-// its value (election.go), a shared hold's starts with its kind
-// (semaphore.go). Built on the stack: one allocation, the string.
-func newToken(o options) (string, error) {
-	var b [20]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("dlock: reading random token: %w", err)
-	}
-	token := append(make([]byte, 0, 64), o.kind...)
-	token = base64.RawURLEncoding.AppendEncode(token, b[:])
-	token = append(token, versionTag...)
-	if o.candidate {
-		token = append(token, '.')
-		token = base64.RawURLEncoding.AppendEncode(token, []byte(o.value))
-	}
-	return string(token), nil
 }

@@ -10,6 +10,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dlock-go/dlock/internal/keyspace"
+	"github.com/dlock-go/dlock/internal/owner"
+	"github.com/dlock-go/dlock/internal/tokens"
 	"github.com/dlock-go/dlock/internal/transport"
 	"github.com/redis/go-redis/v9"
 )
@@ -78,7 +81,7 @@ func (g grant) granted() bool { return g.ok }
 // nobody is queued, and issues the fence. listens marks the caller as a
 // listener for the key's release messages if the key is taken.
 func (n *node) acquire(ctx context.Context, nm *lockNames, token string, o options, listens bool) (grant, error) {
-	if shared(token) {
+	if tokens.Shared(token) {
 		return n.acquireShared(ctx, nm, token, o)
 	}
 	d := n.durations(o.ttl, o.fenceKeep())
@@ -234,7 +237,7 @@ func holderTTL(v any) time.Duration {
 // and hand-off must be one atomic step, or a newcomer could take the lock
 // in between and the queue lose its order.
 func (n *node) release(ctx context.Context, nm *lockNames, token string, fence int64, keep time.Duration, lean bool, group string, joins []any) (releaseReply, error) {
-	if shared(token) {
+	if tokens.Shared(token) {
 		v, err := n.Run(ctx, sharedReleaseScript, nm.queueKeys(), token, n.Publish(), nm.wake).Int64()
 		if err != nil {
 			return releaseReply{}, n.fail("release", err)
@@ -305,17 +308,9 @@ func foldReply(r any, n int) (any, []string) {
 // readsHolderMark reports whether token is a mutex token of this version,
 // whose holder waiters mark (mark.lua's marked_value): only it may be lean.
 func readsHolderMark(token string) bool {
-	v, ok := tokenVersion(token)
-	return ok && v == protocolVersion && !shared(token)
+	v, ok := tokens.VersionOf(token)
+	return ok && v == tokens.Version && !tokens.Shared(token)
 }
-
-// urlSafe tells the bytes of URL-safe base64 text.
-var urlSafe = func() (t [256]bool) {
-	for _, c := range "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_" {
-		t[c] = true
-	}
-	return t
-}()
 
 // leanWaited (release_lean) and leanMarked (acquire_lean): the holder's
 // token or the counter is marked, someone may wait or listen (mark.lua).
@@ -344,7 +339,7 @@ func (n *node) extend(ctx context.Context, nm *lockNames, token string, ttl, kee
 	var v int64
 	var err error
 	switch {
-	case shared(token):
+	case tokens.Shared(token):
 		v, err = n.Run(ctx, sharedExtendScript, []string{nm.key, nm.holders(), nm.fence()}, token, ttl.Milliseconds(), keep.Milliseconds()).Int64()
 	default:
 		v, err = n.Run(ctx, extendScript, []string{nm.key, nm.fence()}, token, ttl.Milliseconds(), keep.Milliseconds()).Int64()
@@ -359,18 +354,18 @@ func (n *node) extend(ctx context.Context, nm *lockNames, token string, ttl, kee
 type keyState struct {
 	value  string // the key's value; "" when absent
 	exists bool
-	pttl   time.Duration // remaining TTL; negative when absent (-2) or without expiry (-1)
-	fence  int64         // last fence issued; 0 when none is remembered
-	queued int64         // waiters in the queue
-	held   int64         // how many hold it (permits, read holds; 1 for a held mutex)
-	owners []Owner       // the live holds' owner records (WithOwner), oldest first
+	pttl   time.Duration  // remaining TTL; negative when absent (-2) or without expiry (-1)
+	fence  int64          // last fence issued; 0 when none is remembered
+	queued int64          // waiters in the queue
+	held   int64          // how many hold it (permits, read holds; 1 for a held mutex)
+	owners []owner.Record // the live holds' owner records (WithOwner), oldest first
 }
 
 // inspect reads key's value, TTL and fencing counter atomically; token, if
 // not "", is a shared holder to look for (scripts/inspect.lua).
 func (n *node) inspect(ctx context.Context, key, token string) (keyState, error) {
-	queue, _ := queueKeys(key)
-	res, err := n.Run(ctx, inspectScript, []string{key, fenceKey(key), queue, ownerKey(key)}, token).Slice()
+	keys := []string{key, keyspace.Fence(key), keyspace.Queue(key), keyspace.Owner(key)}
+	res, err := n.Run(ctx, inspectScript, keys, token).Slice()
 	if err != nil {
 		return keyState{}, n.fail("inspect", err)
 	}
@@ -392,7 +387,7 @@ func (n *node) inspect(ctx context.Context, key, token string) (keyState, error)
 	st.held, _ = res[4].(int64)
 	now, _ := res[5].(int64)
 	records, _ := res[6].([]any)
-	st.owners = liveOwners(records, now)
+	st.owners = owner.Live(records, now)
 	return st, nil
 }
 

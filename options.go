@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/dlock-go/dlock/internal/tokens"
 )
 
 const (
@@ -70,7 +72,7 @@ func (o options) primitive() string {
 	if o.candidate {
 		return "election"
 	}
-	return primitiveOf(o.kind)
+	return tokens.Primitive(o.kind)
 }
 
 // primitiveFor is o.primitive() if h reports anything, else "": work the

@@ -2,19 +2,12 @@ package dlock
 
 import (
 	"context"
-	"crypto/sha1"
-	"encoding/hex"
-	"encoding/json"
 	"log/slog"
-	"os"
-	"path/filepath"
-	"sort"
-	"strconv"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/dlock-go/dlock/internal/keyspace"
+	"github.com/dlock-go/dlock/internal/owner"
+	"github.com/dlock-go/dlock/internal/tokens"
 )
 
 // Owner says who holds a lock, for the people who operate it: Inspect
@@ -33,9 +26,6 @@ type Owner struct {
 	Holder string
 }
 
-// maxOwnerRecord is the most bytes an owner record may take.
-const maxOwnerRecord = 1024
-
 // WithOwner records o beside each hold it is given to (empty Host, PID and
 // Program filled in from this process), in the lock key's hash slot, until
 // the hold is released or its lease ends: Inspect and the command show who
@@ -48,59 +38,27 @@ func WithOwner(o Owner) Option {
 	return func(opts *options) { opts.owner = &o }
 }
 
-// this is the process's own Owner fields, read once.
-var this = sync.OnceValue(func() Owner {
-	host, _ := os.Hostname()
-	return Owner{Host: host, PID: os.Getpid(), Program: filepath.Base(os.Args[0])}
-})
-
-// ownerWire is an owner record as stored: JSON, short names.
-type ownerWire struct {
-	Host    string `json:"h,omitempty"`
-	PID     int    `json:"p,omitempty"`
-	Program string `json:"g,omitempty"`
-	Label   string `json:"l,omitempty"`
-	Since   int64  `json:"s"` // unix ms
-	Holder  string `json:"t"` // redacted
-}
-
-// ownerRecord returns o's record for the hold of token that began at
-// since, with o's empty fields from this process.
+// ownerRecord returns o's record for the hold of token that began at since.
 func ownerRecord(o Owner, token string, since time.Time) (string, error) {
-	p := this()
-	w := ownerWire{Host: o.Host, PID: o.PID, Program: o.Program, Label: o.Label, Since: since.UnixMilli(), Holder: redact(token)}
-	if w.Host == "" {
-		w.Host = p.Host
+	r, err := owner.Encode(owner.Record{Host: o.Host, PID: o.PID, Program: o.Program, Label: o.Label,
+		Since: since.UnixMilli(), Holder: tokens.Redact(token)})
+	if err != nil {
+		return "", invalid("%v", err)
 	}
-	if w.PID == 0 {
-		w.PID = p.PID
-	}
-	if w.Program == "" {
-		w.Program = p.Program
-	}
-	b, err := json.Marshal(w)
-	if err != nil || len(b) > maxOwnerRecord {
-		return "", invalid("owner record of %d bytes: at most %d", len(b), maxOwnerRecord)
-	}
-	return string(b), nil
+	return r, nil
 }
 
-// holderID names a hold in its key's owner records: a digest of the token,
-// from which the token cannot be had.
-func holderID(token string) string {
-	sum := sha1.Sum([]byte(token))
-	return hex.EncodeToString(sum[:8])
+// ownerOf returns a stored record as an Owner.
+func ownerOf(r owner.Record) Owner {
+	return Owner{Host: r.Host, PID: r.PID, Program: r.Program, Label: r.Label, Since: r.Time(), Holder: r.Holder}
 }
-
-// ownerKey is the name of key's owner records.
-func ownerKey(key string) string { return keyspace.Derive(ownerPrefix, key) }
 
 // keepOwner writes (record non-empty) or drops l's owner record on every
 // node, for ttl from now. A node that fails keeps the record it had until
 // it expires: the record is for people, and the lock does not depend on it.
 func (l *Lock) keepOwner(ctx context.Context, record string, ttl time.Duration) {
-	keys := []string{ownerKey(l.Key())}
-	id := holderID(l.token)
+	keys := []string{keyspace.Owner(l.Key())}
+	id := owner.ID(l.token)
 	for _, n := range l.c.nodes {
 		if err := n.Run(ctx, ownerScript, keys, id, record, ttl.Milliseconds()).Err(); err != nil {
 			l.c.warn("dlock: could not keep an owner record", slog.String("key", l.Key()), slog.String("node", n.Name), slog.Any("err", err))
@@ -125,39 +83,22 @@ func (c *Client) recordOwner(ctx context.Context, l *Lock, o options) {
 	l.keepOwner(ctx, record, l.ttl)
 }
 
-// ownersOf merges the nodes' owner records, one per hold.
+// ownersOf merges the nodes' owner records, one per hold, oldest first.
 func ownersOf(answers []answer[keyState]) []Owner {
-	var out []Owner
-	seen := map[Owner]bool{}
+	var merged []owner.Record
+	seen := map[owner.Record]bool{}
 	for _, a := range answers {
-		for _, o := range a.V.owners {
-			if a.Err == nil && !seen[o] {
-				seen[o] = true
-				out = append(out, o)
+		for _, r := range a.V.owners {
+			if a.Err == nil && !seen[r] {
+				seen[r] = true
+				merged = append(merged, r)
 			}
 		}
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Since.Before(out[j].Since) })
-	return out
-}
-
-// liveOwners reads the owner records in reply (inspect.lua's: "until_ms
-// JSON" each) that are still live at now_ms, oldest hold first.
-func liveOwners(reply []any, nowMS int64) []Owner {
-	var out []Owner
-	for _, r := range reply {
-		s, _ := r.(string)
-		until, js, ok := strings.Cut(s, " ")
-		if u, err := strconv.ParseInt(until, 10, 64); !ok || err != nil || u <= nowMS {
-			continue
-		}
-		var w ownerWire
-		if json.Unmarshal([]byte(js), &w) != nil {
-			continue
-		}
-		out = append(out, Owner{Host: w.Host, PID: w.PID, Program: w.Program, Label: w.Label,
-			Since: time.UnixMilli(w.Since), Holder: w.Holder})
+	owner.Sort(merged)
+	out := make([]Owner, 0, len(merged))
+	for _, r := range merged {
+		out = append(out, ownerOf(r))
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Since.Before(out[j].Since) })
 	return out
 }

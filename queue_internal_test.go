@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dlock-go/dlock/internal/redistest"
+	"github.com/dlock-go/dlock/internal/tokens"
 )
 
 // heldOnANode starts a server and takes key on it as "holder" for a
@@ -255,10 +256,12 @@ func TestAJoinBehindItsClientsHolderWaitsForTheRelease(t *testing.T) {
 	}
 }
 
-// markAware is a token of the shape newToken makes (27 characters and the
+// markAware is a token of the shape tokens.New makes (27 characters and the
 // version tag), which tells the scripts that its holder reads the holder's
 // mark (mark.lua).
-func markAware(name string) string { return name + strings.Repeat("x", 27-len(name)) + versionTag }
+func markAware(name string) string {
+	return name + strings.Repeat("x", 27-len(name)) + "-v" + strconv.Itoa(tokens.Version)
+}
 
 // release_lean deletes a key only when its holder's mark says nobody waits
 // or listens; when someone may, it changes nothing and answers 2, and
@@ -369,7 +372,7 @@ func TestALeanReleaseLeavesAContendedKeyToTheFullOne(t *testing.T) {
 	}
 }
 
-// A waiter marks only a holder whose token has newToken's shape and this
+// A waiter marks only a holder whose token has tokens.New's shape and this
 // protocol version: it leaves a token of another version as it is, and so
 // is a value of any other shape, which dlock did not write. The Go side's
 // rule, which decides whether a release may be lean, is the same.

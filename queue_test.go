@@ -14,7 +14,7 @@ import (
 	"github.com/dlock-go/dlock/internal/redistest"
 )
 
-// queueLen returns how many waiters are queued for key (keys.go names the
+// queueLen returns how many waiters are queued for key (internal/keyspace names the
 // queue).
 func queueLen(t *testing.T, rdb *redis.Client, key string) int64 {
 	t.Helper()

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dlock-go/dlock/internal/tokens"
 	"github.com/dlock-go/dlock/internal/transport"
 )
 
@@ -17,33 +18,6 @@ import (
 // (docs/design.md). The first waiter that does not fit stops every hand-off
 // behind it, so readers cannot starve a writer. One deployment only: on
 // Redlock, "fewer than N" per node is not fewer than N in all.
-
-// Kind prefixes of shared tokens.
-const (
-	readPrefix  = "~r~"
-	writePrefix = "~w~"
-)
-
-// shared reports whether token is a semaphore permit's or a read-write
-// hold's.
-func shared(token string) bool { return strings.HasPrefix(token, "~") }
-
-// primitiveOf names what a token was granted for: "semaphore", "read",
-// "write" (its kind prefix), "election" (it carries a value) or "lock".
-func primitiveOf(token string) string {
-	switch {
-	case strings.HasPrefix(token, readPrefix):
-		return "read"
-	case strings.HasPrefix(token, writePrefix):
-		return "write"
-	case strings.HasPrefix(token, "~s"):
-		return "semaphore"
-	}
-	if _, ok := tokenValue(token); ok {
-		return "election"
-	}
-	return "lock"
-}
 
 // ErrPermitMismatch is returned when a Semaphore is asked for with other
 // permits than its holders were granted with: two limits on one key would
@@ -132,23 +106,23 @@ func (c *Client) RWMutex(key string) *RWMutex { return &RWMutex{c: c, key: key} 
 // order. The hold is a *Lock whose Fence is above every earlier grant's,
 // read holds included, so a resource can refuse a stale writer or reader.
 func (m *RWMutex) Lock(ctx context.Context, opts ...Option) (*Lock, error) {
-	return m.take(ctx, writePrefix, true, opts)
+	return m.take(ctx, tokens.Write, true, opts)
 }
 
 // TryLock makes one attempt at the write hold.
 func (m *RWMutex) TryLock(ctx context.Context, opts ...Option) (*Lock, error) {
-	return m.take(ctx, writePrefix, false, opts)
+	return m.take(ctx, tokens.Write, false, opts)
 }
 
 // RLock waits for a read hold: shared with other readers, not with a
 // writer, and behind any writer that waits.
 func (m *RWMutex) RLock(ctx context.Context, opts ...Option) (*Lock, error) {
-	return m.take(ctx, readPrefix, true, opts)
+	return m.take(ctx, tokens.Read, true, opts)
 }
 
 // TryRLock makes one attempt at a read hold.
 func (m *RWMutex) TryRLock(ctx context.Context, opts ...Option) (*Lock, error) {
-	return m.take(ctx, readPrefix, false, opts)
+	return m.take(ctx, tokens.Read, false, opts)
 }
 
 func (m *RWMutex) take(ctx context.Context, prefix string, wait bool, opts []Option) (*Lock, error) {

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/dlock-go/dlock/internal/tokens"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -75,7 +76,7 @@ func (l *Lock) startSpan(h *hooks, ctx context.Context, kind SpanKind) (context.
 	if h == nil || h.tracer == nil {
 		return ctx, nil
 	}
-	return h.tracer.Start(ctx, kind, l.Key(), primitiveOf(l.token))
+	return h.tracer.Start(ctx, kind, l.Key(), tokens.Primitive(l.token))
 }
 
 // hold is a traced Lock's hold span: its context, and its end, called once.

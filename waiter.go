@@ -7,6 +7,8 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/dlock-go/dlock/internal/tokens"
 )
 
 // queuedWaiter is one Lock call waiting in line (queue.go). The group
@@ -28,7 +30,7 @@ type queuedWaiter struct {
 }
 
 func newQueuedWaiter(o options) (*queuedWaiter, error) {
-	token, err := newToken(o)
+	token, err := tokens.New(o.kind, o.value, o.candidate)
 	if err != nil {
 		return nil, err
 	}

@@ -20,7 +20,7 @@ local function set_mark(fence_key, on, keep_ms, v)
 end
 
 -- marked_value is token marked if it is a mutex token of this version (27 URL-safe base64
--- characters, '-v1', nothing or '.' and more: as protocol.go's readsHolderMark; a test).
+-- characters, '-v1', nothing or '.' and more: as node.go's readsHolderMark; a test).
 local function marked_value(token)
   local after = string.byte(token, 31) -- none, or '.'
   if string.sub(token, 28, 30) == '-v1' and (after == nil or after == 46)

@@ -3,10 +3,9 @@
 -- ARGV[1]  the holder's id (a digest of its token, never the token)
 -- ARGV[2]  the record (JSON), or '' to drop it
 -- ARGV[3]  the hold's TTL from now, ms
--- Stores "<until_ms> <JSON>" (server time): readers skip holds that ended unreleased. Returns 1.
+-- Stores "<until_ms> <JSON>" (server time): readers skip holds that ended unreleased. Returns 0|1.
 if ARGV[2] == '' then
-  redis.call('HDEL', KEYS[1], ARGV[1])
-  return 1
+  return redis.call('HDEL', KEYS[1], ARGV[1])
 end
 local t = redis.call('TIME')
 local ends = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[3])

@@ -64,7 +64,7 @@ if ARGV[2] and ARGV[2] ~= '0' then
 end
 -- One EXISTS: does anyone wait or listen (docs/design.md, "Measurements")? After joins, yes.
 if joined or redis.call('EXISTS', KEYS[3], KEYS[6]) > 0 then
-  local pub, chan = ARGV[4] or 'PUBLISH', 'dlock:wake:' .. string.sub(KEYS[6], 14) -- keys.go
+  local pub, chan = ARGV[4] or 'PUBLISH', 'dlock:wake:' .. string.sub(KEYS[6], 14) -- internal/keyspace
   local granted, msg = (handoff or queue(issue_fence))(KEYS[1], KEYS[2], KEYS[3], KEYS[4],
     KEYS[5], pub, chan, true, ARGV[5], now_us, t)
   if granted == 0 then

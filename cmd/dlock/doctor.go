@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dlock-go/dlock/internal/keyspace"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -170,8 +171,8 @@ func audit(ctx context.Context, rdb *redis.Client, pattern string, limit int) ([
 		pattern, typ string
 		find         func(context.Context, *redis.Client, []string, time.Time) ([]finding, error)
 	}{
-		{"dlock:fence:*", "string", fenceFindings},
-		{"dlock:queue:*", "zset", deadWaiters},
+		{keyspace.FencePrefix + "*", "string", fenceFindings},
+		{keyspace.QueuePrefix + "*", "zset", deadWaiters},
 	} {
 		keys, err := scan(ctx, rdb, audit.pattern, audit.typ, limit)
 		if err != nil {
@@ -284,7 +285,7 @@ func fenceFindings(ctx context.Context, rdb *redis.Client, fences []string, now 
 		if ttl == -1 {
 			kept = append(kept, fk)
 		}
-		lock, ok := lockOf(fk, "dlock:fence:")
+		lock, ok := lockOf(fk, keyspace.FencePrefix)
 		if !ok {
 			continue
 		}
@@ -344,11 +345,11 @@ func lockOf(derived, prefix string) (string, bool) {
 func deadWaiters(ctx context.Context, rdb *redis.Client, queues []string, now time.Time) ([]finding, error) {
 	var dead []string
 	for _, q := range queues {
-		lock, ok := lockOf(q, "dlock:queue:")
+		lock, ok := lockOf(q, keyspace.QueuePrefix)
 		if !ok {
 			continue
 		}
-		waiters := "dlock:waiters:" + strings.TrimPrefix(q, "dlock:queue:")
+		waiters := keyspace.WaitersPrefix + strings.TrimPrefix(q, keyspace.QueuePrefix)
 		ids, err := rdb.ZRange(ctx, q, 0, -1).Result()
 		if err != nil {
 			return nil, err

@@ -1,0 +1,91 @@
+// Package owner is the format of an owner record (dlock.WithOwner) on
+// Redis: "<until_ms> <JSON>" in the hash dlock:owner:{key}, one field per
+// hold, named by a digest of its token (scripts/owner.lua writes it).
+package owner
+
+import (
+	"crypto/sha1"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// MaxRecord is the most bytes a record may take.
+const MaxRecord = 1024
+
+// Record says who holds a lock: dlock.Owner's fields.
+type Record struct {
+	Host    string `json:"h,omitempty"`
+	PID     int    `json:"p,omitempty"`
+	Program string `json:"g,omitempty"`
+	Label   string `json:"l,omitempty"`
+	Since   int64  `json:"s"` // when the hold began, unix ms
+	Holder  string `json:"t"` // the start of the token, redacted
+}
+
+// this is the process's own Host, PID and Program, read once.
+var this = sync.OnceValue(func() Record {
+	host, _ := os.Hostname()
+	return Record{Host: host, PID: os.Getpid(), Program: filepath.Base(os.Args[0])}
+})
+
+// Encode returns r as stored, its empty Host, PID and Program this
+// process's; a record above MaxRecord bytes is an error.
+func Encode(r Record) (string, error) {
+	p := this()
+	if r.Host == "" {
+		r.Host = p.Host
+	}
+	if r.PID == 0 {
+		r.PID = p.PID
+	}
+	if r.Program == "" {
+		r.Program = p.Program
+	}
+	b, err := json.Marshal(r)
+	if err != nil || len(b) > MaxRecord {
+		return "", fmt.Errorf("owner record of %d bytes: at most %d", len(b), MaxRecord)
+	}
+	return string(b), nil
+}
+
+// ID names a hold in its key's records: a digest of the token, from which
+// the token cannot be had.
+func ID(token string) string {
+	sum := sha1.Sum([]byte(token))
+	return hex.EncodeToString(sum[:8])
+}
+
+// Live reads the stored values ("until_ms JSON" each) that are still live
+// at nowMS, oldest hold first; values it cannot read are skipped.
+func Live(values []any, nowMS int64) []Record {
+	var out []Record
+	for _, v := range values {
+		s, _ := v.(string)
+		until, js, ok := strings.Cut(s, " ")
+		if u, err := strconv.ParseInt(until, 10, 64); !ok || err != nil || u <= nowMS {
+			continue
+		}
+		var r Record
+		if json.Unmarshal([]byte(js), &r) == nil {
+			out = append(out, r)
+		}
+	}
+	Sort(out)
+	return out
+}
+
+// Sort orders records by when their holds began, oldest first.
+func Sort(rs []Record) {
+	sort.SliceStable(rs, func(i, j int) bool { return rs[i].Since < rs[j].Since })
+}
+
+// Time returns a record's Since as a time.
+func (r Record) Time() time.Time { return time.UnixMilli(r.Since) }
