@@ -38,7 +38,7 @@ var (
 	ErrClosed = errors.New("dlock: client closed")
 
 	// ErrLost is matched by a Lock's Context's cause when the lock is or
-	// may be lost: ErrKeyLost, ErrLeaseExpired, ErrMaxHold. Do's error
+	// may be lost: ErrKeyLost, ErrLeaseExpired, ErrMaxHold, ErrRevoked. Do's error
 	// matches it when the lock was lost while fn ran.
 	ErrLost = errors.New("dlock: lock lost")
 
@@ -56,6 +56,11 @@ var (
 	// ErrMaxHold is the cause of a Lock's Context when the lock reached the
 	// hold ceiling set with WithMaxHold. It matches ErrLost.
 	ErrMaxHold = fmt.Errorf("%w: maximum hold time reached", ErrLost)
+
+	// ErrRevoked is the cause of a Lock's Context when a renewal found its
+	// hold revoked (Client.Revoke), followed by who revoked it and why. It
+	// matches ErrLost.
+	ErrRevoked = fmt.Errorf("%w: revoked", ErrLost)
 
 	// ErrReleased is the cause of a Lock's Context after Unlock released
 	// the lock. It does not match ErrLost.

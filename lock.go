@@ -371,14 +371,19 @@ func (l *Lock) renew(ctx context.Context, ttl time.Duration) (sent time.Time, er
 		return sent, errNoRoom
 	}
 	// Extended on a quorum is extended: the others are not waited for.
-	answers := round[bool, *Lock]{Op: "extend", Timeout: l.timeout,
-		By: l, Call: func(l *Lock, ctx context.Context, n *node) (bool, error) {
+	answers := round[renewal, *Lock]{Op: "extend", Timeout: l.timeout,
+		By: l, Call: func(l *Lock, ctx context.Context, n *node) (renewal, error) {
 			return n.extend(ctx, l.names, l.token, ttl, ttl+l.keep-l.ttl)
 		},
-		Yes: isYes,
+		Yes: extended,
 	}.Ask(nil, ctx, l.c.work, l.c.nodes)
-	return sent, l.renewalVerdict(ctx, count(answers, isYes), sent, ttl, cut)
+	if why := revokedBy(answers); why != "" {
+		return sent, l.revoked(why)
+	}
+	return sent, l.renewalVerdict(ctx, count(answers, extended), sent, ttl, cut)
 }
+
+func extended(r renewal) bool { return r.Extended }
 
 // renewalVerdict applies a renewal's verdict v to the lease.
 func (l *Lock) renewalVerdict(ctx context.Context, v transport.Votes, sent time.Time, ttl time.Duration, cut bool) error {

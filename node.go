@@ -334,20 +334,28 @@ func (n *node) releaseArgs(token string, fence int64, keep time.Duration, group 
 }
 
 // extend resets the key's expiry to ttl if it holds token, keeps its
-// fencing counter at least keep (fence.go), and reports whether it did.
-func (n *node) extend(ctx context.Context, nm *lockNames, token string, ttl, keep time.Duration) (bool, error) {
-	var v int64
+// fencing counter at least keep (fence.go), and says whether it did: a
+// renewal's answer; Revoked is why, when the hold was revoked (Revoke).
+func (n *node) extend(ctx context.Context, nm *lockNames, token string, ttl, keep time.Duration) (renewal, error) {
+	var r any
 	var err error
 	switch {
 	case tokens.Shared(token):
-		v, err = n.Run(ctx, sharedExtendScript, []string{nm.key, nm.holders(), nm.fence()}, token, ttl.Milliseconds(), keep.Milliseconds()).Int64()
+		r, err = n.Run(ctx, sharedExtendScript, []string{nm.key, nm.holders(), nm.fence(), keyspace.Revoked(nm.key)}, token, ttl.Milliseconds(), keep.Milliseconds()).Result()
 	default:
-		v, err = n.Run(ctx, extendScript, []string{nm.key, nm.fence()}, token, ttl.Milliseconds(), keep.Milliseconds()).Int64()
+		r, err = n.Run(ctx, extendScript, []string{nm.key, nm.fence(), keyspace.Revoked(nm.key)}, token, ttl.Milliseconds(), keep.Milliseconds()).Result()
 	}
 	if err != nil {
-		return false, n.fail("extend", err)
+		return renewal{}, n.fail("extend", err)
 	}
-	return v == 1, nil
+	why, _ := r.(string) // Revoke never stores an empty why
+	return renewal{Extended: r == int64(1), Revoked: why}, nil
+}
+
+// renewal is one node's answer to a renewal.
+type renewal struct {
+	Extended bool
+	Revoked  string // why the hold was revoked, if it was
 }
 
 // keyState is what one node holds for a lock key.

@@ -296,7 +296,7 @@ func TestALeanReleaseLeavesAContendedKeyToTheFullOne(t *testing.T) {
 	if got := rdb.Get(ctx, k).Val(); got != holder+"+" {
 		t.Fatalf("the key holds %q with a waiter in line, want the holder's token marked", got)
 	}
-	if ok, err := n.extend(ctx, nm, holder, time.Minute, time.Minute); err != nil || !ok {
+	if ok, err := n.extend(ctx, nm, holder, time.Minute, time.Minute); err != nil || !ok.Extended {
 		t.Fatalf("extending a marked holder: %v %v", ok, err)
 	}
 	if st, err := n.inspect(ctx, k, ""); err != nil || st.value != holder {

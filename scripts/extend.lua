@@ -2,10 +2,15 @@
 -- counter at least the new TTL plus the fence margin (fence.go: it outlives the lock).
 -- KEYS[1]  lock key
 -- KEYS[2]  fencing counter of the lock key (same hash slot)
+-- KEYS[3]  revoked holds of the lock key (hash: token -> why, from Client.Revoke)
 -- ARGV[1]  token
 -- ARGV[2]  new TTL, milliseconds
 -- ARGV[3]  how long to keep the fencing counter at least, milliseconds
--- Returns 1 when extended, NOT_HELD (nothing is changed: an expired lock is not re-created).
+-- Returns 1 when extended, NOT_HELD (an expired lock is not re-created) or why it was revoked.
+local why = redis.call('HGET', KEYS[3], ARGV[1])
+if why then
+  return why
+end
 if not holds_token(mutex_value(KEYS[1]), ARGV[1]) then
   return NOT_HELD
 end

@@ -11,7 +11,6 @@ local function holders()
     local t = redis.call('TIME')
     return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   end
-
   -- expire keeps a sorted set of holders, and their fences, until the last one expires.
   local function expire(lock_key, holders_key)
     local last = redis.call('ZRANGE', lock_key, '-1', '-1', 'WITHSCORES')[2]
@@ -29,7 +28,6 @@ local function holders()
       expire(lock_key, holders_key)
     end
   end
-
   -- fit reports whether token's grant fits beside the holders, or, second, the error reply
   -- that says it never can (another kind of lock, other permits). It raises nothing.
   local function fit(lock_key, holders_key, token, now)
@@ -58,7 +56,6 @@ local function holders()
     end
     return k == 'r' and fk == 'r'
   end
-
   -- fits is fit raising its error: only before any write (Redis keeps a raising script's writes).
   local function fits(lock_key, holders_key, token, now)
     local ok, err = fit(lock_key, holders_key, token, now)
@@ -67,7 +64,6 @@ local function holders()
     end
     return ok
   end
-
   -- holds reports whether token holds the lock (a key of another kind holds nothing of ours),
   -- and from a mutex's GET whether the key is free, and its value (false: none) for mark_holder.
   local function holds(lock_key, token, now)
@@ -89,7 +85,6 @@ local function holders()
     end
     return v ~= false and tonumber(v) > now, false, false
   end
-
   -- give makes token a holder for px ms from now, with fence; a mutex, marked (mark.lua).
   local function give(lock_key, holders_key, token, px, now, fence)
     if kind(token) == 'm' then
@@ -110,7 +105,6 @@ local function holders()
     redis.call('HDEL', holders_key, token)
     expire(lock_key, holders_key)
   end
-
   -- fence_of returns token's fence: its own, or a mutex's counter, which nothing raises while
   -- the key holds the token (nil if the counter is lost).
   local function fence_of(fence_key, holders_key, token)
@@ -123,7 +117,6 @@ local function holders()
     end
     return redis.call('HGET', holders_key, token)
   end
-
   -- wait_ms returns how long until the soonest holder expires; -2 (as PTTL) for none.
   local function wait_ms(lock_key, now)
     local first = redis.call('ZRANGE', lock_key, '0', '0', 'WITHSCORES')[2]
@@ -143,11 +136,9 @@ local function queue(issue_fence) -- returns handoff, now, alive, claim_ms and h
     local t = redis.call('TIME')
     return tonumber(t[1]) * 1000000 + tonumber(t[2]), t
   end
-
   -- queue.go's claimTime, aliveWindow (a waiter's group is alive while its last step is
   -- younger) and queueKeep (the queue's keys outlive the last step); a test holds them.
   local claim_ms, alive_us, keep = 1000, 1000000, '2000'
-
   -- alive records group's step seq at now_us, keeps the queue's keys and marks lock_key's
   -- holder (value, if read) and counter, unless granting: the grant marks both for longer.
   local function alive(lock_key, queue_key, waiters_key, fence_key, group, now_us, seq, value,
@@ -159,7 +150,6 @@ local function queue(issue_fence) -- returns handoff, now, alive, claim_ms and h
       keep_mark(fence_key, keep, lock_key, value)
     end
   end
-
   -- handoff grants the lock to the first live waiters while their grants fit, never past one
   -- that does not (nobody is overtaken), and drops dead ones. Each grant holds for the TTL,
   -- at most claim_ms, and is recorded ('!') and published; returns their count and the last

@@ -37,3 +37,15 @@ func Owner(key string) string { return Derive(OwnerPrefix, key) }
 
 // Elect returns the channel of the election on key.
 func Elect(key string) string { return Derive(ElectPrefix, key) }
+
+// RevokedPrefix names the hash of a key's revoked holds: token -> why
+// (Client.Revoke); renewals of a token in it are refused.
+const RevokedPrefix = "dlock:revoked:"
+
+// Revoked returns the hash of key's revoked holds.
+func Revoked(key string) string { return Derive(RevokedPrefix, key) }
+
+// Audit is the stream of revocations: who, when, why, which hold. It has
+// no hash tag: one stream per node, written beside the key's (a Cluster's
+// lands in its own slot).
+const Audit = "dlock:audit"

@@ -1,0 +1,240 @@
+package dlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/dlock-go/dlock/internal/keyspace"
+	"github.com/dlock-go/dlock/internal/tokens"
+	"github.com/redis/go-redis/v9"
+)
+
+// Revocation says which holds of a key Revoke takes back, who asks and why.
+type Revocation struct {
+	// Holder is the hold to revoke as Status.Holder or Owner.Holder show it
+	// (a token's redacted start); "" revokes every hold of the key.
+	Holder string
+	By     string // who revokes (at most 512 bytes): recorded in the audit stream
+	Reason string // why (at most 512 bytes): recorded, and part of the holder's cause
+	// Grace is how long the holders have to let go before their holds are
+	// removed; 0 means the key's remaining TTL.
+	Grace time.Duration
+}
+
+// Revoked is what Revoke did.
+type Revoked struct {
+	Holds   []string // the holds revoked, redacted
+	Removed int      // how many had not let go when the grace ended, and were removed
+	Fence   int64    // the key's fence afterwards: above every revoked hold's
+}
+
+// Revoke takes back the holds of key that r names, cooperatively:
+//
+//  1. Each hold is marked revoked on every node, and an entry "revoke" is
+//     added to each node's audit stream (dlock:audit): key, hold, fence,
+//     owner record, by, reason, grace; the stream's IDs say when.
+//  2. A marked hold is never renewed again: the holder's next renewal (its
+//     watchdog's, or Extend) is refused, its Context ends with a cause
+//     matching ErrRevoked, and it gives the key back.
+//  3. When every hold has let go or the grace has ended, the holds still
+//     there are removed as Unlock removes them (the next waiter is served),
+//     a lock's fence counter is raised above the revoked fence, so that the
+//     next holder's writes make every guard refuse the revoked holder's, and
+//     an entry "ended" records whether each hold let go or was removed.
+//
+// Revoke returns when that is done, or when ctx ends (the marks stand: the
+// holds end with their leases). It fails with an error matching ErrNotHeld
+// when key has no hold r names. The console (module dlock/console) calls it.
+func (c *Client) Revoke(ctx context.Context, key string, r Revocation) (Revoked, error) {
+	o, err := c.prepare(key, nil)
+	if err != nil {
+		return Revoked{}, err
+	}
+	if r.Grace < 0 || len(r.By) > 512 || len(r.Reason) > 512 {
+		return Revoked{}, invalid("revoke: a negative Grace, or By or Reason over 512 bytes")
+	}
+	st, err := c.Inspect(ctx, key)
+	if err != nil && !errors.Is(err, ErrProtocol) {
+		return Revoked{}, err
+	}
+	nm := c.names.get(key)
+	toks, err := c.holdTokens(ctx, nm, r.Holder)
+	if err != nil || len(toks) == 0 {
+		return Revoked{}, errors.Join(err, fmt.Errorf("%w: %q has no hold %q to revoke", ErrNotHeld, key, r.Holder))
+	}
+	if r.Grace == 0 {
+		r.Grace = max(st.TTL, 0)
+	}
+	if err := c.markRevoked(ctx, nm, toks, st, r); err != nil {
+		return Revoked{}, err
+	}
+	out := Revoked{Fence: st.Fence}
+	for _, t := range toks {
+		out.Holds = append(out.Holds, tokens.Redact(t))
+	}
+	c.awaitLetGo(ctx, nm, toks, r.Grace)
+	if err := ctx.Err(); err != nil {
+		return out, err
+	}
+	for _, t := range toks {
+		how := "let go"
+		if c.removeHold(ctx, nm, t, st.Fence+1, o.fenceKeep()) {
+			how, out.Removed = "removed", out.Removed+1
+		}
+		c.audit(ctx, nm.key, t, st, r, "ended", "how", how)
+	}
+	if after, err := c.Inspect(ctx, key); err == nil || errors.Is(err, ErrProtocol) {
+		out.Fence = max(out.Fence, after.Fence)
+	}
+	return out, nil
+}
+
+// holdTokens returns the tokens holding nm's key on any node that answers
+// and that match holder (redacted; "" for all).
+func (c *Client) holdTokens(ctx context.Context, nm *lockNames, holder string) ([]string, error) {
+	var toks []string
+	var errs []error
+	for _, n := range c.nodes {
+		ts, err := n.holdTokens(ctx, nm.key)
+		errs = append(errs, err)
+		for _, t := range ts {
+			if !slices.Contains(toks, t) && (holder == "" || tokens.Redact(t) == holder) {
+				toks = append(toks, t)
+			}
+		}
+	}
+	if len(toks) == 0 {
+		return nil, errors.Join(errs...)
+	}
+	return toks, nil
+}
+
+// holdTokens returns the tokens holding key on n: a mutex's value (without
+// its holder's mark), or a semaphore's or read-write lock's holders.
+func (n *node) holdTokens(ctx context.Context, key string) ([]string, error) {
+	v, err := n.RDB.Do(ctx, "GET", key).Text()
+	switch {
+	case err == nil:
+		return []string{strings.TrimSuffix(v, "+")}, nil
+	case errors.Is(err, redis.Nil):
+		return nil, nil
+	case strings.HasPrefix(err.Error(), "WRONGTYPE"):
+		toks, err := n.RDB.Do(ctx, "ZRANGE", key, 0, -1).StringSlice()
+		if err != nil {
+			return nil, n.fail("revoke", err)
+		}
+		return toks, nil
+	}
+	return nil, n.fail("revoke", err)
+}
+
+// markRevoked marks toks revoked on every node (for a minute past the
+// grace, and at least past st's TTL: no renewal can pass while a hold
+// lasts) and records it; it fails unless a majority of nodes took the marks.
+func (c *Client) markRevoked(ctx context.Context, nm *lockNames, toks []string, st Status, r Revocation) error {
+	why := "by " + r.By
+	if r.Reason != "" {
+		why += ": " + r.Reason
+	}
+	keep := max(r.Grace, st.TTL) + time.Minute
+	marked, revoked := 0, keyspace.Revoked(nm.key)
+	var errs []error
+	for _, n := range c.nodes {
+		_, err := n.RDB.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, t := range toks {
+				p.HSet(ctx, revoked, t, why)
+			}
+			p.PExpire(ctx, revoked, keep)
+			return nil
+		})
+		if err != nil {
+			errs = append(errs, n.fail("revoke", err))
+			continue
+		}
+		marked++
+	}
+	if marked <= len(c.nodes)/2 {
+		return fmt.Errorf("dlock: revoke %q: too few nodes took the marks: %w", nm.key, errors.Join(errs...))
+	}
+	for _, t := range toks {
+		c.audit(ctx, nm.key, t, st, r, "revoke", "grace_ms", r.Grace.Milliseconds())
+	}
+	return nil
+}
+
+// AuditLength is about how many entries each node's audit stream
+// (keyspace.Audit, "dlock:audit") keeps.
+const AuditLength = 10000
+
+// audit adds an entry about the hold of token to every node's audit
+// stream: the event, the key, hold, fence and owner record, who and why,
+// and extra fields. A node that fails misses the entry.
+func (c *Client) audit(ctx context.Context, key, token string, st Status, r Revocation, event string, extra ...any) {
+	holder := tokens.Redact(token)
+	values := []any{"event", event, "key", key, "holder", holder, "fence", st.Fence, "by", r.By, "reason", r.Reason}
+	for _, o := range st.Owners {
+		if o.Holder == holder {
+			values = append(values, "owner", fmt.Sprintf("%s pid %d %s %s", o.Host, o.PID, o.Program, o.Label))
+		}
+	}
+	args := append([]any{"XADD", keyspace.Audit, "MAXLEN", "~", AuditLength, "*"}, append(values, extra...)...)
+	for _, n := range c.nodes {
+		n.RDB.Do(ctx, args...)
+	}
+}
+
+// awaitLetGo waits until no node holds any of toks, grace has passed or
+// ctx has ended.
+func (c *Client) awaitLetGo(ctx context.Context, nm *lockNames, toks []string, grace time.Duration) {
+	end := time.NewTimer(grace)
+	defer end.Stop()
+	tick := time.NewTicker(min(max(grace/20, 10*time.Millisecond), 250*time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-end.C:
+			return
+		case <-tick.C:
+			if left, _ := c.holdTokens(ctx, nm, ""); !slices.ContainsFunc(toks, func(t string) bool { return slices.Contains(left, t) }) {
+				return
+			}
+		}
+	}
+}
+
+// removeHold releases token's hold on every node as Unlock would, raising
+// a lock's fence counter to at least fence, and reports whether any node
+// still had it.
+func (c *Client) removeHold(ctx context.Context, nm *lockNames, token string, fence int64, keep time.Duration) bool {
+	removed := false
+	for _, n := range c.nodes {
+		rr, err := n.release(ctx, nm, token, fence, keep, false, "", nil)
+		removed = removed || (err == nil && rr.released)
+	}
+	return removed
+}
+
+// revokedBy returns why a renewal found the hold revoked, if a node said so.
+func revokedBy(answers []answer[renewal]) string {
+	for _, a := range answers {
+		if a.Err == nil && a.V.Revoked != "" {
+			return a.V.Revoked
+		}
+	}
+	return ""
+}
+
+// revoked ends the lease of a Lock whose hold was revoked, gives the key
+// back, and returns the renewal's error.
+func (l *Lock) revoked(why string) error {
+	cause := fmt.Errorf("%w %s", ErrRevoked, why)
+	l.lease.end(cause)
+	l.giveBack()
+	return fmt.Errorf("%w: %q (%w)", ErrNotHeld, l.Key(), cause)
+}

@@ -1,0 +1,204 @@
+package dlock_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/guard"
+	"github.com/redis/go-redis/v9"
+)
+
+// auditEntries returns the audit stream's entries about key.
+func auditEntries(t *testing.T, rdb *redis.Client, key string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, m := range rdb.XRange(ctxT(t), "dlock:audit", "-", "+").Val() {
+		if m.Values["key"] == key {
+			out = append(out, m.Values)
+		}
+	}
+	return out
+}
+
+func TestRevokeTellsARenewingHolderAndServesTheNext(t *testing.T) {
+	c, rdb := newClient(t, shared())
+	k := key(t)
+	a := mustLock(t, c, k, dlock.WithTTL(time.Second), dlock.WithAutoRenew(), dlock.WithOwner(dlock.Owner{Label: "stuck job"}))
+	got := make(chan *dlock.Lock, 1)
+	go func() {
+		b, err := c.Lock(ctxT(t), k)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- b
+	}()
+	eventually(t, "B queues", func() bool { st, _ := c.Inspect(ctxT(t), k); return st.Waiters == 1 })
+	r, err := c.Revoke(ctxT(t), k, dlock.Revocation{By: "alice", Reason: "job wedged", Grace: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cause := context.Cause(a.Context())
+	if !errors.Is(cause, dlock.ErrRevoked) || !errors.Is(cause, dlock.ErrLost) ||
+		!strings.Contains(cause.Error(), "alice") || !strings.Contains(cause.Error(), "job wedged") {
+		t.Fatalf("the holder's cause is %v, want ErrRevoked by alice, with the reason", cause)
+	}
+	if r.Removed != 0 || len(r.Holds) != 1 || !strings.HasPrefix(a.Token(), strings.TrimSuffix(r.Holds[0], "…")) {
+		t.Fatalf("Revoke = %+v, want the one hold, let go (not removed)", r)
+	}
+	b := <-got
+	if b == nil {
+		return
+	}
+	if b.Fence() <= a.Fence() {
+		t.Fatalf("the next holder's fence %d is not above the revoked %d", b.Fence(), a.Fence())
+	}
+	if err := a.Extend(ctxT(t), time.Second); !errors.Is(err, dlock.ErrNotHeld) {
+		t.Fatalf("the revoked holder's Extend: %v, want ErrNotHeld", err)
+	}
+	var events []string
+	for _, e := range auditEntries(t, rdb, k) {
+		if e["holder"] != r.Holds[0] || e["by"] != "alice" || e["reason"] != "job wedged" ||
+			!strings.Contains(e["owner"].(string), "stuck job") {
+			t.Fatalf("audit entry %v: want the hold, by, reason and owner", e)
+		}
+		how, _ := e["how"].(string)
+		events = append(events, strings.TrimSpace(e["event"].(string)+" "+how))
+	}
+	if strings.Join(events, ", ") != "revoke, ended let go" {
+		t.Fatalf("audit events %q, want a revoke and its end (let go)", events)
+	}
+	for _, e := range auditEntries(t, rdb, k) {
+		for _, v := range e {
+			if strings.Contains(v.(string), a.Token()[8:]) {
+				t.Fatalf("the audit entry %v holds the token", e)
+			}
+		}
+	}
+}
+
+func TestRevokeRemovesAHolderThatIgnoresIt(t *testing.T) {
+	c, rdb := newClient(t, shared())
+	k := key(t)
+	a := mustLock(t, c, k, dlock.WithTTL(30*time.Second))
+	r, err := c.Revoke(ctxT(t), k, dlock.Revocation{Holder: redacted(t, c, k), By: "bob", Grace: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Removed != 1 || r.Fence <= a.Fence() {
+		t.Fatalf("Revoke = %+v, want the hold removed and the fence above %d", r, a.Fence())
+	}
+	if a.Context().Err() != nil {
+		t.Fatal("a holder that never renews is not told before its lease ends")
+	}
+	// The next holder's guarded write makes the guard refuse the revoked one's.
+	g := guard.NewRedis(rdb)
+	n := mustLock(t, c, k)
+	if n.Fence() <= r.Fence-1 {
+		t.Fatalf("next fence %d, want above the revoked %d", n.Fence(), a.Fence())
+	}
+	res := k + ":resource"
+	if err := g.For(n).Set(ctxT(t), res, "new", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.For(a).Set(ctxT(t), res, "stale", time.Minute); !errors.Is(err, guard.ErrStaleFence) {
+		t.Fatalf("the revoked holder's write: %v, want ErrStaleFence", err)
+	}
+	if err := a.Extend(ctxT(t), time.Second); !errors.Is(err, dlock.ErrNotHeld) || !errors.Is(context.Cause(a.Context()), dlock.ErrRevoked) {
+		t.Fatalf("the revoked holder's Extend: %v, cause %v; want ErrNotHeld and ErrRevoked", err, context.Cause(a.Context()))
+	}
+	ev := auditEntries(t, rdb, k)
+	if len(ev) != 2 || ev[1]["event"] != "ended" || ev[1]["how"] != "removed" {
+		t.Fatalf("audit %v, want a revoke and its end (removed)", ev)
+	}
+}
+
+// redacted returns key's holder as Inspect shows it.
+func redacted(t *testing.T, c *dlock.Client, key string) string {
+	st, err := c.Inspect(ctxT(t), key)
+	if err != nil || !st.Held {
+		t.Fatalf("Inspect %+v %v", st, err)
+	}
+	return st.Holder
+}
+
+func TestRevokeTakesOnePermitOfASemaphore(t *testing.T) {
+	c, _ := newClient(t, shared())
+	k := key(t)
+	s := c.Semaphore(k, 2)
+	p1, err := s.TryAcquire(ctxT(t), dlock.WithTTL(time.Second), dlock.WithAutoRenew(), dlock.WithOwner(dlock.Owner{Label: "one"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p2, err := s.TryAcquire(ctxT(t), dlock.WithTTL(time.Second), dlock.WithAutoRenew())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := c.Inspect(ctxT(t), k)
+	if len(st.Owners) != 1 {
+		t.Fatalf("owners %+v", st.Owners)
+	}
+	r, err := c.Revoke(ctxT(t), k, dlock.Revocation{Holder: st.Owners[0].Holder, By: "carol", Grace: 10 * time.Second})
+	if err != nil || len(r.Holds) != 1 || r.Holds[0] != st.Owners[0].Holder {
+		t.Fatalf("Revoke = %+v, %v", r, err)
+	}
+	if !errors.Is(context.Cause(p1.Context()), dlock.ErrRevoked) || p2.Context().Err() != nil {
+		t.Fatalf("causes %v and %v: want the named permit revoked, the other kept", context.Cause(p1.Context()), context.Cause(p2.Context()))
+	}
+	if err := p2.Unlock(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRevokeRefusesWhatItCannotRevoke(t *testing.T) {
+	c, _ := newClient(t, shared())
+	k := key(t)
+	if _, err := c.Revoke(ctxT(t), k, dlock.Revocation{By: "x"}); !errors.Is(err, dlock.ErrNotHeld) {
+		t.Fatalf("revoking a free key: %v, want ErrNotHeld", err)
+	}
+	l := mustLock(t, c, k)
+	if _, err := c.Revoke(ctxT(t), k, dlock.Revocation{Holder: "nobody…"}); !errors.Is(err, dlock.ErrNotHeld) {
+		t.Fatalf("revoking another hold: %v, want ErrNotHeld", err)
+	}
+	for _, r := range []dlock.Revocation{{Grace: -time.Second}, {By: strings.Repeat("x", 513)}} {
+		if _, err := c.Revoke(ctxT(t), k, r); !errors.Is(err, dlock.ErrInvalidArgument) {
+			t.Fatalf("Revoke(%+v): %v, want ErrInvalidArgument", r.Grace, err)
+		}
+	}
+	if err := l.Unlock(ctxT(t)); err != nil {
+		t.Fatalf("the lock was revoked by a refused Revoke: %v", err)
+	}
+}
+
+func TestRevokeOnRedlockRaisesEveryNodesFence(t *testing.T) {
+	var nodes []*redis.Client
+	for _, s := range redlockServer.get() {
+		nodes = append(nodes, s.Client(t))
+	}
+	c := dlock.New(nodes...)
+	defer c.Close()
+	k := key(t)
+	a, err := c.TryLock(ctxT(t), k, dlock.WithTTL(2*time.Second), dlock.WithAutoRenew(), dlock.WithNodeTimeout(500*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.Revoke(ctxT(t), k, dlock.Revocation{By: "dave", Grace: 10 * time.Second})
+	if err != nil || r.Removed != 0 || r.Fence <= a.Fence() {
+		t.Fatalf("Revoke = %+v, %v; want the hold let go and the fence above %d", r, err, a.Fence())
+	}
+	if !errors.Is(context.Cause(a.Context()), dlock.ErrRevoked) {
+		t.Fatalf("cause %v, want ErrRevoked", context.Cause(a.Context()))
+	}
+	for i, n := range nodes {
+		if got := len(auditEntries(t, n, k)); got != 2 {
+			t.Fatalf("node %d has %d audit entries, want 2", i, got)
+		}
+	}
+	b, err := c.TryLock(ctxT(t), k, dlock.WithNodeTimeout(time.Second))
+	if err != nil || b.Fence() <= a.Fence() {
+		t.Fatalf("the next holder: %v, %v; want a fence above %d", b, err, a.Fence())
+	}
+}
