@@ -4,17 +4,17 @@ GO ?= go
 .PHONY: test deps check bench-check bench bench-pair gobench demo timeline-png
 
 # The repository's modules (go.work joins them): the library, the dlock
-# command, the Prometheus and OpenTelemetry adapters and the SQL tests (internal/sqltest, with
+# command, the console, the Prometheus and OpenTelemetry adapters and the SQL tests (internal/sqltest, with
 # the database drivers). bench/ is a module apart, with a go.work of its
 # own.
-PACKAGES = ./... ./cmd/dlock/... ./prometheus/... ./dlockotel/... ./internal/sqltest/...
+PACKAGES = ./... ./cmd/dlock/... ./console/... ./prometheus/... ./dlockotel/... ./internal/sqltest/...
 
 # test installs what the tests need, checks formatting and vet of every
 # module, runs every test of every module with the race detector, then the
 # short fault-injection run, which fails if any stale write is accepted or
 # a fence regresses.
 test: deps check bench-check
-	DLOCK_REQUIRE_DATABASES=1 $(GO) test -race -count=1 -timeout 8m $(PACKAGES)
+	DLOCK_REQUIRE_DATABASES=1 DLOCK_REQUIRE_BROWSER=1 $(GO) test -race -count=1 -timeout 8m $(PACKAGES)
 	$(GO) test -count=1 -run 'Allocate' .  # allocation counts: without the race detector, which allocates
 	$(GO) build -o .dlock-torture ./cmd/dlock && ./.dlock-torture torture --quick; status=$$?; rm -f .dlock-torture; exit $$status
 
@@ -22,7 +22,7 @@ test: deps check bench-check
 # compiler (the race detector needs cgo), and the PostgreSQL and MariaDB
 # servers the SQL guard's tests start (they run as their own processes on
 # loopback; the packages' own services are not used), from Debian's
-# packages; then it checks that redis-server is new enough (the README's
+# packages, and Debian's chromium for the console's browser tests; then it checks that redis-server is new enough (the README's
 # minimum, 6.2) and fails early, with a clear message, when it is not.
 deps:
 	@missing=""; \
@@ -30,6 +30,7 @@ deps:
 	command -v gcc >/dev/null 2>&1 || missing="$$missing gcc libc6-dev"; \
 	{ command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; } || missing="$$missing postgresql"; \
 	{ command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ]; } || missing="$$missing mariadb-server"; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing with apt-get:$$missing"; \
 		SUDO=$$( [ "$$(id -u)" -eq 0 ] || echo sudo ); \

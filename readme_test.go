@@ -25,7 +25,7 @@ var snippetImports = map[string]string{
 	"context": "context", "sql": "database/sql", "errors": "errors", "fmt": "fmt", "log": "log", "slog": "log/slog", "time": "time",
 	"redis": "github.com/redis/go-redis/v9", "dlock": "github.com/dlock-go/dlock", "guard": "github.com/dlock-go/dlock/guard",
 	"prometheus": "github.com/prometheus/client_golang/prometheus", "dlockprom": "github.com/dlock-go/dlock/prometheus",
-	"dlockotel": "github.com/dlock-go/dlock/dlockotel",
+	"dlockotel": "github.com/dlock-go/dlock/dlockotel", "console": "github.com/dlock-go/dlock/console", "http": "net/http",
 }
 
 // docFiles are the Markdown files whose Go blocks, links and anchors the

@@ -2,16 +2,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"sort"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/dlock-go/dlock/internal/keyspace"
-	"github.com/redis/go-redis/v9"
+	"github.com/dlock-go/dlock/internal/doctor"
 )
 
 const doctorHelp = `
@@ -55,24 +51,6 @@ Examples:
   dlock doctor 'order:*' --json
 `
 
-// finding is one thing doctor found.
-type finding struct {
-	Check string   `json:"check"` // no-expiry, huge-ttl, fixed-value, long-hold, dead-waiters, kept-fence, eviction
-	Row   string   `json:"row"`   // the guidance's symptom
-	Keys  []string `json:"keys"`
-	What  string   `json:"what"`
-	Fix   string   `json:"fix"`
-}
-
-// doctorLimits.
-const (
-	hugeTTL        = time.Hour
-	hugeFactor     = 10
-	longHoldFactor = 10
-	longHoldMin    = time.Minute
-	deadAfter      = 10 * time.Second
-)
-
 func doctorMain(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("doctor", "[flags] [PATTERN]", doctorHelp, stderr)
 	var rf redisFlags
@@ -99,13 +77,17 @@ func doctorMain(args []string, stdout, stderr io.Writer) int {
 	defer closeAll()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	var all []finding
+	var all []doctor.Finding
 	for _, rdb := range rdbs {
-		fs, err := audit(ctx, rdb, pattern, *limit)
+		fs, err := doctor.Audit(ctx, rdb, pattern, *limit)
 		if err == nil {
-			var f *finding
-			if f, err = eviction(ctx, rdb, stderr); f != nil {
+			var f *doctor.Finding
+			var note string
+			if f, note, err = doctor.Eviction(ctx, rdb); f != nil {
 				fs = append(fs, *f)
+			}
+			if note != "" {
+				fmt.Fprintln(stderr, "dlock: doctor:", note)
 			}
 		}
 		if err != nil {
@@ -131,301 +113,4 @@ func doctorMain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, "no findings")
 	}
 	return exitOK
-}
-
-// scan returns up to limit keys matching pattern, of the given type ("" any).
-func scan(ctx context.Context, rdb *redis.Client, pattern, typ string, limit int) ([]string, error) {
-	var keys []string
-	iter := rdb.ScanType(ctx, 0, pattern, 1000, typ).Iterator()
-	for iter.Next(ctx) && len(keys) < limit {
-		keys = append(keys, iter.Val())
-	}
-	return keys, iter.Err()
-}
-
-// audit runs every check on one node.
-func audit(ctx context.Context, rdb *redis.Client, pattern string, limit int) ([]finding, error) {
-	now, err := rdb.Time(ctx).Result()
-	if err != nil {
-		return nil, err
-	}
-	keys, err := scan(ctx, rdb, pattern, "string", limit)
-	if err != nil {
-		return nil, err
-	}
-	var locks []string
-	for _, k := range keys {
-		if !strings.HasPrefix(k, "dlock:") {
-			locks = append(locks, k)
-		}
-	}
-	ttls, values, err := readLocks(ctx, rdb, locks)
-	if err != nil {
-		return nil, err
-	}
-	var out []finding
-	out = append(out, expiryFindings(locks, ttls)...)
-	out = append(out, sharedValues(locks, values)...)
-	// dlock's own bookkeeping: fence counters, wait queues.
-	for _, audit := range []struct {
-		pattern, typ string
-		find         func(context.Context, *redis.Client, []string, time.Time) ([]finding, error)
-	}{
-		{keyspace.FencePrefix + "*", "string", fenceFindings},
-		{keyspace.QueuePrefix + "*", "zset", deadWaiters},
-	} {
-		keys, err := scan(ctx, rdb, audit.pattern, audit.typ, limit)
-		if err != nil {
-			return nil, err
-		}
-		more, err := audit.find(ctx, rdb, keys, now)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, more...)
-	}
-	return out, nil
-}
-
-// readLocks reads the keys' TTLs and values, pipelined a thousand at a
-// time.
-func readLocks(ctx context.Context, rdb *redis.Client, keys []string) ([]time.Duration, []string, error) {
-	ttls, values := make([]time.Duration, len(keys)), make([]string, len(keys))
-	for lo := 0; lo < len(keys); lo += 1000 {
-		batch := keys[lo:min(len(keys), lo+1000)]
-		var pttl []*redis.DurationCmd
-		var get []*redis.StringCmd
-		if _, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for _, k := range batch {
-				pttl = append(pttl, p.PTTL(ctx, k))
-				get = append(get, p.Get(ctx, k))
-			}
-			return nil
-		}); err != nil && !errors.Is(err, redis.Nil) {
-			return nil, nil, err
-		}
-		for i := range batch {
-			ttls[lo+i], values[lo+i] = pttl[i].Val(), get[i].Val()
-		}
-	}
-	return ttls, values, nil
-}
-
-// expiryFindings: lock keys without expiry, and TTLs far above the rest.
-func expiryFindings(keys []string, ttls []time.Duration) []finding {
-	var none, huge []string
-	var live []time.Duration
-	for i, t := range ttls {
-		switch {
-		case t == -1:
-			none = append(none, keys[i])
-		case t > 0:
-			live = append(live, t)
-		}
-	}
-	var out []finding
-	if len(none) > 0 {
-		out = append(out, finding{Check: "no-expiry", Row: "a lock that never unlocks",
-			Keys: none, What: fmt.Sprintf("%d lock key(s) without expiry: a holder that dies leaves them for ever", len(none)),
-			Fix: "set the key and its expiry in one command (SET key token NX PX ttl; dlock always does); for these, PEXPIRE them or DEL them once their holders are known dead"})
-	}
-	if len(live) > 1 {
-		sorted := append([]time.Duration(nil), live...)
-		sort.Slice(sorted, func(i, j int) bool { return sorted[i] < sorted[j] })
-		median := sorted[len(sorted)/2]
-		for i, t := range ttls {
-			if t > hugeTTL && t > hugeFactor*median {
-				huge = append(huge, fmt.Sprintf("%s (%v)", keys[i], t.Round(time.Second)))
-			}
-		}
-		if len(huge) > 0 {
-			out = append(out, finding{Check: "huge-ttl", Row: "a lock that never unlocks",
-				Keys: huge, What: fmt.Sprintf("TTLs over %v and %d× the median (%v): a crashed holder keeps the lock that long", hugeTTL, hugeFactor, median.Round(time.Millisecond)),
-				Fix: "a TTL a little above the work's usual time, renewed while it runs (WithAutoRenew), bounded by WithMaxHold"})
-		}
-	}
-	return out
-}
-
-// sharedValues: several lock keys holding one value.
-func sharedValues(keys, values []string) []finding {
-	byValue := map[string][]string{}
-	for i, v := range values {
-		if v != "" {
-			byValue[v] = append(byValue[v], keys[i])
-		}
-	}
-	var vs []string
-	for v, ks := range byValue {
-		if len(ks) > 1 {
-			vs = append(vs, v)
-		}
-	}
-	sort.Strings(vs)
-	var out []finding
-	for _, v := range vs {
-		ks := byValue[v]
-		sort.Strings(ks)
-		out = append(out, finding{Check: "fixed-value", Row: "occasional double entry",
-			Keys: ks, What: fmt.Sprintf("%d lock keys hold the same value %s: a fixed value lets any client release any holder's lock", len(ks), shorten(v)),
-			Fix: "a fresh random token per acquisition, and release only with a token check (dlock's Unlock)"})
-	}
-	return out
-}
-
-// fenceFindings: counters without expiry, and dlock locks held far longer
-// than their TTL (fence = max(counter+1, server time in µs) at the grant).
-func fenceFindings(ctx context.Context, rdb *redis.Client, fences []string, now time.Time) ([]finding, error) {
-	var kept, long []string
-	for _, fk := range fences {
-		ttl, err := rdb.PTTL(ctx, fk).Result()
-		if err != nil {
-			return nil, err
-		}
-		if ttl == -1 {
-			kept = append(kept, fk)
-		}
-		lock, ok := lockOf(fk, keyspace.FencePrefix)
-		if !ok {
-			continue
-		}
-		lttl, err := rdb.PTTL(ctx, lock).Result()
-		if err != nil || lttl <= 0 {
-			continue // not held (or held without expiry: no-expiry says so)
-		}
-		v, err := rdb.Get(ctx, fk).Result()
-		if err != nil {
-			continue
-		}
-		fence, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			continue
-		}
-		granted := time.UnixMicro(fence)
-		age := now.Sub(granted)
-		if granted.After(now) || age > 20*365*24*time.Hour {
-			continue // the counter ran ahead of the clock: no grant time to read
-		}
-		if age > longHoldMin && age > longHoldFactor*lttl {
-			long = append(long, fmt.Sprintf("%s (held %v, ttl %v)", lock, age.Round(time.Second), lttl.Round(time.Millisecond)))
-		}
-	}
-	var out []finding
-	if len(long) > 0 {
-		out = append(out, finding{Check: "long-hold", Row: "renewal that never ends",
-			Keys: long, What: fmt.Sprintf("lock(s) held for over %d of their TTLs and %v, renewed all along", longHoldFactor, longHoldMin),
-			Fix: "bound the hold: WithMaxHold(d) ends renewal at d, and the holder's Context tells it; look for a stuck holder"})
-	}
-	if len(kept) > 0 {
-		out = append(out, finding{Check: "kept-fence", Row: "keys that outlive their locks",
-			Keys: kept, What: fmt.Sprintf("%d fence counter(s) without expiry", len(kept)),
-			Fix: "dlock keeps a counter for the TTL plus the fence margin (WithFenceMargin); PEXPIRE these to that, or let a new grant set it"})
-	}
-	return out, nil
-}
-
-// lockOf returns the lock key a derived key of prefix belongs to (the
-// inverse of the library's derive: prefix{T} or prefix{T}:key).
-func lockOf(derived, prefix string) (string, bool) {
-	rest, ok := strings.CutPrefix(derived, prefix+"{")
-	if !ok {
-		return "", false
-	}
-	tag, after, ok := strings.Cut(rest, "}")
-	if !ok {
-		return "", false
-	}
-	if after == "" {
-		return tag, true
-	}
-	return strings.CutPrefix(after, ":")
-}
-
-// deadWaiters: queued waiters whose group has not shown life for deadAfter.
-func deadWaiters(ctx context.Context, rdb *redis.Client, queues []string, now time.Time) ([]finding, error) {
-	var dead []string
-	for _, q := range queues {
-		lock, ok := lockOf(q, keyspace.QueuePrefix)
-		if !ok {
-			continue
-		}
-		waiters := keyspace.WaitersPrefix + strings.TrimPrefix(q, keyspace.QueuePrefix)
-		ids, err := rdb.ZRange(ctx, q, 0, -1).Result()
-		if err != nil {
-			return nil, err
-		}
-		n := 0
-		for _, id := range ids {
-			w, err := rdb.HGet(ctx, waiters, id).Result()
-			if err != nil {
-				n++ // queued without its data: nobody will claim it
-				continue
-			}
-			f := strings.Fields(w)
-			if len(f) < 3 {
-				continue
-			}
-			life, err := rdb.HGet(ctx, waiters, "@"+f[2]).Result()
-			if err != nil {
-				n++
-				continue
-			}
-			us, _ := strconv.ParseInt(strings.Fields(life + " 0")[0], 10, 64)
-			if now.Sub(time.UnixMicro(us)) > deadAfter {
-				n++
-			}
-		}
-		if n > 0 {
-			dead = append(dead, fmt.Sprintf("%s (%d of %d waiters)", lock, n, len(ids)))
-		}
-	}
-	if len(dead) == 0 {
-		return nil, nil
-	}
-	return []finding{{Check: "dead-waiters", Row: "waiters that never get the lock",
-		Keys: dead, What: fmt.Sprintf("queued waiters whose client has shown no sign of life for %v (crashed processes)", deadAfter),
-		Fix: "nothing to do for dlock's queue (a dead waiter is skipped when reached, and its queue expires); find out why those processes died while waiting"}}, nil
-}
-
-// eviction checks the server's eviction policy: under a memory limit,
-// allkeys-* may evict any of dlock's keys, volatile-* those with a TTL,
-// which all of them have (lock keys, fence counters, queues, guard
-// records); noeviction refuses writes instead, which dlock reports. A
-// server whose CONFIG the user may not run (an ACL, a renamed command) is
-// said, on stderr, not to have been checked; err is for a Redis that did
-// not answer.
-func eviction(ctx context.Context, rdb *redis.Client, stderr io.Writer) (*finding, error) {
-	conf := map[string]string{}
-	for _, name := range []string{"maxmemory", "maxmemory-policy"} {
-		v, err := rdb.ConfigGet(ctx, name).Result()
-		var reply redis.Error
-		if errors.As(err, &reply) {
-			fmt.Fprintf(stderr, "dlock: doctor: %s: could not check the eviction policy (CONFIG GET %s: %v); it must be noeviction, or maxmemory 0\n", rdb.Options().Addr, name, err)
-			return nil, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		conf[name] = v[name]
-	}
-	policy := conf["maxmemory-policy"]
-	if conf["maxmemory"] == "0" || conf["maxmemory"] == "" || policy == "noeviction" {
-		return nil, nil // no limit: nothing is evicted, whatever the policy
-	}
-	what := "any key"
-	if strings.HasPrefix(policy, "volatile-") {
-		what = "keys with a TTL, which every dlock key has"
-	}
-	return &finding{Check: "eviction", Row: "occasional double entry",
-		Keys: []string{fmt.Sprintf("%s (maxmemory %s, maxmemory-policy %s)", rdb.Options().Addr, conf["maxmemory"], policy)},
-		What: fmt.Sprintf("with memory full, %s evicts %s: an evicted lock key lets a second holder in, an evicted fence counter, wait queue or guard record breaks fencing and the wait order", policy, what),
-		Fix:  "CONFIG SET maxmemory-policy noeviction, and maxmemory-policy noeviction in redis.conf (or CONFIG REWRITE) so that a restart keeps it; writes then fail when memory is full, which dlock reports, instead of dropping locks; keep locks on a Redis apart from a cache that needs eviction"}, nil
-}
-
-// shorten keeps the first characters of a value that may be a token.
-func shorten(v string) string {
-	if len(v) <= 6 {
-		return strconv.Quote(v)
-	}
-	return strconv.Quote(v[:6] + "…")
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/doctor"
 	"github.com/dlock-go/dlock/internal/redistest"
 )
 
@@ -52,7 +53,7 @@ func TestDoctorNamesEachPlantedMistake(t *testing.T) {
 	code, out, _ = run(t, "doctor", "--redis", "redis://"+s.Addr(), "--json")
 	var checks []string
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-		var f finding
+		var f doctor.Finding
 		if err := json.Unmarshal([]byte(line), &f); err != nil {
 			t.Fatalf("--json line %q: %v", line, err)
 		}

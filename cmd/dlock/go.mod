@@ -4,12 +4,17 @@ go 1.26.0
 
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
-	github.com/dlock-go/dlock v0.0.0-20261203105259-129cf387a5dc
+	github.com/chromedp/cdproto v0.160.1
+	github.com/chromedp/chromedp v0.23.1
+	github.com/dlock-go/dlock v0.0.0-20261206012259-94f5bdeadbef
+	github.com/dlock-go/dlock/console v0.0.0-20261206012259-94f5bdeadbef
 	github.com/dlock-go/dlock/prometheus v0.0.0-20261201200455-9ec0a15ed62c
 	github.com/prometheus/client_golang v1.23.2
 	github.com/redis/go-redis/v9 v9.23.0
 	modernc.org/sqlite v1.62.0
 )
+
+require github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect

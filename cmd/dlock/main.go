@@ -67,6 +67,7 @@ func init() {
 		{"status", "show whether a lock is held, its TTL, fence and waiters", statusMain},
 		{"ls", "list the locks matching a pattern (SCAN, never KEYS)", lsMain},
 		{"doctor", "audit a Redis for the guidance's lock mistakes (read-only)", doctorMain},
+		{"ui", "serve the lock console: every lock, holder and waiter, live, in a browser", uiMain},
 		{"demo", "reproduce the Redis guidance's lock experiments", demoMain},
 		{"torture", "inject faults into real processes and check what holds", tortureMain},
 		{"version", "print dlock's version and the Go version it was built with", versionMain},

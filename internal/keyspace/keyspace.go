@@ -117,3 +117,20 @@ func crc16(s string) uint16 {
 	}
 	return crc
 }
+
+// KeyOf returns the lock key a name derived with prefix belongs to: the
+// inverse of Derive.
+func KeyOf(derived, prefix string) (string, bool) {
+	rest, ok := strings.CutPrefix(derived, prefix+"{")
+	if !ok {
+		return "", false
+	}
+	tag, after, ok := strings.Cut(rest, "}")
+	if !ok {
+		return "", false
+	}
+	if after == "" {
+		return tag, true
+	}
+	return strings.CutPrefix(after, ":")
+}

@@ -28,6 +28,9 @@ func TestDerivedKeysKeepTheSlotAndStayDistinct(t *testing.T) {
 		if Slot(d) != Slot(k) {
 			t.Errorf("Derive(%q) = %q: slot %d, the key's %d", k, d, Slot(d), Slot(k))
 		}
+		if back, ok := KeyOf(d, "dlock:p:"); !ok || back != k {
+			t.Errorf("KeyOf(%q) = %q, %v; want %q", d, back, ok, k)
+		}
 		if other, dup := seen[d]; dup {
 			t.Errorf("%q and %q share %q", k, other, d)
 		}

@@ -1,0 +1,327 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/base64"
+	"errors"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/chromedp"
+
+	"github.com/dlock-go/dlock"
+)
+
+// startUI starts `dlock ui` with args (and env), and returns the URL it
+// serves; it is stopped with SIGTERM when the test ends.
+func startUI(t *testing.T, env []string, args ...string) string {
+	t.Helper()
+	cmd := dlockCmd(append([]string{"ui", "--listen", "127.0.0.1:0", "--interval", "200ms"}, args...)...)
+	cmd.Env = append(cmd.Env, env...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("dlock ui did not stop cleanly: %v", err)
+			}
+		case <-time.After(20 * time.Second):
+			_ = cmd.Process.Kill()
+			t.Error("dlock ui did not stop within 20 s of SIGINT")
+		}
+	})
+	line, err := bufio.NewReader(out).ReadString('\n')
+	url := regexp.MustCompile(`http://[0-9.:]+/`).FindString(line)
+	if err != nil || url == "" {
+		t.Fatalf("dlock ui said %q (%v)", line, err)
+	}
+	return url
+}
+
+// browser returns a headless Chromium's context, closed with the test;
+// without chromium the test is skipped, unless DLOCK_REQUIRE_BROWSER is
+// set (make test sets it, and installs Debian's chromium).
+func browser(t *testing.T, headers map[string]any) context.Context {
+	t.Helper()
+	path, err := exec.LookPath("chromium")
+	if err != nil {
+		if os.Getenv("DLOCK_REQUIRE_BROWSER") != "" {
+			t.Fatal("no chromium: make deps installs it")
+		}
+		t.Skip("no chromium")
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox,
+		chromedp.Flag("disable-dev-shm-usage", true), chromedp.WindowSize(1280, 900))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(actx)
+	ctx, cancelTime := context.WithTimeout(ctx, 2*time.Minute)
+	t.Cleanup(func() { cancelTime(); cancel(); cancelAlloc() })
+	if err := chromedp.Do(ctx); err != nil { // starts the browser
+		t.Fatal(err)
+	}
+	if headers != nil {
+		if _, err := chromedp.Call(ctx, network.Enable, network.EnableParams{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := chromedp.Call(ctx, network.SetExtraHTTPHeaders, network.SetExtraHTTPHeadersParams{Headers: network.Headers(headers)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ctx
+}
+
+// text returns what a person sees in the first element matching sel ("" if none).
+func text(t *testing.T, ctx context.Context, sel string) string {
+	t.Helper()
+	js := `(() => { const e = document.querySelector(` + quoteJS(sel) + `); return e ? e.innerText : ""; })()`
+	s, err := chromedp.Run(ctx, chromedp.Evaluate[string](js))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func quoteJS(s string) string {
+	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'"
+}
+
+// see waits until the text of sel satisfies ok, for up to 20 s, and
+// returns it and how long it took.
+func see(t *testing.T, ctx context.Context, what, sel string, ok func(string) bool) (string, time.Duration) {
+	t.Helper()
+	start := time.Now()
+	for {
+		s := text(t, ctx, sel)
+		if ok(s) {
+			t.Logf("%s: %v", what, time.Since(start))
+			return s, time.Since(start)
+		}
+		if time.Since(start) > 20*time.Second {
+			t.Fatalf("%s: %s shows %q after 20 s", what, sel, s)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func rowSel(key string) string { return `tr[data-key="` + key + `"]` }
+
+func TestTheConsoleShowsLocksLiveInABrowser(t *testing.T) {
+	prefix := key(t)
+	url := startUI(t, nil, prefix+":*")
+	ctx := browser(t, nil)
+	if err := chromedp.Do(ctx, chromedp.Navigate(url)); err != nil {
+		t.Fatal(err)
+	}
+	see(t, ctx, "the page connects", "#conn", func(s string) bool { return s == "live" })
+	c := dlock.New(rdb(t))
+	defer c.Close()
+	bg := context.Background()
+	k := prefix + ":nightly"
+	granted := time.Now()
+	l, err := c.TryLock(bg, k, dlock.WithTTL(30*time.Second), dlock.WithOwner(dlock.Owner{Label: "nightly report"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	row, took := see(t, ctx, "the held lock with its owner", rowSel(k), func(s string) bool {
+		return strings.Contains(s, k) && strings.Contains(s, "nightly report")
+	})
+	t.Logf("the lock's key and owner were on the page %v after its grant", time.Since(granted).Round(time.Millisecond))
+	_ = took
+	if !strings.Contains(row, "pid ") || !strings.Contains(row, "lock") || strings.Contains(row, l.Token()[8:]) {
+		t.Fatalf("the row shows %q: want the kind and the owner's pid, never the token", row)
+	}
+	if n := text(t, ctx, rowSel(k)+" .revoke-btn"); n != "" {
+		t.Fatal("a read-only console shows a Revoke button")
+	}
+	// The countdown moves.
+	first := text(t, ctx, rowSel(k)+" .ttl")
+	see(t, ctx, "the TTL counting down", rowSel(k)+" .ttl", func(s string) bool { return s != first && strings.HasSuffix(s, " s") })
+
+	// A waiter appears, then is served when the holder lets go.
+	served := make(chan *dlock.Lock, 1)
+	go func() {
+		w, err := c.Lock(bg, k, dlock.WithTTL(30*time.Second))
+		if err != nil {
+			t.Error(err)
+		}
+		served <- w
+	}()
+	see(t, ctx, "the waiter in line", rowSel(k)+" .waiters", func(s string) bool { return strings.Contains(s, "waited") })
+	holder := text(t, ctx, rowSel(k)+" .holds code")
+	if err := l.Unlock(bg); err != nil {
+		t.Fatal(err)
+	}
+	w := <-served
+	if w == nil {
+		return
+	}
+	defer w.Unlock(bg)
+	see(t, ctx, "the waiter served: a new holder, nobody waiting", rowSel(k), func(s string) bool {
+		h := text(t, ctx, rowSel(k)+" .holds code")
+		return h != "" && h != holder && !strings.Contains(s, "waited")
+	})
+	// A semaphore and an election get rows of their own.
+	p, err := c.Semaphore(prefix+":pool", 3).TryAcquire(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Unlock(bg)
+	term, err := c.Election(prefix+":leader").Campaign(bg, "node-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer term.Unlock(bg)
+	// A second lock, with two waiters in line, in order.
+	deploy := prefix + ":deploy"
+	d, err := c.TryLock(bg, deploy, dlock.WithTTL(time.Minute), dlock.WithOwner(dlock.Owner{Label: "deploy v42"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Unlock(bg)
+	wctx, stopWaiting := context.WithCancel(bg)
+	waiting := make(chan struct{}, 2)
+	defer func() { stopWaiting(); <-waiting; <-waiting }()
+	for range 2 {
+		go func() {
+			if w, err := c.Lock(wctx, deploy); err == nil {
+				_ = w.Unlock(bg)
+			}
+			waiting <- struct{}{}
+		}()
+		time.Sleep(100 * time.Millisecond)
+	}
+	see(t, ctx, "two waiters in line", rowSel(deploy)+" .waiters", func(s string) bool { return strings.Count(s, "waited") == 2 })
+	see(t, ctx, "the semaphore", rowSel(prefix+":pool"), func(s string) bool { return strings.Contains(s, "1 of 3 permits") })
+	see(t, ctx, "the election", rowSel(prefix+":leader"), func(s string) bool { return strings.Contains(s, "leader node-a") })
+	if path := os.Getenv("DLOCK_SCREENSHOT"); path != "" {
+		time.Sleep(6 * time.Second) // the timelines grow
+		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// At a phone's width, the rows are still there.
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(390, 844)); err != nil {
+		t.Fatal(err)
+	}
+	see(t, ctx, "the lock at 390 px", rowSel(k), func(s string) bool { return strings.Contains(s, k) })
+}
+
+// revokeFromThePage clicks key's Revoke button, fills in the dialog
+// (token: the console token, if any) and returns what the dialog says.
+func revokeFromThePage(t *testing.T, ctx context.Context, key, reason, token string) string {
+	t.Helper()
+	see(t, ctx, "the lock with a Revoke button", rowSel(key)+" .revoke-btn", func(s string) bool { return s == "Revoke" })
+	steps := []chromedp.Action[chromedp.Void]{
+		chromedp.Click(chromedp.CSS(rowSel(key) + " .revoke-btn")),
+		chromedp.WaitVisible(chromedp.CSS("#revoke-reason")),
+		chromedp.Evaluate[chromedp.Void](`document.getElementById('revoke-reason').value = ''; document.getElementById('revoke-grace').value = '5'; document.getElementById('revoke-token').value = ''`),
+		chromedp.SendKeys(chromedp.CSS("#revoke-reason"), reason),
+	}
+	if token != "" {
+		steps = append(steps, chromedp.SendKeys(chromedp.CSS("#revoke-token"), token))
+	}
+	steps = append(steps, chromedp.Click(chromedp.CSS("#revoke-confirm")))
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		t.Fatal(err)
+	}
+	said, _ := see(t, ctx, "the revoke's result", "#revoke-result", func(s string) bool {
+		return strings.HasPrefix(s, "Revoked") || strings.HasPrefix(s, "Refused")
+	})
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#revoke-cancel"))); err != nil {
+		t.Fatal(err)
+	}
+	return said
+}
+
+func TestTheConsoleRevokesOnlyWithItsToken(t *testing.T) {
+	prefix := key(t)
+	url := startUI(t, []string{"DLOCK_UI_TOKEN=t0ken-for-tests"}, "--allow-revoke", prefix+":*")
+	c := dlock.New(rdb(t))
+	defer c.Close()
+	bg := context.Background()
+	k := prefix + ":stuck"
+	l, err := c.TryLock(bg, k, dlock.WithTTL(2*time.Second), dlock.WithAutoRenew(), dlock.WithOwner(dlock.Owner{Label: "wedged job"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock(bg)
+	ctx := browser(t, nil)
+	if err := chromedp.Do(ctx, chromedp.Navigate(url)); err != nil {
+		t.Fatal(err)
+	}
+	for _, token := range []string{"", "wrong"} {
+		if said := revokeFromThePage(t, ctx, k, "no token", token); !strings.HasPrefix(said, "Refused (401)") || l.Context().Err() != nil {
+			t.Fatalf("a revoke with token %q: the page says %q, the lock's context %v", token, said, l.Context().Err())
+		}
+	}
+	// A request from another origin is refused before the token is looked at.
+	js := `fetch('api/revoke', {method: 'POST', mode: 'no-cors', headers: {'Content-Type': 'text/plain'}, body: '{}'}).then(r => r.type)`
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[string](js, chromedp.EvalAwaitPromise)); err != nil {
+		t.Fatal(err)
+	}
+	if said := revokeFromThePage(t, ctx, k, "wedged since 02:00", "t0ken-for-tests"); !strings.HasPrefix(said, "Revoked") {
+		t.Fatalf("the page says %q", said)
+	}
+	if cause := context.Cause(l.Context()); !errors.Is(cause, dlock.ErrRevoked) || !strings.Contains(cause.Error(), "wedged since 02:00") {
+		t.Fatalf("the holder's cause: %v", cause)
+	}
+	see(t, ctx, "the audit entry", "#audit", func(s string) bool {
+		return strings.Contains(s, "wedged since 02:00") && strings.Contains(s, k) && strings.Contains(s, "wedged job")
+	})
+	see(t, ctx, "the revoke in the key's history", rowSel(k)+" details", func(s string) bool { return strings.Contains(s, "events") })
+}
+
+func TestTheConsoleBehindBasicAuthShowsNothingWithoutIt(t *testing.T) {
+	prefix := key(t)
+	url := startUI(t, []string{"DLOCK_UI_PASSWORD=s3cret"}, "--allow-revoke", "--user", "ops", prefix+":*")
+	c := dlock.New(rdb(t))
+	defer c.Close()
+	bg := context.Background()
+	k := prefix + ":stuck"
+	l, err := c.TryLock(bg, k, dlock.WithTTL(2*time.Second), dlock.WithAutoRenew())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock(bg)
+	// Without credentials, the browser gets no page (headless Chromium
+	// reports the refused credentials as a load error).
+	anon := browser(t, nil)
+	if err := chromedp.Do(anon, chromedp.Navigate(url)); err == nil {
+		if body := text(t, anon, "body"); strings.Contains(body, k) {
+			t.Fatalf("without credentials the page shows %q", body)
+		}
+	} else if !strings.Contains(err.Error(), "AUTH") {
+		t.Fatal(err)
+	}
+	auth := "Basic " + base64.StdEncoding.EncodeToString([]byte("ops:s3cret"))
+	ctx := browser(t, map[string]any{"Authorization": auth})
+	if err := chromedp.Do(ctx, chromedp.Navigate(url)); err != nil {
+		t.Fatal(err)
+	}
+	if said := revokeFromThePage(t, ctx, k, "stuck", ""); !strings.HasPrefix(said, "Revoked") {
+		t.Fatalf("the page says %q", said)
+	}
+	if cause := context.Cause(l.Context()); !errors.Is(cause, dlock.ErrRevoked) || !strings.Contains(cause.Error(), "by ops@127.0.0.1") {
+		t.Fatalf("the holder's cause: %v", cause)
+	}
+}

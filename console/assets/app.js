@@ -1,0 +1,278 @@
+'use strict';
+// The dlock console's page: the state arrives as Server-Sent Events
+// (events: "state" first, then "row", "gone", "audit", "doctor"); the page
+// keeps each row with the moment it arrived, and counts TTLs down itself.
+(function () {
+  const csrf = document.querySelector('meta[name="csrf-token"]').content;
+  const tbody = document.querySelector('#locks tbody');
+  const rows = new Map(); // key -> {row, recv}
+  let state = { revoke: false, auth: '' };
+  let filter = '';
+  const windowMs = 60000;
+
+  const el = (tag, attrs, ...kids) => {
+    const e = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (k === 'class') e.className = v; else if (k === 'text') e.textContent = v; else e.setAttribute(k, v);
+    }
+    for (const k of kids) if (k != null) e.append(k);
+    return e;
+  };
+  const svg = (tag, attrs) => {
+    const e = document.createElementNS('http://www.w3.org/2000/svg', tag);
+    for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+    return e;
+  };
+  const secs = (ms) => ms < 0 ? 'no expiry' : ms >= 100000 ? Math.round(ms / 1000) + ' s' : (ms / 1000).toFixed(1) + ' s';
+  const ago = (ms) => ms < 60000 ? Math.round(ms / 1000) + ' s' : ms < 3600000 ? Math.round(ms / 60000) + ' min' : (ms / 3600000).toFixed(1) + ' h';
+  const clock = (t) => new Date(t).toLocaleTimeString();
+  const elapsed = (k) => performance.now() - rows.get(k).recv;
+
+  function setConn(text, cls) {
+    const c = document.getElementById('conn');
+    c.textContent = text;
+    c.className = cls;
+  }
+
+  function put(row) { rows.set(row.key, { row, recv: performance.now() }); }
+
+  function kind(r) {
+    if (!r.held) return el('span', { class: 'free', text: r.waiters.length ? 'free, waiters queued' : 'free' });
+    if (r.kind === 'semaphore') return r.holds.length + ' of ' + r.permits + ' permits';
+    if (r.kind === 'election') return el('span', {}, 'election', el('br'), el('span', { class: 'muted', text: 'leader ' + r.leader }));
+    if (r.kind === 'read' || r.kind === 'write') return 'read-write lock (' + r.kind + ')';
+    return r.kind || 'lock (not dlock\'s)';
+  }
+
+  function holds(r) {
+    if (!r.holds.length) return el('span', { class: 'free', text: '—' });
+    const ul = el('ul', { class: 'holds' });
+    for (const h of r.holds) {
+      const li = el('li', {}, el('code', { text: h.holder }));
+      if (h.owner) {
+        const o = h.owner;
+        li.append(' ', el('span', { class: 'owner', text: o.host + ' · pid ' + o.pid + ' · ' + o.program + (o.label ? ' · ' + o.label : '') }),
+          ' ', el('span', { class: 'age', 'data-since': o.since }));
+      }
+      if (state.revoke) {
+        const b = el('button', { type: 'button', class: 'revoke-btn', text: 'Revoke', 'aria-label': 'Revoke ' + h.holder + ' on ' + r.key });
+        b.addEventListener('click', () => openRevoke(r.key, h.holder));
+        li.append(' ', b);
+      }
+      ul.append(li);
+    }
+    return ul;
+  }
+
+  function waiters(r) {
+    if (!r.waiters.length) return el('span', { class: 'muted', text: 'none' });
+    const ol = el('ol', { class: 'waiters' });
+    r.waiters.forEach((w) => ol.append(el('li', {}, el('code', { text: w.id }), ' ', el('span', { class: 'waited muted', 'data-waited': w.waited_ms }))));
+    return ol;
+  }
+
+  // timeline draws the key's holds over the last minute, as the
+  // torture timelines do: a bar per hold, coloured by how it ended.
+  function timeline(r) {
+    const now = Date.now(), from = now - windowMs, spans = [], open = new Map();
+    for (const e of r.history) {
+      if (e.kind === 'grant' || e.kind === 'hand-off') {
+        if (e.kind === 'hand-off') {
+          const prev = e.note.replace(/^from /, '');
+          if (open.has(prev)) { spans.push({ ...open.get(prev), end: e.at, how: 'hand-off' }); open.delete(prev); }
+        }
+        open.set(e.holder, { holder: e.holder, start: e.at });
+      } else if (open.has(e.holder)) {
+        spans.push({ ...open.get(e.holder), end: e.at, how: e.kind });
+        if (e.kind !== 'revoke') open.delete(e.holder);
+      } else if (e.kind !== 'revoke') {
+        spans.push({ holder: e.holder, start: from, end: e.at, how: e.kind });
+      }
+    }
+    for (const h of r.holds) {
+      const s = open.get(h.holder);
+      spans.push({ holder: h.holder, start: s ? s.start : from, end: now, how: 'grant' });
+    }
+    const box = svg('svg', { class: 'timeline', viewBox: '0 0 240 30', preserveAspectRatio: 'none', role: 'img',
+      'aria-label': 'holds in the last minute' });
+    const lanes = [];
+    for (const s of spans.sort((a, b) => a.start - b.start)) {
+      if (s.end < from) continue;
+      let lane = lanes.findIndex((end) => end <= s.start);
+      if (lane < 0) { lane = lanes.length; lanes.push(0); }
+      lanes[lane] = s.end;
+      const x = Math.min(237, Math.max(0, (s.start - from) / windowMs * 240)), w = Math.max(3, (s.end - Math.max(s.start, from)) / windowMs * 240);
+      const rect = svg('rect', { x: x.toFixed(1), y: 2 + (lane % 3) * 9, width: w.toFixed(1), height: 8, class: s.how });
+      rect.append(svg('title', {}));
+      rect.firstChild.textContent = s.holder + ': ' + clock(s.start) + ' – ' + (s.how === 'grant' ? 'now' : s.how + ' ' + clock(s.end));
+      box.append(rect);
+    }
+    return box;
+  }
+
+  // history lists the key's events, newest first, folded.
+  function history(r) {
+    if (!r.history.length) return null;
+    const list = el('ol', { class: 'history' });
+    for (const e of r.history.slice().reverse()) {
+      list.append(el('li', { text: clock(e.at) + ' ' + e.kind + ' ' + e.holder + (e.fence ? ' fence ' + e.fence : '') + (e.note ? ' (' + e.note + ')' : '') }));
+    }
+    return el('details', {}, el('summary', { text: r.history.length + (r.history.length === 1 ? ' event' : ' events') }), list);
+  }
+
+  function rowElement(r) {
+    const cell = (label, ...kids) => el('td', { 'data-label': label }, ...kids);
+    const th = el('th', { scope: 'row' }, el('code', { class: 'key', text: r.key }));
+    if (r.error) th.append(el('div', { class: 'err', text: r.error }));
+    return el('tr', { 'data-key': r.key },
+      th,
+      cell('Kind', kind(r)),
+      cell('Holders', holds(r)),
+      cell('TTL', el('span', { class: 'ttl' })),
+      cell('Fence', el('span', { class: 'num', text: r.fence ? String(r.fence) : '—' })),
+      cell('Waiters', waiters(r)),
+      cell('Last minute', el('div', { class: 'tl' }, timeline(r)), history(r)));
+  }
+
+  function render(key) {
+    const old = tbody.querySelector('tr[data-key="' + CSS.escape(key) + '"]');
+    const entry = rows.get(key);
+    if (!entry) { if (old) old.remove(); return count(); }
+    const tr = rowElement(entry.row);
+    tr.hidden = filter !== '' && !key.toLowerCase().includes(filter);
+    if (old) { old.replaceWith(tr); } else {
+      const after = [...tbody.children].find((t) => t.dataset.key > key);
+      tbody.insertBefore(tr, after || null);
+    }
+    tick();
+    count();
+  }
+
+  function renderAll() {
+    tbody.replaceChildren();
+    for (const k of [...rows.keys()].sort()) render(k);
+    count();
+  }
+
+  function count() {
+    document.getElementById('count').textContent = '(' + rows.size + ')';
+    document.getElementById('empty').hidden = rows.size > 0;
+  }
+
+  // redraw draws every timeline again, as time moves on.
+  function redraw() {
+    for (const tr of tbody.children) {
+      const entry = rows.get(tr.dataset.key), box = tr.querySelector('.tl');
+      if (entry && box) box.replaceChildren(timeline(entry.row));
+    }
+  }
+
+  // tick moves every countdown and every age on.
+  function tick() {
+    for (const tr of tbody.children) {
+      const entry = rows.get(tr.dataset.key);
+      if (!entry) continue;
+      const gone = performance.now() - entry.recv, r = entry.row;
+      const ttl = tr.querySelector('.ttl');
+      if (r.held) {
+        const left = r.ttl_ms < 0 ? -1 : Math.max(0, r.ttl_ms - gone);
+        ttl.textContent = secs(left);
+        ttl.classList.toggle('low', left >= 0 && left < 2000);
+      } else ttl.textContent = '—';
+      for (const a of tr.querySelectorAll('[data-since]')) a.textContent = 'held ' + ago(Date.now() - Number(a.dataset.since));
+      for (const w of tr.querySelectorAll('[data-waited]')) w.textContent = 'waited ' + secs(Number(w.dataset.waited) + gone);
+    }
+  }
+
+  function renderDoctor(d) {
+    const box = document.getElementById('doctor');
+    box.replaceChildren();
+    for (const f of d.findings || []) {
+      box.append(el('div', { class: 'finding' },
+        el('p', {}, el('strong', { text: f.check }), ' — ' + f.row),
+        el('p', { text: f.what }), el('p', {}, 'Keys: ', el('code', { text: (f.keys || []).join(', ') })),
+        el('p', {}, el('strong', { text: 'Fix: ' }), f.fix)));
+    }
+    for (const n of d.notes || []) box.append(el('p', { class: 'muted', text: n }));
+    if (!box.children.length) box.append(el('p', { text: 'No findings: none of the Redis guidance\'s troubleshooting rows applies.' }));
+  }
+
+  function renderAudit(entries) {
+    const box = document.getElementById('audit');
+    if (!entries || !entries.length) { box.replaceChildren(el('p', { text: 'No revocation recorded.' })); return; }
+    const t = el('table', {}, el('caption', { class: 'sr-only', text: 'The audit stream, newest first' }),
+      el('thead', {}, el('tr', {}, ...['When', 'Event', 'Key', 'Holder', 'Fence', 'By', 'Reason', 'Owner', 'Outcome'].map((h) => el('th', { scope: 'col', text: h })))));
+    const body = el('tbody');
+    for (const a of entries) {
+      const f = a.fields;
+      body.append(el('tr', {}, ...[new Date(a.at).toLocaleString(), f.event, f.key, f.holder, f.fence, f.by, f.reason, f.owner || '', f.how || (f.grace_ms ? 'grace ' + secs(Number(f.grace_ms)) : '')]
+        .map((v, i) => el('td', { 'data-label': ['When', 'Event', 'Key', 'Holder', 'Fence', 'By', 'Reason', 'Owner', 'Outcome'][i], text: v || '' }))));
+    }
+    t.append(body);
+    box.replaceChildren(t);
+  }
+
+  // The revoke dialog.
+  const dialog = document.getElementById('revoke-dialog');
+  let target = null;
+  function openRevoke(key, holder) {
+    target = { key, holder };
+    document.getElementById('revoke-key').textContent = key;
+    document.getElementById('revoke-holder').textContent = holder;
+    document.getElementById('revoke-result').textContent = '';
+    document.getElementById('revoke-token-field').hidden = state.auth !== 'token';
+    document.getElementById('revoke-confirm').disabled = false;
+    dialog.showModal();
+    document.getElementById('revoke-reason').focus();
+  }
+  document.getElementById('revoke-cancel').addEventListener('click', () => dialog.close());
+  document.getElementById('revoke-form').addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    const result = document.getElementById('revoke-result');
+    const grace = Number(document.getElementById('revoke-grace').value || 0);
+    const headers = { 'Content-Type': 'application/json', 'X-CSRF-Token': csrf };
+    const token = document.getElementById('revoke-token').value;
+    if (state.auth === 'token' && token) headers.Authorization = 'Bearer ' + token;
+    document.getElementById('revoke-confirm').disabled = true;
+    result.textContent = 'Revoking… the holder has ' + grace + ' s to let go.';
+    try {
+      const res = await fetch('api/revoke', { method: 'POST', headers, credentials: 'same-origin',
+        body: JSON.stringify({ key: target.key, holder: target.holder, reason: document.getElementById('revoke-reason').value, grace_ms: grace * 1000 }) });
+      const body = await res.json();
+      result.textContent = res.ok
+        ? 'Revoked ' + body.Holds.join(', ') + ': ' + (body.Removed ? 'removed after the grace' : 'the holder let go') + '; fence now ' + body.Fence + '.'
+        : 'Refused (' + res.status + '): ' + body.error;
+    } catch (e) {
+      result.textContent = 'Failed: ' + e;
+    }
+    document.getElementById('revoke-confirm').disabled = false;
+  });
+
+  document.getElementById('filter').addEventListener('input', (e) => {
+    filter = e.target.value.toLowerCase();
+    for (const tr of tbody.children) tr.hidden = filter !== '' && !tr.dataset.key.toLowerCase().includes(filter);
+  });
+
+  function connect() {
+    const es = new EventSource('events');
+    es.addEventListener('state', (e) => {
+      state = JSON.parse(e.data);
+      rows.clear();
+      for (const r of state.rows) put(r);
+      renderAll();
+      renderDoctor({ findings: state.findings, notes: state.notes });
+      renderAudit(state.audit);
+      document.getElementById('meta').textContent = 'Redis ' + (state.nodes || []).join(', ') + ' · keys ' + state.pattern + ' · ' + (state.revoke ? 'revoke enabled' : 'read-only');
+      setConn('live', 'live');
+    });
+    es.addEventListener('row', (e) => { const r = JSON.parse(e.data); put(r); render(r.key); });
+    es.addEventListener('gone', (e) => { rows.delete(JSON.parse(e.data)); renderAll(); });
+    es.addEventListener('audit', (e) => renderAudit(JSON.parse(e.data)));
+    es.addEventListener('doctor', (e) => renderDoctor(JSON.parse(e.data)));
+    es.onerror = () => setConn('reconnecting…', 'down');
+    es.onopen = () => setConn('live', 'live');
+  }
+  connect();
+  setInterval(tick, 200);
+  setInterval(redraw, 2000);
+})();

@@ -1,0 +1,383 @@
+package console_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/console"
+	"github.com/dlock-go/dlock/internal/redistest"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+)
+
+var server *redistest.Server
+
+func TestMain(m *testing.M) {
+	s, err := redistest.Spawn()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	server = s
+	code := m.Run()
+	s.Close()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// state is the part of api/state the tests read.
+type state struct {
+	Rows  []console.Row   `json:"rows"`
+	Audit []console.Audit `json:"audit"`
+}
+
+// setup returns a Client, its go-redis client, a console over them with
+// cfg, and an HTTP server for it; all closed with the test.
+func setup(t *testing.T, cfg console.Config) (*dlock.Client, *redis.Client, *httptest.Server) {
+	t.Helper()
+	rdb := server.Client(t)
+	c := dlock.New(rdb)
+	cfg.Locks, cfg.Nodes, cfg.Interval = c, []redis.UniversalClient{rdb}, 100*time.Millisecond
+	if cfg.Pattern == "" {
+		cfg.Pattern = "t:" + strings.ReplaceAll(t.Name(), "/", ":") + ":*"
+	}
+	con, err := console.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(con)
+	t.Cleanup(func() { srv.Close(); con.Close(); c.Close() })
+	return c, rdb, srv
+}
+
+func key(t *testing.T, name string) string {
+	return "t:" + strings.ReplaceAll(t.Name(), "/", ":") + ":" + name
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// get reads api/state (and its raw body).
+func get(t *testing.T, srv *httptest.Server) (state, string) {
+	t.Helper()
+	res, err := http.Get(srv.URL + "/api/state")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	var st state
+	if err := json.Unmarshal(body, &st); err != nil {
+		t.Fatalf("%v: %s", err, body)
+	}
+	return st, string(body)
+}
+
+// until polls api/state until cond holds for it, for up to 20 s.
+func until(t *testing.T, srv *httptest.Server, what string, cond func(state) bool) state {
+	t.Helper()
+	for end := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		st, body := get(t, srv)
+		if cond(st) {
+			return st
+		}
+		if time.Now().After(end) {
+			t.Fatalf("%s: not within 20 s; the state:\n%s", what, body)
+		}
+	}
+}
+
+func row(st state, key string) *console.Row {
+	for i := range st.Rows {
+		if st.Rows[i].Key == key {
+			return &st.Rows[i]
+		}
+	}
+	return nil
+}
+
+func TestTheStateShowsEveryKindWithItsHoldersOwnersAndWaiters(t *testing.T) {
+	c, _, srv := setup(t, console.Config{})
+	ctx := ctxT(t)
+	lk, sk, ek := key(t, "lock"), key(t, "sem"), key(t, "elect")
+	l, err := c.TryLock(ctx, lk, dlock.WithTTL(30*time.Second), dlock.WithOwner(dlock.Owner{Label: "nightly report"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() {
+		w, err := c.Lock(ctx, lk)
+		if err == nil {
+			err = w.Unlock(ctx)
+		}
+		waited <- err
+	}()
+	sem := c.Semaphore(sk, 3)
+	p1, _ := sem.TryAcquire(ctx, dlock.WithOwner(dlock.Owner{Label: "worker 1"}))
+	p2, _ := sem.TryAcquire(ctx)
+	e := c.Election(ek)
+	term, err := e.Campaign(ctx, "node-a")
+	if err != nil || p1 == nil || p2 == nil {
+		t.Fatal(err)
+	}
+	st := until(t, srv, "the lock with its waiter, the semaphore and the election", func(st state) bool {
+		r := row(st, lk)
+		return r != nil && len(r.Waiters) == 1 && row(st, sk) != nil && row(st, ek) != nil
+	})
+	r := row(st, lk)
+	if r.Kind != "lock" || !r.Held || len(r.Holds) != 1 || r.Holds[0].Owner == nil || r.Holds[0].Owner.Label != "nightly report" ||
+		r.Holds[0].Owner.PID != os.Getpid() || r.Fence != l.Fence() || r.TTL <= 0 || r.TTL > 30000 {
+		t.Fatalf("the lock's row: %+v", r)
+	}
+	if s := row(st, sk); s.Kind != "semaphore" || s.Permits != 3 || len(s.Holds) != 2 {
+		t.Fatalf("the semaphore's row: %+v", s)
+	}
+	if el := row(st, ek); el.Kind != "election" || el.Leader != "node-a" {
+		t.Fatalf("the election's row: %+v", el)
+	}
+	_, body := get(t, srv)
+	for _, tok := range []string{l.Token(), p1.Token(), p2.Token()} {
+		if strings.Contains(body, tok[len(tok)-12:]) {
+			t.Fatalf("the state holds a token's secret part:\n%s", body)
+		}
+	}
+	// The waiter is served when the holder lets go, and the history says so.
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-waited; err != nil {
+		t.Fatal(err)
+	}
+	until(t, srv, "the lock's release in its history", func(st state) bool {
+		r := row(st, lk)
+		return r != nil && !r.Held && len(r.History) >= 2 && r.History[len(r.History)-1].Kind == "release"
+	})
+	_ = term.Unlock(ctx)
+	_ = p1.Unlock(ctx)
+	_ = p2.Unlock(ctx)
+}
+
+// events reads a console's event stream, sending each event's name.
+func events(t *testing.T, srv *httptest.Server) <-chan string {
+	req, _ := http.NewRequestWithContext(ctxT(t), "GET", srv.URL+"/events", nil)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make(chan string, 100)
+	go func() {
+		defer res.Body.Close()
+		defer close(out)
+		sc := bufio.NewScanner(res.Body)
+		sc.Buffer(nil, 1<<20)
+		var name string
+		for sc.Scan() {
+			line := sc.Text()
+			if n, ok := strings.CutPrefix(line, "event: "); ok {
+				name = n
+			}
+			if d, ok := strings.CutPrefix(line, "data: "); ok {
+				out <- name + " " + d
+			}
+		}
+	}()
+	return out
+}
+
+func TestTheStreamSendsTheStateThenOnlyWhatChanged(t *testing.T) {
+	c, _, srv := setup(t, console.Config{})
+	ctx := ctxT(t)
+	k := key(t, "a")
+	ev := events(t, srv)
+	if first := <-ev; !strings.HasPrefix(first, "state ") {
+		t.Fatalf("first event %q, want the state", first)
+	}
+	l, err := c.TryLock(ctx, k, dlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := func(prefix string) string {
+		for {
+			select {
+			case e := <-ev:
+				if strings.HasPrefix(e, prefix) {
+					return e
+				}
+				if strings.HasPrefix(e, "row ") {
+					t.Fatalf("unexpected row event %q while waiting for %q", e, prefix)
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatalf("no %q within 20 s", prefix)
+			}
+		}
+	}
+	next(`row {"key":"` + k + `","kind":"lock"`)
+	// Nothing changes for a held lock with a minute to go: no row is sent.
+	quiet := time.After(time.Second)
+	for waiting := true; waiting; {
+		select {
+		case e := <-ev:
+			if strings.HasPrefix(e, "row ") {
+				t.Fatalf("a row was sent with nothing changed: %q", e)
+			}
+		case <-quiet:
+			waiting = false
+		}
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	next(`row {"key":"` + k + `","kind":"","held":false`)
+}
+
+func TestRevokeNeedsToBeEnabledTheOriginTheCSRFTokenAndAuthorization(t *testing.T) {
+	if _, err := console.New(console.Config{Locks: dlock.New(server.Client(t)), Nodes: []redis.UniversalClient{server.Client(t)}, Revoke: true}); !errors.Is(err, console.ErrConfig) {
+		t.Fatalf("Revoke without Authorize: %v, want ErrConfig", err)
+	}
+	authorize := func(r *http.Request) (string, bool) {
+		u, p, ok := r.BasicAuth()
+		return u, ok && u == "ops" && p == "secret"
+	}
+	for _, enabled := range []bool{false, true} {
+		t.Run(fmt.Sprint("enabled=", enabled), func(t *testing.T) {
+			c, rdb, srv := setup(t, console.Config{Revoke: enabled, Authorize: authorize, Auth: "basic"})
+			ctx := ctxT(t)
+			k := key(t, "stuck")
+			l, err := c.TryLock(ctx, k, dlock.WithTTL(time.Second), dlock.WithAutoRenew())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Unlock(ctx)
+			st := until(t, srv, "the lock", func(st state) bool { return row(st, k) != nil })
+			holder := row(st, k).Holds[0].Holder
+			page, _ := http.Get(srv.URL + "/")
+			html, _ := io.ReadAll(page.Body)
+			page.Body.Close()
+			csrf := strings.SplitN(strings.SplitN(string(html), `name="csrf-token" content="`, 2)[1], `"`, 2)[0]
+			post := func(token, site string, auth bool) (int, string) {
+				body := fmt.Sprintf(`{"key":%q,"holder":%q,"reason":"wedged","grace_ms":5000}`, k, holder)
+				req, _ := http.NewRequest("POST", srv.URL+"/api/revoke", strings.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("X-CSRF-Token", token)
+				req.Header.Set("Sec-Fetch-Site", site)
+				if auth {
+					req.SetBasicAuth("ops", "secret")
+				} else {
+					req.SetBasicAuth("ops", "wrong")
+				}
+				res, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer res.Body.Close()
+				b, _ := io.ReadAll(res.Body)
+				return res.StatusCode, string(b)
+			}
+			if !enabled {
+				if code, body := post(csrf, "same-origin", true); code != http.StatusForbidden {
+					t.Fatalf("revoke on a read-only console: %d %s", code, body)
+				}
+				if l.Context().Err() != nil {
+					t.Fatal("the lock was revoked by a read-only console")
+				}
+				return
+			}
+			for _, bad := range []struct {
+				token, site string
+				auth        bool
+				code        int
+			}{
+				{csrf, "cross-site", true, http.StatusForbidden},
+				{"", "same-origin", true, http.StatusForbidden},
+				{"x" + csrf[1:], "same-origin", true, http.StatusForbidden},
+				{csrf, "same-origin", false, http.StatusUnauthorized},
+			} {
+				if code, body := post(bad.token, bad.site, bad.auth); code != bad.code {
+					t.Fatalf("%+v: %d %s, want %d", bad, code, body, bad.code)
+				}
+			}
+			if l.Context().Err() != nil {
+				t.Fatal("a refused request revoked the lock")
+			}
+			if code, body := post(csrf, "same-origin", true); code != http.StatusOK || !strings.Contains(body, holder) {
+				t.Fatalf("an authorized revoke: %d %s", code, body)
+			}
+			if !errors.Is(context.Cause(l.Context()), dlock.ErrRevoked) || !strings.Contains(context.Cause(l.Context()).Error(), "by ops: wedged") {
+				t.Fatalf("the holder's cause: %v", context.Cause(l.Context()))
+			}
+			until(t, srv, "the audit entry", func(st state) bool {
+				for _, a := range st.Audit {
+					if a.Fields["key"] == k && a.Fields["event"] == "revoke" && a.Fields["reason"] == "wedged" && strings.HasPrefix(a.Fields["by"], "ops") {
+						return true
+					}
+				}
+				return false
+			})
+			_ = rdb
+		})
+	}
+}
+
+// The read-only ACL that docs/console.md documents for a console without
+// revoke.
+var readOnlyACL = []any{"ACL", "SETUSER", "console-ro", "on", ">ro-pass", "resetkeys", "~*", "resetchannels", "&dlock:*",
+	"-@all", "+@connection", "+scan", "+type", "+evalsha", "+eval", "+script|load", "+get", "+pttl", "+exists", "+zcard",
+	"+zrange", "+zscore", "+hget", "+hvals", "+time", "+xrevrange", "+psubscribe", "+punsubscribe", "+config|get", "+command|info"}
+
+func TestTheConsoleWorksWithAReadOnlyACLUser(t *testing.T) {
+	admin := server.Client(t)
+	ctx := ctxT(t)
+	if err := admin.Do(ctx, readOnlyACL...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Do(context.Background(), "ACL", "DELUSER", "console-ro")
+	opts := server.Options()
+	opts.Username, opts.Password = "console-ro", "ro-pass"
+	ro := redis.NewClient(opts)
+	defer ro.Close()
+	c := dlock.New(admin)
+	defer c.Close()
+	k := key(t, "held")
+	l, err := c.TryLock(ctx, k, dlock.WithTTL(time.Minute), dlock.WithOwner(dlock.Owner{Label: "acl"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock(ctx)
+	roLocks := dlock.New(ro)
+	defer roLocks.Close()
+	con, err := console.New(console.Config{Locks: roLocks, Nodes: []redis.UniversalClient{ro}, Pattern: key(t, "*"), Interval: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(con)
+	defer func() { srv.Close(); con.Close() }()
+	st := until(t, srv, "the lock, read by the read-only user", func(st state) bool {
+		r := row(st, k)
+		return r != nil && len(r.Holds) == 1 && r.Holds[0].Owner != nil
+	})
+	if r := row(st, k); r.Error != "" || r.Holds[0].Owner.Label != "acl" {
+		t.Fatalf("row %+v", r)
+	}
+	if err := ro.Set(ctx, k, "x", 0).Err(); err == nil || !strings.Contains(err.Error(), "NOPERM") {
+		t.Fatalf("the read-only user could write: %v", err)
+	}
+}

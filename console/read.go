@@ -1,0 +1,125 @@
+package console
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/keyspace"
+	"github.com/dlock-go/dlock/internal/tokens"
+	"github.com/redis/go-redis/v9"
+)
+
+// read returns what the page shows of key now (History left empty).
+func (v *view) read(ctx context.Context, key string) *Row {
+	row := &Row{Key: key, At: time.Now().UnixMilli(), Holds: []Hold{}, Waiters: []Waiter{}}
+	st, err := v.cfg.Locks.Inspect(ctx, key)
+	switch {
+	case errors.Is(err, dlock.ErrWrongKind) || (err != nil && strings.Contains(err.Error(), "WRONGTYPE")):
+		return row // a key of another type that matches: not a lock
+	case err != nil && !errors.Is(err, dlock.ErrProtocol):
+		row.Error = err.Error()
+		return row
+	}
+	row.Kind, row.Held, row.Fence, row.Permits, row.Leader = st.Kind, st.Held, st.Fence, st.Permits, st.Leader
+	row.TTL = st.TTL.Milliseconds()
+	if st.Held {
+		row.Holds = v.holds(ctx, st)
+	}
+	row.Waiters = v.waiters(ctx, key)
+	return row
+}
+
+// holds lists st's holders with their TTLs and owner records: a mutex's
+// one, or every member of a semaphore's or read-write lock's set.
+func (v *view) holds(ctx context.Context, st dlock.Status) []Hold {
+	owners := map[string]*Owner{}
+	for _, o := range st.Owners {
+		owners[o.Holder] = ownerOf(o)
+	}
+	if st.Kind == "lock" || st.Kind == "election" || st.Kind == "" {
+		return []Hold{{Holder: st.Holder, TTL: st.TTL.Milliseconds(), Owner: owners[st.Holder]}}
+	}
+	var out []Hold
+	for _, n := range v.cfg.Nodes {
+		members, now, err := zrangeAt(ctx, n, st.Key)
+		if err != nil {
+			continue
+		}
+		for _, m := range members {
+			h := tokens.Redact(m.Member.(string))
+			out = append(out, Hold{Holder: h, TTL: int64(m.Score) - now.UnixMilli(), Owner: owners[h]})
+		}
+		return out
+	}
+	return []Hold{{Holder: st.Holder, TTL: st.TTL.Milliseconds(), Owner: owners[st.Holder]}}
+}
+
+// waiters lists key's queue on the node with the longest one.
+func (v *view) waiters(ctx context.Context, key string) []Waiter {
+	out := []Waiter{}
+	for _, n := range v.cfg.Nodes {
+		members, now, err := zrangeAt(ctx, n, keyspace.Queue(key))
+		if err != nil || len(members) <= len(out) {
+			continue
+		}
+		out = out[:0]
+		for _, m := range members {
+			id := m.Member.(string)
+			waited := now.UnixMicro() - int64(m.Score) // a waiter's score: when it queued, µs
+			out = append(out, Waiter{ID: id[:min(6, len(id))], Waited: max(waited/1000, 0)})
+		}
+	}
+	return out
+}
+
+// zrangeAt reads a sorted set whole, and the server's time just after.
+func zrangeAt(ctx context.Context, n redis.UniversalClient, key string) ([]redis.Z, time.Time, error) {
+	var z *redis.ZSliceCmd
+	var t *redis.TimeCmd
+	_, err := n.Pipelined(ctx, func(p redis.Pipeliner) error {
+		z = p.ZRangeWithScores(ctx, key, 0, -1)
+		t = p.Time(ctx)
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, time.Time{}, err
+	}
+	return z.Val(), t.Val(), nil
+}
+
+// Audit is one entry of the audit stream (dlock:audit): a revocation, or
+// how it ended.
+type Audit struct {
+	ID     string            `json:"id"`
+	At     int64             `json:"at"` // Unix milliseconds, from the entry's ID
+	Fields map[string]string `json:"fields"`
+}
+
+// readAudit returns the newest entries of the first node's audit stream
+// that answers (each node keeps the same entries).
+func (v *view) readAudit(ctx context.Context) []Audit {
+	for _, n := range v.cfg.Nodes {
+		msgs, err := n.XRevRangeN(ctx, keyspace.Audit, "+", "-", 50).Result()
+		if err != nil {
+			continue
+		}
+		out := []Audit{}
+		for _, m := range msgs {
+			a := Audit{ID: m.ID, Fields: map[string]string{}}
+			if ms, _, ok := strings.Cut(m.ID, "-"); ok {
+				a.At, _ = strconv.ParseInt(ms, 10, 64)
+			}
+			for k, x := range m.Values {
+				s, _ := x.(string)
+				a.Fields[k] = s
+			}
+			out = append(out, a)
+		}
+		return out
+	}
+	return nil
+}

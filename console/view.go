@@ -1,0 +1,384 @@
+package console
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/dlock-go/dlock/internal/doctor"
+	"github.com/dlock-go/dlock/internal/keyspace"
+	"github.com/redis/go-redis/v9"
+)
+
+// view is the console's picture of Redis, kept current by run, and the
+// pages that follow it.
+type view struct {
+	cfg  Config
+	kick chan string // keys a notification named
+
+	mu       sync.Mutex
+	rows     map[string]*Row
+	next     map[string]time.Time // when each row is read again
+	ignored  map[string]time.Time // keys that are not locks, until then
+	freed    map[string]time.Time // rows let go, shown free until then
+	hist     map[string][]Event   // each key's recent history
+	channels map[string]string    // wake and elect channels -> key
+	findings []doctor.Finding
+	notes    []string
+	audit    []Audit
+	subs     map[chan []byte]bool
+	closed   bool
+}
+
+func newView(cfg Config) *view {
+	return &view{cfg: cfg, kick: make(chan string, 1024), rows: map[string]*Row{}, next: map[string]time.Time{},
+		ignored: map[string]time.Time{}, freed: map[string]time.Time{}, hist: map[string][]Event{}, channels: map[string]string{}, subs: map[chan []byte]bool{}}
+}
+
+// doctorEvery is how often doctor's audit runs; keepFreed how long a key
+// let go stays shown.
+const (
+	doctorEvery = 30 * time.Second
+	keepFreed   = time.Minute
+)
+
+// run keeps the view current until ctx ends, then ends every page's stream.
+func (v *view) run(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer func() {
+		wg.Wait()
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		v.closed = true
+		for ch := range v.subs {
+			close(ch)
+			delete(v.subs, ch)
+		}
+	}()
+	for _, n := range v.cfg.Nodes {
+		if _, cluster := n.(*redis.ClusterClient); !cluster {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				v.listen(ctx, n)
+			}()
+		}
+	}
+	tick := time.NewTicker(v.cfg.Interval)
+	defer tick.Stop()
+	var doctored time.Time
+	for {
+		if time.Since(doctored) >= doctorEvery {
+			doctored = time.Now()
+			v.doctor(ctx)
+		}
+		v.scan(ctx)
+		for waiting := true; waiting; {
+			select {
+			case <-ctx.Done():
+				return
+			case k := <-v.kick:
+				v.refresh(ctx, k)
+			case <-tick.C:
+				waiting = false
+			}
+		}
+	}
+}
+
+// listen turns dlock's notifications on n into reads of the keys they name.
+func (v *view) listen(ctx context.Context, n redis.UniversalClient) {
+	ps := n.PSubscribe(ctx, keyspace.WakePrefix+"*", keyspace.ElectPrefix+"*")
+	defer ps.Close()
+	ch := ps.Channel()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case m := <-ch:
+			v.mu.Lock()
+			k, ok := v.channels[m.Channel]
+			v.mu.Unlock()
+			if ok {
+				select {
+				case v.kick <- k:
+				default: // the schedule reads it soon enough
+				}
+			}
+		}
+	}
+}
+
+// scan reads the keys that appeared or went since the last scan, and the
+// rows that are due.
+func (v *view) scan(ctx context.Context) {
+	found, queued := map[string]bool{}, map[string]bool{}
+	for _, n := range v.cfg.Nodes {
+		for _, typ := range []string{"string", "zset"} {
+			for _, k := range v.keys(ctx, n, v.cfg.Pattern, typ) {
+				found[k] = true
+			}
+		}
+		for _, q := range v.keys(ctx, n, keyspace.QueuePrefix+"*", "zset") {
+			if k, ok := keyspace.KeyOf(q, keyspace.QueuePrefix); ok {
+				queued[k] = true // a first waiter publishes nothing
+			}
+		}
+	}
+	now := time.Now()
+	v.mu.Lock()
+	var fresh, due []string
+	for k := range found {
+		if _, shown := v.rows[k]; !shown && now.After(v.ignored[k]) {
+			fresh = append(fresh, k)
+		}
+	}
+	for k := range v.ignored {
+		if !found[k] {
+			delete(v.ignored, k) // gone: a lock that takes the key again is new
+		}
+	}
+	for k, at := range v.next {
+		if !found[k] || now.After(at) || (queued[k] && len(v.rows[k].Waiters) == 0) {
+			due = append(due, k)
+		}
+	}
+	v.mu.Unlock()
+	for _, k := range fresh {
+		if !v.refresh(ctx, k) {
+			v.mu.Lock()
+			v.ignored[k] = now.Add(30 * time.Second) // not a lock: looked at again in a while
+			v.mu.Unlock()
+		}
+	}
+	for _, k := range due {
+		v.refresh(ctx, k)
+	}
+	v.readAuditLog(ctx)
+}
+
+// keys returns the keys of typ matching pattern on n (each master of a
+// Cluster); for a pattern of the user's, not dlock's own.
+func (v *view) keys(ctx context.Context, n redis.UniversalClient, pattern, typ string) []string {
+	var out []string
+	own := strings.HasPrefix(pattern, "dlock:")
+	scan := func(ctx context.Context, c *redis.Client) error {
+		it := c.ScanType(ctx, 0, pattern, 1000, typ).Iterator()
+		for count := 0; it.Next(ctx) && count < v.cfg.Limit; count++ {
+			if own || !strings.HasPrefix(it.Val(), "dlock:") {
+				out = append(out, it.Val())
+			}
+		}
+		return it.Err()
+	}
+	switch n := n.(type) {
+	case *redis.ClusterClient:
+		var mu sync.Mutex
+		_ = n.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+			mu.Lock()
+			defer mu.Unlock()
+			return scan(ctx, c)
+		})
+	case *redis.Client:
+		_ = scan(ctx, n)
+	}
+	return out
+}
+
+// refresh reads key again, records what changed in its history, and
+// sends the change to the pages; it reports whether key is shown. A key
+// let go stays shown, free, for a minute, so that its end can be seen.
+func (v *view) refresh(ctx context.Context, key string) bool {
+	row := v.read(ctx, key)
+	now := time.Now()
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	old := v.rows[key]
+	if !row.Held && len(row.Waiters) == 0 && row.Error == "" {
+		if old != nil && old.Held {
+			v.freed[key] = now.Add(keepFreed)
+		}
+		if !now.Before(v.freed[key]) {
+			row = nil
+		}
+	}
+	if old != nil || row != nil {
+		v.hist[key] = append(v.hist[key], changes(old, row, now)...)
+		v.hist[key] = v.hist[key][max(0, len(v.hist[key])-historyLength):]
+	}
+	if row == nil {
+		delete(v.next, key)
+		delete(v.freed, key)
+		delete(v.hist, key)
+		if old != nil {
+			delete(v.rows, key)
+			v.broadcast("gone", key)
+		}
+		return false
+	}
+	delete(v.ignored, key)
+	row.History = v.hist[key]
+	v.rows[key] = row
+	v.channels[keyspace.Wake(key)], v.channels[keyspace.Elect(key)] = key, key
+	every := time.Second // a key with waiters: a hand-off within one Client publishes nothing
+	if row.TTL > 0 && len(row.Waiters) == 0 {
+		every = min(max(time.Duration(row.TTL)*time.Millisecond/3, 250*time.Millisecond), 5*time.Second)
+	}
+	v.next[key] = now.Add(every)
+	if old == nil || !same(old, row) {
+		v.broadcast("row", row)
+	}
+	return true
+}
+
+// readAuditLog reads the audit stream; new revocations join their keys'
+// histories.
+func (v *view) readAuditLog(ctx context.Context) {
+	entries := v.readAudit(ctx)
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if len(entries) == 0 || (len(v.audit) > 0 && entries[0].ID == v.audit[0].ID) {
+		return
+	}
+	for _, a := range slices.Backward(entries) {
+		if a.Fields["event"] != "revoke" || slices.ContainsFunc(v.audit, func(b Audit) bool { return b.ID == a.ID }) {
+			continue
+		}
+		k := a.Fields["key"]
+		if row := v.rows[k]; row != nil {
+			v.hist[k] = append(v.hist[k], Event{At: a.At, Kind: "revoke", Holder: a.Fields["holder"],
+				Note: "by " + a.Fields["by"] + ": " + a.Fields["reason"]})
+			row.History = v.hist[k]
+			v.broadcast("row", row)
+		}
+	}
+	v.audit = entries
+	v.broadcast("audit", entries)
+}
+
+// doctor runs doctor's audit on every node.
+func (v *view) doctor(ctx context.Context) {
+	var all []doctor.Finding
+	var notes []string
+	check := func(ctx context.Context, c *redis.Client) error {
+		fs, err := doctor.Audit(ctx, c, v.cfg.Pattern, v.cfg.Limit)
+		if err != nil {
+			notes = append(notes, c.Options().Addr+": "+err.Error())
+		}
+		f, note, _ := doctor.Eviction(ctx, c)
+		if f != nil {
+			fs = append(fs, *f)
+		}
+		if note != "" {
+			notes = append(notes, note)
+		}
+		all = append(all, fs...)
+		return nil
+	}
+	for _, n := range v.cfg.Nodes {
+		switch n := n.(type) {
+		case *redis.ClusterClient:
+			var mu sync.Mutex
+			_ = n.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+				mu.Lock()
+				defer mu.Unlock()
+				return check(ctx, c)
+			})
+		case *redis.Client:
+			_ = check(ctx, n)
+		}
+	}
+	if all == nil {
+		all = []doctor.Finding{}
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.findings, v.notes = all, notes
+	v.broadcast("doctor", map[string]any{"findings": all, "notes": notes})
+}
+
+// state is everything the page shows, as api/state and the first event
+// of a stream send it.
+type state struct {
+	Rows     []*Row           `json:"rows"`
+	Findings []doctor.Finding `json:"findings"`
+	Notes    []string         `json:"notes"`
+	Audit    []Audit          `json:"audit"`
+	Revoke   bool             `json:"revoke"`
+	Auth     string           `json:"auth"`
+	Pattern  string           `json:"pattern"`
+	Nodes    []string         `json:"nodes"`
+}
+
+// snapshot returns the state; v.mu is held.
+func (v *view) snapshot() state {
+	st := state{Rows: []*Row{}, Findings: v.findings, Notes: v.notes, Audit: v.audit, Revoke: v.cfg.Revoke,
+		Auth: v.cfg.Auth, Pattern: v.cfg.Pattern}
+	for _, r := range v.rows {
+		st.Rows = append(st.Rows, r)
+	}
+	slices.SortFunc(st.Rows, func(a, b *Row) int { return strings.Compare(a.Key, b.Key) })
+	for _, n := range v.cfg.Nodes {
+		switch n := n.(type) {
+		case *redis.Client:
+			st.Nodes = append(st.Nodes, n.Options().Addr) // never a password
+		case *redis.ClusterClient:
+			st.Nodes = append(st.Nodes, "cluster "+strings.Join(n.Options().Addrs, ","))
+		}
+	}
+	return st
+}
+
+// state returns the state.
+func (v *view) state() state {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.snapshot()
+}
+
+// subscribe returns a stream of events, the first of them the state; nil
+// once the view is closed.
+func (v *view) subscribe() chan []byte {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.closed {
+		return nil
+	}
+	ch := make(chan []byte, 256)
+	ch <- event("state", v.snapshot())
+	v.subs[ch] = true
+	return ch
+}
+
+func (v *view) unsubscribe(ch chan []byte) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.subs[ch] {
+		delete(v.subs, ch)
+		close(ch)
+	}
+}
+
+// broadcast sends an event to every page; a page too slow to take it is
+// dropped (its EventSource reconnects and starts from the state). v.mu
+// is held.
+func (v *view) broadcast(name string, data any) {
+	msg := event(name, data)
+	for ch := range v.subs {
+		select {
+		case ch <- msg:
+		default:
+			delete(v.subs, ch)
+			close(ch)
+		}
+	}
+}
+
+// event formats a Server-Sent Event.
+func event(name string, data any) []byte {
+	b, _ := json.Marshal(data)
+	return []byte("event: " + name + "\ndata: " + string(b) + "\n\n")
+}
