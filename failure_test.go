@@ -291,8 +291,15 @@ func TestReplicaAckRefusesAGrantTheReplicaDidNotGet(t *testing.T) {
 			t.Fatalf("try %d right after a refusal: %v, want ErrNoReplicaAck", i, err)
 		}
 	}
-	if _, err := c.Lock(ctxT(t), k, ack); !errors.Is(err, dlock.ErrNoReplicaAck) {
-		t.Fatalf("Lock without a replica to ack: %v, want ErrNoReplicaAck at once", err)
+	// Lock waits on, as through any fault (a failover's new replica may be
+	// about to ack), and its error says what it met.
+	wait, cancel := context.WithTimeout(ctxT(t), 2*time.Second)
+	defer cancel()
+	if _, err := c.Lock(wait, k, ack); !errors.Is(err, dlock.ErrNoReplicaAck) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Lock without a replica to ack: %v, want its context's end carrying ErrNoReplicaAck", err)
+	}
+	if _, err := c.Lock(ctxT(t), k, ack, dlock.WithFailFast()); !errors.Is(err, dlock.ErrNoReplicaAck) || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Lock WithFailFast without a replica to ack: %v, want ErrNoReplicaAck at once", err)
 	}
 	for _, bad := range []time.Duration{0, 1500 * time.Millisecond} { // zero; beyond the read timeout's reach
 		if _, err := c.TryLock(ctxT(t), k, dlock.WithReplicaAck(1, bad)); !errors.Is(err, dlock.ErrInvalidArgument) {

@@ -121,8 +121,10 @@ func WithNodeTimeout(d time.Duration) Option {
 
 // WithReplicaAck makes an acquisition wait until at least replicas replicas
 // of the node have the grant, for at most timeout (Redis WAIT, in the
-// acquire's round trip); without enough, the grant is given back and the
-// call fails with an error matching ErrNoReplicaAck. It narrows the
+// acquire's round trip); without enough, the grant is given back and
+// TryLock fails with an error matching ErrNoReplicaAck (Lock tries again
+// until its context ends, as through any fault, unless WithFailFast: its
+// error then matches both). It narrows the
 // failover window of asynchronous replication but does not close it (a
 // replica that acknowledged can still lose the write: fences remain the
 // answer). Waiting is then by notification, not the FIFO queue: a hand-off

@@ -381,3 +381,59 @@ func TestTheConsoleWorksWithAReadOnlyACLUser(t *testing.T) {
 		t.Fatalf("the read-only user could write: %v", err)
 	}
 }
+
+// On Redlock (three masters) and on a Cluster, rows show what a majority
+// holds and follow a release.
+func TestTheConsoleOnRedlockAndOnACluster(t *testing.T) {
+	for _, topology := range []string{"redlock", "cluster"} {
+		t.Run(topology, func(t *testing.T) {
+			var nodes []redis.UniversalClient
+			var c *dlock.Client
+			switch topology {
+			case "redlock":
+				var rdbs []*redis.Client
+				for range 3 {
+					rdb := redistest.Start(t).Client(t)
+					rdbs, nodes = append(rdbs, rdb), append(nodes, rdb)
+				}
+				c = dlock.New(rdbs...)
+			case "cluster":
+				cc := redistest.StartCluster(t, 3).Client(t)
+				nodes, c = []redis.UniversalClient{cc}, dlock.New(cc)
+			}
+			defer c.Close()
+			con, err := console.New(console.Config{Locks: c, Nodes: nodes, Pattern: "t:*", Interval: 100 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := httptest.NewServer(con)
+			defer func() { srv.Close(); con.Close() }()
+			ctx := ctxT(t)
+			var locks []*dlock.Lock
+			for _, name := range []string{"a", "b", "c", "{tag}d"} {
+				l, err := c.TryLock(ctx, key(t, name), dlock.WithTTL(time.Minute), dlock.WithNodeTimeout(time.Second),
+					dlock.WithOwner(dlock.Owner{Label: name}))
+				if err != nil {
+					t.Fatal(err)
+				}
+				locks = append(locks, l)
+			}
+			until(t, srv, "every lock, with its owner", func(st state) bool {
+				for _, l := range locks {
+					r := row(st, l.Key())
+					if r == nil || !r.Held || r.Fence < l.Fence() || len(r.Holds) != 1 || r.Holds[0].Owner == nil {
+						return false
+					}
+				}
+				return true
+			})
+			if err := locks[0].Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			until(t, srv, "the release", func(st state) bool { r := row(st, locks[0].Key()); return r != nil && !r.Held })
+			for _, l := range locks[1:] {
+				_ = l.Unlock(ctx)
+			}
+		})
+	}
+}

@@ -174,18 +174,23 @@ func (v *view) keys(ctx context.Context, n redis.UniversalClient, pattern, typ s
 		}
 		return it.Err()
 	}
+	eachMaster(ctx, n, scan)
+	return out
+}
+
+// eachMaster calls fn for n, or for each master of a Cluster, one at a time.
+func eachMaster(ctx context.Context, n redis.UniversalClient, fn func(context.Context, *redis.Client) error) {
 	switch n := n.(type) {
 	case *redis.ClusterClient:
 		var mu sync.Mutex
 		_ = n.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
 			mu.Lock()
 			defer mu.Unlock()
-			return scan(ctx, c)
+			return fn(ctx, c)
 		})
 	case *redis.Client:
-		_ = scan(ctx, n)
+		_ = fn(ctx, n)
 	}
-	return out
 }
 
 // refresh reads key again, records what changed in its history, and
@@ -220,7 +225,7 @@ func (v *view) refresh(ctx context.Context, key string) bool {
 		return false
 	}
 	delete(v.ignored, key)
-	row.History = v.hist[key]
+	row.History = append([]Event{}, v.hist[key]...)
 	v.rows[key] = row
 	v.channels[keyspace.Wake(key)], v.channels[keyspace.Elect(key)] = key, key
 	every := time.Second // a key with waiters: a hand-off within one Client publishes nothing
@@ -251,7 +256,7 @@ func (v *view) readAuditLog(ctx context.Context) {
 		if row := v.rows[k]; row != nil {
 			v.hist[k] = append(v.hist[k], Event{At: a.At, Kind: "revoke", Holder: a.Fields["holder"],
 				Note: "by " + a.Fields["by"] + ": " + a.Fields["reason"]})
-			row.History = v.hist[k]
+			row.History = append([]Event{}, v.hist[k]...)
 			v.broadcast("row", row)
 		}
 	}
@@ -279,17 +284,7 @@ func (v *view) doctor(ctx context.Context) {
 		return nil
 	}
 	for _, n := range v.cfg.Nodes {
-		switch n := n.(type) {
-		case *redis.ClusterClient:
-			var mu sync.Mutex
-			_ = n.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
-				mu.Lock()
-				defer mu.Unlock()
-				return check(ctx, c)
-			})
-		case *redis.Client:
-			_ = check(ctx, n)
-		}
+		eachMaster(ctx, n, check)
 	}
 	if all == nil {
 		all = []doctor.Finding{}

@@ -165,26 +165,32 @@ func TestRunWithWaitZeroFailsFastOnAHeldKey(t *testing.T) {
 	}
 }
 
-func TestALostLockKillsTheCommand(t *testing.T) {
-	k := key(t)
-	cmd := dlockCmd("run", "--key", k, "--ttl", "600ms", "--kill-after", "2s", "--", "sleep", "60")
+// runHolding starts `dlock run --key k` with args, waits until it holds
+// k, and returns a channel of its end and its stderr.
+func runHolding(t *testing.T, k string, args ...string) (<-chan error, *bytes.Buffer) {
+	t.Helper()
+	cmd := dlockCmd(append([]string{"run", "--key", k}, args...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	r := rdb(t)
-	ctx := context.Background()
-	deadline := time.Now().Add(20 * time.Second)
-	for r.Exists(ctx, k).Val() == 0 {
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	r, deadline := rdb(t), time.Now().Add(20*time.Second)
+	for r.Exists(context.Background(), k).Val() == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("dlock run never took the lock")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	r.Set(ctx, k, "someone-else", time.Minute) // the lock is taken away
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	return done, &stderr
+}
+
+// exitsLost waits for a run's end, which must be exit 76 (lost) within 45 s.
+func exitsLost(t *testing.T, done <-chan error) {
+	t.Helper()
 	select {
 	case err := <-done:
 		var ee *exec.ExitError
@@ -192,9 +198,16 @@ func TestALostLockKillsTheCommand(t *testing.T) {
 			t.Fatalf("dlock run ended with %v, want exit %d", err, exitLost)
 		}
 	case <-time.After(45 * time.Second):
-		cmd.Process.Kill()
 		t.Fatal("the command kept running after the lock was lost")
 	}
+}
+
+func TestALostLockKillsTheCommand(t *testing.T) {
+	k := key(t)
+	done, stderr := runHolding(t, k, "--ttl", "600ms", "--kill-after", "2s", "--", "sleep", "60")
+	r, ctx := rdb(t), context.Background()
+	r.Set(ctx, k, "someone-else", time.Minute) // the lock is taken away
+	exitsLost(t, done)
 	if !strings.Contains(stderr.String(), "lost") {
 		t.Errorf("stderr does not say the lock was lost: %q", stderr.String())
 	}

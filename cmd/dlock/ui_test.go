@@ -325,3 +325,20 @@ func TestTheConsoleBehindBasicAuthShowsNothingWithoutIt(t *testing.T) {
 		t.Fatalf("the holder's cause: %v", cause)
 	}
 }
+
+// A revoked `dlock run` stops its command, as on any lost lock, and says
+// who revoked it and why.
+func TestARevokedRunStopsItsCommand(t *testing.T) {
+	k := key(t)
+	done, stderr := runHolding(t, k, "--ttl", "1s", "--kill-after", "2s", "--", "sleep", "60")
+	c := dlock.New(rdb(t))
+	defer c.Close()
+	r, err := c.Revoke(context.Background(), k, dlock.Revocation{By: "ops", Reason: "maintenance", Grace: 10 * time.Second})
+	if err != nil || r.Removed != 0 {
+		t.Fatalf("Revoke = %+v, %v; want the hold let go", r, err)
+	}
+	exitsLost(t, done)
+	if !strings.Contains(stderr.String(), "revoked by ops: maintenance") {
+		t.Errorf("stderr does not say who revoked the lock and why: %q", stderr.String())
+	}
+}
