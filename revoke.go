@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -29,7 +30,7 @@ type Revocation struct {
 type Revoked struct {
 	Holds   []string // the holds revoked, redacted
 	Removed int      // how many had not let go when the grace ended, and were removed
-	Fence   int64    // the key's fence afterwards: above every revoked hold's
+	Fence   int64    // the key's fence counter afterwards: every later holder's fence is above every revoked hold's
 }
 
 // Revoke takes back the holds of key that r names, cooperatively:
@@ -41,14 +42,16 @@ type Revoked struct {
 //     watchdog's, or Extend) is refused, its Context ends with a cause
 //     matching ErrRevoked, and it gives the key back.
 //  3. When every hold has let go or the grace has ended, the holds still
-//     there are removed as Unlock removes them (the next waiter is served),
-//     a lock's fence counter is raised above the revoked fence, so that the
-//     next holder's writes make every guard refuse the revoked holder's, and
-//     an entry "ended" records whether each hold let go or was removed.
+//     there are removed as Unlock removes them (the next waiter is served;
+//     a removed lock's fence counter is raised above its fence), and an
+//     entry "ended" records whether each hold let go or was removed. Every
+//     later holder's fence is above every revoked hold's, so its writes
+//     make every guard refuse the revoked holder's from then on.
 //
 // Revoke returns when that is done, or when ctx ends (the marks stand: the
 // holds end with their leases). It fails with an error matching ErrNotHeld
-// when key has no hold r names. The console (module dlock/console) calls it.
+// when key has no live hold of dlock's that r names (a key dlock did not
+// write is never touched). The console (module dlock/console) calls it.
 func (c *Client) Revoke(ctx context.Context, key string, r Revocation) (Revoked, error) {
 	o, err := c.prepare(key, nil)
 	if err != nil {
@@ -113,23 +116,33 @@ func (c *Client) holdTokens(ctx context.Context, nm *lockNames, holder string) (
 	return toks, nil
 }
 
-// holdTokens returns the tokens holding key on n: a mutex's value (without
-// its holder's mark), or a semaphore's or read-write lock's holders.
+// holdTokens returns the live dlock holds of key on n: a mutex's token
+// (without its holder's mark), or a semaphore's or read-write lock's
+// unexpired holders. A value dlock did not write is no hold: Revoke never
+// deletes a key of the user's.
 func (n *node) holdTokens(ctx context.Context, key string) ([]string, error) {
-	v, err := n.RDB.Do(ctx, "GET", key).Text()
+	typ, err := n.RDB.Do(ctx, "TYPE", key).Text()
+	var toks []string
 	switch {
-	case err == nil:
-		return []string{strings.TrimSuffix(v, "+")}, nil
-	case errors.Is(err, redis.Nil):
-		return nil, nil
-	case strings.HasPrefix(err.Error(), "WRONGTYPE"):
-		toks, err := n.RDB.Do(ctx, "ZRANGE", key, 0, -1).StringSlice()
-		if err != nil {
-			return nil, n.fail("revoke", err)
+	case err != nil:
+	case typ == "string":
+		var v string
+		if v, err = n.RDB.Do(ctx, "GET", key).Text(); err == nil {
+			toks = []string{strings.TrimSuffix(v, "+")}
 		}
-		return toks, nil
+	case typ == "zset":
+		var t []any
+		if t, err = n.RDB.Do(ctx, "TIME").Slice(); err == nil && len(t) == 2 {
+			sec, _ := strconv.ParseInt(fmt.Sprint(t[0]), 10, 64)
+			usec, _ := strconv.ParseInt(fmt.Sprint(t[1]), 10, 64)
+			now := strconv.FormatInt(sec*1000+usec/1000, 10) // holders' scores: their expiry, ms
+			toks, err = n.RDB.Do(ctx, "ZRANGE", key, "("+now, "+inf", "BYSCORE").StringSlice()
+		}
 	}
-	return nil, n.fail("revoke", err)
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, n.fail("revoke", err)
+	}
+	return slices.DeleteFunc(toks, func(t string) bool { _, ok := tokens.VersionOf(t); return !ok }), nil
 }
 
 // markRevoked marks toks revoked on every node (for a minute past the

@@ -173,7 +173,7 @@ func TestRevokeRefusesWhatItCannotRevoke(t *testing.T) {
 	}
 }
 
-func TestRevokeOnRedlockRaisesEveryNodesFence(t *testing.T) {
+func TestRevokeOnRedlockTellsTheHolderAndRecordsOnEveryNode(t *testing.T) {
 	var nodes []*redis.Client
 	for _, s := range redlockServer.get() {
 		nodes = append(nodes, s.Client(t))
@@ -186,8 +186,8 @@ func TestRevokeOnRedlockRaisesEveryNodesFence(t *testing.T) {
 		t.Fatal(err)
 	}
 	r, err := c.Revoke(ctxT(t), k, dlock.Revocation{By: "dave", Grace: 10 * time.Second})
-	if err != nil || r.Removed != 0 || r.Fence <= a.Fence() {
-		t.Fatalf("Revoke = %+v, %v; want the hold let go and the fence above %d", r, err, a.Fence())
+	if err != nil || r.Removed != 0 || r.Fence < a.Fence() {
+		t.Fatalf("Revoke = %+v, %v; want the hold let go and the fence counter at least %d", r, err, a.Fence())
 	}
 	if !errors.Is(context.Cause(a.Context()), dlock.ErrRevoked) {
 		t.Fatalf("cause %v, want ErrRevoked", context.Cause(a.Context()))
@@ -200,5 +200,31 @@ func TestRevokeOnRedlockRaisesEveryNodesFence(t *testing.T) {
 	b, err := c.TryLock(ctxT(t), k, dlock.WithNodeTimeout(time.Second))
 	if err != nil || b.Fence() <= a.Fence() {
 		t.Fatalf("the next holder: %v, %v; want a fence above %d", b, err, a.Fence())
+	}
+}
+
+func TestRevokeNeverTouchesAKeyDlockDidNotWriteNorAnExpiredPermit(t *testing.T) {
+	c, rdb := newClient(t, shared())
+	k := key(t)
+	rdb.Set(ctxT(t), k, "user-data-not-a-lock", 0)
+	if _, err := c.Revoke(ctxT(t), k, dlock.Revocation{By: "op"}); !errors.Is(err, dlock.ErrNotHeld) {
+		t.Fatalf("revoking a user's key: %v, want ErrNotHeld", err)
+	}
+	if rdb.Get(ctxT(t), k).Val() != "user-data-not-a-lock" {
+		t.Fatal("Revoke changed a key dlock did not write")
+	}
+	sk := key(t) + ":sem"
+	s := c.Semaphore(sk, 2)
+	if _, err := s.TryAcquire(ctxT(t), dlock.WithTTL(dlock.MinTTL)); err != nil {
+		t.Fatal(err)
+	}
+	live, err := s.TryAcquire(ctxT(t), dlock.WithTTL(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * dlock.MinTTL)
+	r, err := c.Revoke(ctxT(t), sk, dlock.Revocation{By: "op", Grace: 100 * time.Millisecond})
+	if err != nil || len(r.Holds) != 1 || !strings.HasPrefix(live.Token(), strings.TrimSuffix(r.Holds[0], "…")) {
+		t.Fatalf("Revoke = %+v, %v; want only the live permit", r, err)
 	}
 }

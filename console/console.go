@@ -21,7 +21,10 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"net"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -62,6 +65,11 @@ type Config struct {
 	// browser sends its credentials), "token" (the page asks for a bearer
 	// token to send) or "" (the embedding service's own).
 	Auth string
+	// Hosts, when set, are the only Host headers served (host or
+	// host:port); others get 403. It stops DNS rebinding: a page of another
+	// site that points its own name at the console's address. dlock ui
+	// sets it to the loopback names when it listens on loopback.
+	Hosts []string
 }
 
 // Console is the console's http.Handler and the loop that keeps its view
@@ -72,6 +80,7 @@ type Console struct {
 	mux  *http.ServeMux
 	view *view
 
+	ctx    context.Context // ends with Close; revocations run on it
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -101,7 +110,7 @@ func New(cfg Config) (*Console, error) {
 	var b [32]byte
 	_, _ = rand.Read(b[:])
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &Console{cfg: cfg, csrf: hex.EncodeToString(b[:]), cancel: cancel, view: newView(cfg)}
+	c := &Console{cfg: cfg, csrf: hex.EncodeToString(b[:]), ctx: ctx, cancel: cancel, view: newView(cfg)}
 	c.routes()
 	c.wg.Add(1)
 	go func() {
@@ -113,10 +122,25 @@ func New(cfg Config) (*Console, error) {
 
 // ServeHTTP serves the page, its assets, the state as JSON (api/state),
 // its changes as Server-Sent Events (events) and revocations (api/revoke).
-func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.mux.ServeHTTP(w, r) }
+func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if len(c.cfg.Hosts) > 0 && !slices.Contains(c.cfg.Hosts, r.Host) && !slices.Contains(c.cfg.Hosts, hostOnly(r.Host)) {
+		fail(w, http.StatusForbidden, "unknown Host: this console is served as "+strings.Join(c.cfg.Hosts, ", "))
+		return
+	}
+	c.mux.ServeHTTP(w, r)
+}
 
-// Close stops the console's loop and ends its event streams; the
-// Client and the nodes stay open.
+// hostOnly is a Host header without its port.
+func hostOnly(h string) string {
+	if host, _, err := net.SplitHostPort(h); err == nil {
+		return host
+	}
+	return h
+}
+
+// Close stops the console's loop and ends its event streams; a revocation
+// under way stops waiting (its marks stand: the holds end with their
+// leases). The Client and the nodes stay open.
 func (c *Console) Close() error {
 	c.cancel()
 	c.wg.Wait()

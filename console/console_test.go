@@ -341,7 +341,8 @@ func TestRevokeNeedsToBeEnabledTheOriginTheCSRFTokenAndAuthorization(t *testing.
 // revoke.
 var readOnlyACL = []any{"ACL", "SETUSER", "console-ro", "on", ">ro-pass", "resetkeys", "~*", "resetchannels", "&dlock:*",
 	"-@all", "+@connection", "+scan", "+type", "+evalsha", "+eval", "+script|load", "+get", "+pttl", "+exists", "+zcard",
-	"+zrange", "+zscore", "+hget", "+hvals", "+time", "+xrevrange", "+psubscribe", "+punsubscribe", "+config|get", "+command|info"}
+	"+zrange", "+zscore", "+zcount", "+zrangebyscore", "+hget", "+hvals", "+time", "+xrevrange", "+psubscribe", "+punsubscribe",
+	"+config|get", "+command|info"}
 
 func TestTheConsoleWorksWithAReadOnlyACLUser(t *testing.T) {
 	admin := server.Client(t)
@@ -362,6 +363,16 @@ func TestTheConsoleWorksWithAReadOnlyACLUser(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Unlock(ctx)
+	p, err := c.Semaphore(key(t, "sem"), 2).TryAcquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Unlock(ctx)
+	rl, err := c.RWMutex(key(t, "rw")).TryRLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rl.Unlock(ctx)
 	roLocks := dlock.New(ro)
 	defer roLocks.Close()
 	con, err := console.New(console.Config{Locks: roLocks, Nodes: []redis.UniversalClient{ro}, Pattern: key(t, "*"), Interval: 100 * time.Millisecond})
@@ -370,10 +381,15 @@ func TestTheConsoleWorksWithAReadOnlyACLUser(t *testing.T) {
 	}
 	srv := httptest.NewServer(con)
 	defer func() { srv.Close(); con.Close() }()
-	st := until(t, srv, "the lock, read by the read-only user", func(st state) bool {
-		r := row(st, k)
-		return r != nil && len(r.Holds) == 1 && r.Holds[0].Owner != nil
+	st := until(t, srv, "every kind, read by the read-only user", func(st state) bool {
+		r, s, rw := row(st, k), row(st, key(t, "sem")), row(st, key(t, "rw"))
+		return r != nil && len(r.Holds) == 1 && r.Holds[0].Owner != nil && s != nil && s.Held && rw != nil && rw.Held
 	})
+	for _, r := range st.Rows {
+		if r.Error != "" {
+			t.Fatalf("row %s: %s", r.Key, r.Error)
+		}
+	}
 	if r := row(st, k); r.Error != "" || r.Holds[0].Owner.Label != "acl" {
 		t.Fatalf("row %+v", r)
 	}
@@ -436,4 +452,103 @@ func TestTheConsoleOnRedlockAndOnACluster(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestTheConsoleShowsOnlyDlocksKeysAndSaysWhatItCannotRead(t *testing.T) {
+	c, rdb, srv := setup(t, console.Config{Limit: 3})
+	ctx := ctxT(t)
+	user := key(t, "session")
+	rdb.Set(ctx, user, "SECRETapikey-0123456789", 0) // a key of the user's that matches the pattern
+	var locks []*dlock.Lock
+	for _, name := range []string{"a", "b", "c"} { // each with a fence counter: dlock:* keys the limit must not count
+		l, err := c.TryLock(ctx, key(t, name), dlock.WithTTL(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Unlock(ctx)
+		locks = append(locks, l)
+	}
+	_ = rdb.Del(ctx, user)
+	until(t, srv, "every lock, within the limit", func(st state) bool { return len(st.Rows) == 3 })
+	rdb.Set(ctx, user, "SECRETapikey-0123456789", 0)
+	time.Sleep(500 * time.Millisecond)
+	if st, body := get(t, srv); row(st, user) != nil || strings.Contains(body, "SECRET") {
+		t.Fatalf("the user's key is shown:\n%s", body)
+	}
+	// A console whose user may not read says so, rather than "no locks".
+	opts := server.Options()
+	opts.Username, opts.Password = "nobody", "wrong-pass"
+	wrong := redis.NewClient(opts)
+	defer wrong.Close()
+	con, err := console.New(console.Config{Locks: c, Nodes: []redis.UniversalClient{wrong}, Interval: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv2 := httptest.NewServer(con)
+	defer func() { srv2.Close(); con.Close() }()
+	for end := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		res, err := http.Get(srv2.URL + "/api/state")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st struct{ Problems []string }
+		_ = json.NewDecoder(res.Body).Decode(&st)
+		res.Body.Close()
+		if len(st.Problems) > 0 {
+			if strings.Contains(strings.Join(st.Problems, " "), "wrong-pass") {
+				t.Fatalf("a problem shows the password: %q", st.Problems)
+			}
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatal("a console that cannot read says nothing")
+		}
+	}
+}
+
+func TestTheConsoleRefusesOtherHosts(t *testing.T) {
+	_, _, srv := setup(t, console.Config{Hosts: []string{"127.0.0.1", "localhost"}})
+	for host, want := range map[string]int{"attacker.example:7070": http.StatusForbidden, "localhost:1234": http.StatusOK, "127.0.0.1": http.StatusOK} {
+		req, _ := http.NewRequest("GET", srv.URL+"/api/state", nil)
+		req.Host = host
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != want {
+			t.Errorf("Host %s: %d, want %d", host, res.StatusCode, want)
+		}
+	}
+}
+
+func TestARevokeWhosePageLeftStillEnds(t *testing.T) {
+	authorize := func(r *http.Request) (string, bool) { return "ops", true }
+	c, rdb, srv := setup(t, console.Config{Revoke: true, Authorize: authorize})
+	ctx := ctxT(t)
+	k := key(t, "stuck")
+	l, err := c.TryLock(ctx, k, dlock.WithTTL(20*time.Second)) // never renews: removed after the grace
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := until(t, srv, "the lock", func(st state) bool { return row(st, k) != nil })
+	page, _ := http.Get(srv.URL + "/")
+	html, _ := io.ReadAll(page.Body)
+	page.Body.Close()
+	csrf := strings.SplitN(strings.SplitN(string(html), `name="csrf-token" content="`, 2)[1], `"`, 2)[0]
+	body := fmt.Sprintf(`{"key":%q,"holder":%q,"reason":"left","grace_ms":1000}`, k, row(st, k).Holds[0].Holder)
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(short, "POST", srv.URL+"/api/revoke", strings.NewReader(body))
+	req.Header.Set("X-CSRF-Token", csrf)
+	if res, err := http.DefaultClient.Do(req); err == nil {
+		res.Body.Close()
+		t.Fatal("the revoke answered before its grace")
+	}
+	for end := time.Now().Add(20 * time.Second); rdb.Get(ctx, k).Val() != ""; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatal("the hold is still there after the grace: the revoke ended with its request")
+		}
+	}
+	_ = l
 }

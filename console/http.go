@@ -2,6 +2,7 @@ package console
 
 import (
 	"bytes"
+	"context"
 	"crypto/subtle"
 	"embed"
 	"encoding/json"
@@ -130,8 +131,16 @@ func (c *Console) revoke(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusBadRequest, "want a JSON object with key and holder")
 		return
 	}
-	got, err := c.cfg.Locks.Revoke(r.Context(), req.Key, dlock.Revocation{Holder: req.Holder, By: who,
-		Reason: req.Reason, Grace: time.Duration(req.Grace) * time.Millisecond})
+	// The console's context, not the request's: a page closed, or a proxy
+	// that gives up, does not leave a hold marked but never removed.
+	grace, bound := time.Duration(req.Grace)*time.Millisecond, dlock.MaxTTL // grace 0: the hold's TTL
+	if grace > 0 {
+		bound = grace
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, bound+time.Minute)
+	defer cancel()
+	got, err := c.cfg.Locks.Revoke(ctx, req.Key, dlock.Revocation{Holder: req.Holder, By: who,
+		Reason: req.Reason, Grace: grace})
 	switch {
 	case errors.Is(err, dlock.ErrNotHeld):
 		fail(w, http.StatusNotFound, "that hold is gone")

@@ -24,6 +24,9 @@ func (v *view) read(ctx context.Context, key string) *Row {
 		row.Error = err.Error()
 		return row
 	}
+	if !dlocks(st) {
+		return row // a value dlock did not write: a key of the user's, not shown
+	}
 	row.Kind, row.Held, row.Fence, row.Permits, row.Leader = st.Kind, st.Held, st.Fence, st.Permits, st.Leader
 	row.TTL = st.TTL.Milliseconds()
 	if st.Held {
@@ -31,6 +34,17 @@ func (v *view) read(ctx context.Context, key string) *Row {
 	}
 	row.Waiters = v.waiters(ctx, key)
 	return row
+}
+
+// dlocks reports whether st is a lock of dlock's: a semaphore's or a
+// read-write lock's kind of holder, or a key with a fence counter or a
+// queue (a value set by hand has neither), as `dlock ls` decides.
+func dlocks(st dlock.Status) bool {
+	switch st.Kind {
+	case "semaphore", "read", "write":
+		return true
+	}
+	return st.Fence > 0 || st.Waiters > 0
 }
 
 // holds lists st's holders with their TTLs and owner records: a mutex's

@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -24,6 +25,7 @@ type view struct {
 	next     map[string]time.Time // when each row is read again
 	ignored  map[string]time.Time // keys that are not locks, until then
 	freed    map[string]time.Time // rows let go, shown free until then
+	problems []string             // what the last scan could not read: the page says so
 	hist     map[string][]Event   // each key's recent history
 	channels map[string]string    // wake and elect channels -> key
 	findings []doctor.Finding
@@ -115,6 +117,17 @@ func (v *view) listen(ctx context.Context, n redis.UniversalClient) {
 // scan reads the keys that appeared or went since the last scan, and the
 // rows that are due.
 func (v *view) scan(ctx context.Context) {
+	v.mu.Lock()
+	before := v.problems
+	v.problems = nil
+	v.mu.Unlock()
+	defer func() {
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		if !slices.Equal(before, v.problems) {
+			v.broadcast("problems", v.problems)
+		}
+	}()
 	found, queued := map[string]bool{}, map[string]bool{}
 	for _, n := range v.cfg.Nodes {
 		for _, typ := range []string{"string", "zset"} {
@@ -167,30 +180,42 @@ func (v *view) keys(ctx context.Context, n redis.UniversalClient, pattern, typ s
 	own := strings.HasPrefix(pattern, "dlock:")
 	scan := func(ctx context.Context, c *redis.Client) error {
 		it := c.ScanType(ctx, 0, pattern, 1000, typ).Iterator()
-		for count := 0; it.Next(ctx) && count < v.cfg.Limit; count++ {
+		for kept := 0; kept < v.cfg.Limit && it.Next(ctx); {
 			if own || !strings.HasPrefix(it.Val(), "dlock:") {
-				out = append(out, it.Val())
+				out, kept = append(out, it.Val()), kept+1
 			}
 		}
 		return it.Err()
 	}
-	eachMaster(ctx, n, scan)
+	if err := eachMaster(ctx, n, scan); err != nil {
+		v.mu.Lock()
+		v.problems = append(v.problems, err.Error())
+		v.mu.Unlock()
+	}
 	return out
 }
 
-// eachMaster calls fn for n, or for each master of a Cluster, one at a time.
-func eachMaster(ctx context.Context, n redis.UniversalClient, fn func(context.Context, *redis.Client) error) {
+// eachMaster calls fn for n, or for each master of a Cluster, one at a
+// time; it returns the first error, naming the node.
+func eachMaster(ctx context.Context, n redis.UniversalClient, fn func(context.Context, *redis.Client) error) error {
+	named := func(ctx context.Context, c *redis.Client) error {
+		if err := fn(ctx, c); err != nil {
+			return fmt.Errorf("%s: %w", c.Options().Addr, err) // an address, never a password
+		}
+		return nil
+	}
 	switch n := n.(type) {
 	case *redis.ClusterClient:
 		var mu sync.Mutex
-		_ = n.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+		return n.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
 			mu.Lock()
 			defer mu.Unlock()
-			return fn(ctx, c)
+			return named(ctx, c)
 		})
 	case *redis.Client:
-		_ = fn(ctx, n)
+		return named(ctx, n)
 	}
+	return nil
 }
 
 // refresh reads key again, records what changed in its history, and
@@ -218,6 +243,8 @@ func (v *view) refresh(ctx context.Context, key string) bool {
 		delete(v.next, key)
 		delete(v.freed, key)
 		delete(v.hist, key)
+		delete(v.channels, keyspace.Wake(key))
+		delete(v.channels, keyspace.Elect(key))
 		if old != nil {
 			delete(v.rows, key)
 			v.broadcast("gone", key)
@@ -284,7 +311,7 @@ func (v *view) doctor(ctx context.Context) {
 		return nil
 	}
 	for _, n := range v.cfg.Nodes {
-		eachMaster(ctx, n, check)
+		_ = eachMaster(ctx, n, check)
 	}
 	if all == nil {
 		all = []doctor.Finding{}
@@ -301,6 +328,7 @@ type state struct {
 	Rows     []*Row           `json:"rows"`
 	Findings []doctor.Finding `json:"findings"`
 	Notes    []string         `json:"notes"`
+	Problems []string         `json:"problems"`
 	Audit    []Audit          `json:"audit"`
 	Revoke   bool             `json:"revoke"`
 	Auth     string           `json:"auth"`
@@ -310,7 +338,7 @@ type state struct {
 
 // snapshot returns the state; v.mu is held.
 func (v *view) snapshot() state {
-	st := state{Rows: []*Row{}, Findings: v.findings, Notes: v.notes, Audit: v.audit, Revoke: v.cfg.Revoke,
+	st := state{Rows: []*Row{}, Findings: v.findings, Notes: v.notes, Problems: v.problems, Audit: v.audit, Revoke: v.cfg.Revoke,
 		Auth: v.cfg.Auth, Pattern: v.cfg.Pattern}
 	for _, r := range v.rows {
 		st.Rows = append(st.Rows, r)

@@ -75,6 +75,16 @@ func uiMain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "dlock: ui: %v\n", err)
 		return exitRedis
 	}
+	for _, rdb := range rdbs { // a wrong password or a missing permission, before a page says "no locks"
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := rdb.Ping(ctx).Err()
+		cancel()
+		var reply redis.Error
+		if errors.As(err, &reply) {
+			fmt.Fprintf(stderr, "dlock: ui: %s: %v\n", rdb.Options().Addr, err)
+			return exitRedis
+		}
+	}
 	cfg := console.Config{Locks: c, Pattern: fs.Arg(0), Limit: *limit, Interval: *interval, Revoke: *allow}
 	for _, rdb := range rdbs {
 		cfg.Nodes = append(cfg.Nodes, redis.UniversalClient(rdb))
@@ -82,6 +92,7 @@ func uiMain(args []string, stdout, stderr io.Writer) int {
 	if auth != nil {
 		cfg.Authorize, cfg.Auth = auth.authorize, auth.kind
 	}
+	cfg.Hosts = loopbackHosts(*listen)
 	con, err := console.New(cfg)
 	if err != nil {
 		return usageError(stderr, "ui: %v", err)
@@ -121,6 +132,17 @@ func serveUntilSignal(ln net.Listener, h http.Handler, con *console.Console, sig
 	defer cancel()
 	_ = srv.Shutdown(ctx)
 	return exitOK
+}
+
+// loopbackHosts are the Host headers a console on a loopback address
+// answers (a page of another site that points its own name there is
+// refused: DNS rebinding); nil, any, for other addresses.
+func loopbackHosts(listen string) []string {
+	host, _, err := net.SplitHostPort(listen)
+	if ip := net.ParseIP(host); err != nil || (host != "localhost" && (ip == nil || !ip.IsLoopback())) {
+		return nil
+	}
+	return []string{"127.0.0.1", "localhost", "::1", "[::1]"}
 }
 
 // uiAuthn is how `dlock ui` authenticates: basic auth as one user, or a

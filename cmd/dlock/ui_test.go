@@ -342,3 +342,13 @@ func TestARevokedRunStopsItsCommand(t *testing.T) {
 		t.Errorf("stderr does not say who revoked the lock and why: %q", stderr.String())
 	}
 }
+
+// A wrong password is an error at start (69), not a page that says no lock
+// is held, and the password is never printed.
+func TestTheConsoleWithAWrongPasswordSaysSoAtStart(t *testing.T) {
+	url := "redis://nobody:s3cret-pw@" + server.Addr()
+	code, out, errOut := run(t, "ui", "--redis", url, "--listen", "127.0.0.1:0")
+	if code != exitRedis || !strings.Contains(errOut, "WRONGPASS") || strings.Contains(out+errOut, "s3cret-pw") {
+		t.Fatalf("exit %d, stdout %q, stderr %q: want 69 saying WRONGPASS, without the password", code, out, errOut)
+	}
+}

@@ -154,9 +154,21 @@
     count();
   }
 
+  let problems = [];
   function count() {
     document.getElementById('count').textContent = '(' + rows.size + ')';
-    document.getElementById('empty').hidden = rows.size > 0;
+    document.getElementById('empty').hidden = rows.size > 0 || problems.length > 0;
+  }
+
+  // renderProblems says what Redis would not let the console read: the
+  // table is then not the whole truth.
+  function renderProblems(ps) {
+    problems = ps || [];
+    const box = document.getElementById('problems');
+    box.replaceChildren(...(problems.length ? [el('p', {}, el('strong', { text: 'Redis could not be read; the table may be missing locks:' }))] : []),
+      ...problems.map((p) => el('p', { text: p })));
+    box.hidden = problems.length === 0;
+    count();
   }
 
   // redraw draws every timeline again, as time moves on.
@@ -261,6 +273,7 @@
       for (const r of state.rows) put(r);
       renderAll();
       renderDoctor({ findings: state.findings, notes: state.notes });
+      renderProblems(state.problems);
       renderAudit(state.audit);
       document.getElementById('meta').textContent = 'Redis ' + (state.nodes || []).join(', ') + ' · keys ' + state.pattern + ' · ' + (state.revoke ? 'revoke enabled' : 'read-only');
       setConn('live', 'live');
@@ -269,6 +282,7 @@
     es.addEventListener('gone', (e) => { rows.delete(JSON.parse(e.data)); renderAll(); });
     es.addEventListener('audit', (e) => renderAudit(JSON.parse(e.data)));
     es.addEventListener('doctor', (e) => renderDoctor(JSON.parse(e.data)));
+    es.addEventListener('problems', (e) => renderProblems(JSON.parse(e.data)));
     es.onerror = () => setConn('reconnecting…', 'down');
     es.onopen = () => setConn('live', 'live');
   }
