@@ -573,10 +573,10 @@ func TestRedlockUnlockBeforeALateGrantReleasesItOnce(t *testing.T) {
 }
 
 // lockAndUnlock locks key and unlocks it at once, n times over.
-func lockAndUnlock(t *testing.T, c *dlock.Client, key string, n int) {
+func lockAndUnlock(t *testing.T, c *dlock.Client, key string, n int, opts ...dlock.Option) {
 	t.Helper()
 	for i := 0; i < n; i++ {
-		l, err := c.Lock(ctxT(t), key)
+		l, err := c.Lock(ctxT(t), key, opts...)
 		if err != nil {
 			t.Fatalf("cycle %d: Lock: %v", i, err)
 		}
@@ -596,7 +596,9 @@ func TestRedlockLockAgainAtOnceDoesNotMeetItsOwnRelease(t *testing.T) {
 	nodes := startNodes(t, 5)
 	c, rdbs := newRedlock(t, nodes)
 	k := key(t)
-	lockAndUnlock(t, c, k, 300)
+	// A generous node timeout: under a loaded machine's stalls, 50 ms can
+	// pass with no answer, which is not what this test is about.
+	lockAndUnlock(t, c, k, 300, dlock.WithNodeTimeout(time.Second))
 	for i, rdb := range rdbs {
 		if n := rdb.Exists(ctxT(t), "dlock:notify:{"+k+"}").Val(); n != 0 {
 			t.Errorf("node %d: a notify key: an acquire of the loop found the key held", i)
