@@ -552,3 +552,51 @@ func TestARevokeWhosePageLeftStillEnds(t *testing.T) {
 	}
 	_ = l
 }
+
+// While Redis does not answer, every page that opens is told, from its
+// first state on; and the banner clears when Redis is back.
+func TestEveryPageOpenedDuringAnOutageIsToldOfIt(t *testing.T) {
+	s := redistest.Start(t)
+	opts := s.Options()
+	opts.ReadTimeout, opts.DialTimeout, opts.MaxRetries = 700*time.Millisecond, 700*time.Millisecond, -1
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
+	c := dlock.New(rdb)
+	defer c.Close()
+	con, err := console.New(console.Config{Locks: c, Nodes: []redis.UniversalClient{rdb}, Interval: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(con)
+	defer func() { srv.Close(); con.Close() }()
+	problems := func() []string {
+		res, err := http.Get(srv.URL + "/api/state")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		var st struct{ Problems []string }
+		_ = json.NewDecoder(res.Body).Decode(&st)
+		return st.Problems
+	}
+	s.Pause()
+	for end := time.Now().Add(20 * time.Second); len(problems()) == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(end) {
+			s.Resume()
+			t.Fatal("no problem reported while Redis is paused")
+		}
+	}
+	for i := range 120 {
+		if len(problems()) == 0 {
+			s.Resume()
+			t.Fatalf("poll %d during the outage: no problem reported", i)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	s.Resume()
+	for end := time.Now().Add(20 * time.Second); len(problems()) != 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatal("the problem is still reported after Redis is back")
+		}
+	}
+}

@@ -117,30 +117,33 @@ func (v *view) listen(ctx context.Context, n redis.UniversalClient) {
 // scan reads the keys that appeared or went since the last scan, and the
 // rows that are due.
 func (v *view) scan(ctx context.Context) {
-	v.mu.Lock()
-	before := v.problems
-	v.problems = nil
-	v.mu.Unlock()
-	defer func() {
-		v.mu.Lock()
-		defer v.mu.Unlock()
-		if !slices.Equal(before, v.problems) {
-			v.broadcast("problems", v.problems)
-		}
-	}()
 	found, queued := map[string]bool{}, map[string]bool{}
+	var problems []string
+	keys := func(n redis.UniversalClient, pattern, typ string) []string {
+		ks, err := v.keys(ctx, n, pattern, typ)
+		if err != nil && !slices.Contains(problems, err.Error()) {
+			problems = append(problems, err.Error())
+		}
+		return ks
+	}
 	for _, n := range v.cfg.Nodes {
 		for _, typ := range []string{"string", "zset"} {
-			for _, k := range v.keys(ctx, n, v.cfg.Pattern, typ) {
+			for _, k := range keys(n, v.cfg.Pattern, typ) {
 				found[k] = true
 			}
 		}
-		for _, q := range v.keys(ctx, n, keyspace.QueuePrefix+"*", "zset") {
+		for _, q := range keys(n, keyspace.QueuePrefix+"*", "zset") {
 			if k, ok := keyspace.KeyOf(q, keyspace.QueuePrefix); ok {
 				queued[k] = true // a first waiter publishes nothing
 			}
 		}
 	}
+	v.mu.Lock()
+	if !slices.Equal(problems, v.problems) { // set whole, once a scan is done: a page never sees half
+		v.problems = problems
+		v.broadcast("problems", problems)
+	}
+	v.mu.Unlock()
 	now := time.Now()
 	v.mu.Lock()
 	var fresh, due []string
@@ -175,7 +178,7 @@ func (v *view) scan(ctx context.Context) {
 
 // keys returns the keys of typ matching pattern on n (each master of a
 // Cluster); for a pattern of the user's, not dlock's own.
-func (v *view) keys(ctx context.Context, n redis.UniversalClient, pattern, typ string) []string {
+func (v *view) keys(ctx context.Context, n redis.UniversalClient, pattern, typ string) ([]string, error) {
 	var out []string
 	own := strings.HasPrefix(pattern, "dlock:")
 	scan := func(ctx context.Context, c *redis.Client) error {
@@ -187,12 +190,8 @@ func (v *view) keys(ctx context.Context, n redis.UniversalClient, pattern, typ s
 		}
 		return it.Err()
 	}
-	if err := eachMaster(ctx, n, scan); err != nil {
-		v.mu.Lock()
-		v.problems = append(v.problems, err.Error())
-		v.mu.Unlock()
-	}
-	return out
+	err := eachMaster(ctx, n, scan)
+	return out, err
 }
 
 // eachMaster calls fn for n, or for each master of a Cluster, one at a

@@ -92,17 +92,18 @@ func uiMain(args []string, stdout, stderr io.Writer) int {
 	if auth != nil {
 		cfg.Authorize, cfg.Auth = auth.authorize, auth.kind
 	}
-	cfg.Hosts = loopbackHosts(*listen)
-	con, err := console.New(cfg)
-	if err != nil {
-		return usageError(stderr, "ui: %v", err)
-	}
-	defer con.Close()
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		fmt.Fprintf(stderr, "dlock: ui: %v\n", err)
 		return exitRedis
 	}
+	defer ln.Close()
+	cfg.Hosts = loopbackHosts(ln.Addr().String())
+	con, err := console.New(cfg)
+	if err != nil {
+		return usageError(stderr, "ui: %v", err)
+	}
+	defer con.Close()
 	var h http.Handler = con
 	if auth != nil && auth.kind == "basic" {
 		h = auth.wall(con)
@@ -134,15 +135,16 @@ func serveUntilSignal(ln net.Listener, h http.Handler, con *console.Console, sig
 	return exitOK
 }
 
-// loopbackHosts are the Host headers a console on a loopback address
-// answers (a page of another site that points its own name there is
-// refused: DNS rebinding); nil, any, for other addresses.
-func loopbackHosts(listen string) []string {
-	host, _, err := net.SplitHostPort(listen)
-	if ip := net.ParseIP(host); err != nil || (host != "localhost" && (ip == nil || !ip.IsLoopback())) {
+// loopbackHosts are the Host headers a console listening on the loopback
+// address addr answers: the usual loopback names and addr's own (a page of
+// another site that points its own name there is refused: DNS rebinding);
+// nil, any, for other addresses.
+func loopbackHosts(addr string) []string {
+	host, _, err := net.SplitHostPort(addr)
+	if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
 		return nil
 	}
-	return []string{"127.0.0.1", "localhost", "::1", "[::1]"}
+	return []string{"127.0.0.1", "localhost", "::1", "[::1]", host, "[" + host + "]"}
 }
 
 // uiAuthn is how `dlock ui` authenticates: basic auth as one user, or a

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"net/http"
 	"os"
 	"os/exec"
 	"regexp"
@@ -22,7 +23,13 @@ import (
 // serves; it is stopped with SIGTERM when the test ends.
 func startUI(t *testing.T, env []string, args ...string) string {
 	t.Helper()
-	cmd := dlockCmd(append([]string{"ui", "--listen", "127.0.0.1:0", "--interval", "200ms"}, args...)...)
+	return startUIOn(t, "127.0.0.1:0", env, args...)
+}
+
+// startUIOn is startUI listening on listen.
+func startUIOn(t *testing.T, listen string, env []string, args ...string) string {
+	t.Helper()
+	cmd := dlockCmd(append([]string{"ui", "--listen", listen, "--interval", "200ms"}, args...)...)
 	cmd.Env = append(cmd.Env, env...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -350,5 +357,28 @@ func TestTheConsoleWithAWrongPasswordSaysSoAtStart(t *testing.T) {
 	code, out, errOut := run(t, "ui", "--redis", url, "--listen", "127.0.0.1:0")
 	if code != exitRedis || !strings.Contains(errOut, "WRONGPASS") || strings.Contains(out+errOut, "s3cret-pw") {
 		t.Fatalf("exit %d, stdout %q, stderr %q: want 69 saying WRONGPASS, without the password", code, out, errOut)
+	}
+}
+
+// The console on loopback answers the names of loopback, its own address
+// among them, and refuses others (DNS rebinding).
+func TestTheConsoleOnLoopbackAnswersItsOwnNamesOnly(t *testing.T) {
+	for _, listen := range []string{"127.0.0.1:0", "127.0.0.2:0"} {
+		url := regexp.MustCompile(`^http://([0-9.]+):(\d+)/$`).FindStringSubmatch(startUIOn(t, listen, nil))
+		if url == nil {
+			t.Fatal("no URL")
+		}
+		for host, want := range map[string]int{url[1] + ":" + url[2]: 200, "localhost:" + url[2]: 200, "attacker.example:" + url[2]: 403} {
+			req, _ := http.NewRequest("GET", "http://"+url[1]+":"+url[2]+"/api/state", nil)
+			req.Host = host
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			if res.StatusCode != want {
+				t.Errorf("listening on %s, Host %s: %d, want %d", listen, host, res.StatusCode, want)
+			}
+		}
 	}
 }
