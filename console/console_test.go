@@ -43,8 +43,9 @@ func TestMain(m *testing.M) {
 
 // state is the part of api/state the tests read.
 type state struct {
-	Rows  []console.Row   `json:"rows"`
-	Audit []console.Audit `json:"audit"`
+	Rows     []console.Row   `json:"rows"`
+	Audit    []console.Audit `json:"audit"`
+	Problems []string        `json:"problems"`
 }
 
 // setup returns a Client, its go-redis client, a console over them with
@@ -64,6 +65,20 @@ func setup(t *testing.T, cfg console.Config) (*dlock.Client, *redis.Client, *htt
 	srv := httptest.NewServer(con)
 	t.Cleanup(func() { srv.Close(); con.Close(); c.Close() })
 	return c, rdb, srv
+}
+
+// serve starts a console for cfg (its Interval 100 ms) and an HTTP server
+// for it, both closed with the test.
+func serve(t *testing.T, cfg console.Config) *httptest.Server {
+	t.Helper()
+	cfg.Interval = 100 * time.Millisecond
+	con, err := console.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(con)
+	t.Cleanup(func() { srv.Close(); con.Close() })
+	return srv
 }
 
 func key(t *testing.T, name string) string {
@@ -480,29 +495,10 @@ func TestTheConsoleShowsOnlyDlocksKeysAndSaysWhatItCannotRead(t *testing.T) {
 	opts.Username, opts.Password = "nobody", "wrong-pass"
 	wrong := redis.NewClient(opts)
 	defer wrong.Close()
-	con, err := console.New(console.Config{Locks: c, Nodes: []redis.UniversalClient{wrong}, Interval: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv2 := httptest.NewServer(con)
-	defer func() { srv2.Close(); con.Close() }()
-	for end := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		res, err := http.Get(srv2.URL + "/api/state")
-		if err != nil {
-			t.Fatal(err)
-		}
-		var st struct{ Problems []string }
-		_ = json.NewDecoder(res.Body).Decode(&st)
-		res.Body.Close()
-		if len(st.Problems) > 0 {
-			if strings.Contains(strings.Join(st.Problems, " "), "wrong-pass") {
-				t.Fatalf("a problem shows the password: %q", st.Problems)
-			}
-			break
-		}
-		if time.Now().After(end) {
-			t.Fatal("a console that cannot read says nothing")
-		}
+	srv2 := serve(t, console.Config{Locks: c, Nodes: []redis.UniversalClient{wrong}})
+	st := until(t, srv2, "the problem reported", func(st state) bool { return len(st.Problems) > 0 })
+	if strings.Contains(strings.Join(st.Problems, " "), "wrong-pass") {
+		t.Fatalf("a problem shows the password: %q", st.Problems)
 	}
 }
 
@@ -563,22 +559,8 @@ func TestEveryPageOpenedDuringAnOutageIsToldOfIt(t *testing.T) {
 	defer rdb.Close()
 	c := dlock.New(rdb)
 	defer c.Close()
-	con, err := console.New(console.Config{Locks: c, Nodes: []redis.UniversalClient{rdb}, Interval: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(con)
-	defer func() { srv.Close(); con.Close() }()
-	problems := func() []string {
-		res, err := http.Get(srv.URL + "/api/state")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		var st struct{ Problems []string }
-		_ = json.NewDecoder(res.Body).Decode(&st)
-		return st.Problems
-	}
+	srv := serve(t, console.Config{Locks: c, Nodes: []redis.UniversalClient{rdb}})
+	problems := func() []string { st, _ := get(t, srv); return st.Problems }
 	s.Pause()
 	for end := time.Now().Add(20 * time.Second); len(problems()) == 0; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(end) {
