@@ -207,7 +207,13 @@ func TestPeerRedissonRenewalAfterUnlock(t *testing.T) {
 	ctx := ctxT(t)
 	for i := 0; i < 200; i++ {
 		k := key(t)
-		l := mustLock(t, c, k, dlock.WithTTL(dlock.MinTTL), dlock.WithAutoRenew())
+		l, err := c.TryLock(ctx, k, dlock.WithTTL(dlock.MinTTL), dlock.WithAutoRenew())
+		if errors.Is(err, dlock.ErrLeaseExpired) {
+			continue // a 10 ms lease ran out before its grant was confirmed: a loaded machine, not this test's case
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
 		time.Sleep(time.Duration(rand.IntN(int(dlock.MinTTL))))
 		if err := l.Unlock(ctx); err != nil && !errors.Is(err, dlock.ErrNotHeld) {
 			t.Fatal(err)

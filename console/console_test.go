@@ -582,3 +582,21 @@ func TestEveryPageOpenedDuringAnOutageIsToldOfIt(t *testing.T) {
 		}
 	}
 }
+
+// Closing the go-redis client before the console (defers run in reverse:
+// the usual order when the client was made first) is not a crash.
+func TestClosingTheRedisClientFirstIsNotACrash(t *testing.T) {
+	rdb := redis.NewClient(server.Options())
+	c := dlock.New(rdb)
+	con, err := console.New(console.Config{Locks: c, Nodes: []redis.UniversalClient{rdb}, Interval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // the subscription is made
+	c.Close()
+	rdb.Close()
+	time.Sleep(200 * time.Millisecond)
+	if err := con.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

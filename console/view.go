@@ -100,7 +100,10 @@ func (v *view) listen(ctx context.Context, n redis.UniversalClient) {
 		select {
 		case <-ctx.Done():
 			return
-		case m := <-ch:
+		case m, open := <-ch:
+			if !open {
+				return // the go-redis client was closed before the console
+			}
 			v.mu.Lock()
 			k, ok := v.channels[m.Channel]
 			v.mu.Unlock()
