@@ -15,6 +15,7 @@ import (
 
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 
 	"github.com/dlock-go/dlock"
 )
@@ -275,6 +276,32 @@ func TestTheConsoleRevokesOnlyWithItsToken(t *testing.T) {
 	ctx := browser(t, nil)
 	if err := chromedp.Do(ctx, chromedp.Navigate(url)); err != nil {
 		t.Fatal(err)
+	}
+	// By keyboard: the Revoke button takes focus, Enter opens the dialog
+	// with the focus on its reason, Escape closes it.
+	see(t, ctx, "the lock with a Revoke button", rowSel(k)+" .revoke-btn", func(s string) bool { return s == "Revoke" })
+	if err := chromedp.Do(ctx, chromedp.Focus(chromedp.CSS(rowSel(k)+" .revoke-btn")), chromedp.KeyEvent("\r")); err != nil {
+		t.Fatal(err)
+	}
+	focused := func() string {
+		id, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById('revoke-dialog').open + ' ' + document.activeElement.id`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	for end := time.Now().Add(20 * time.Second); focused() != "true revoke-reason"; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("Enter on the Revoke button: dialog and focus %q, want the dialog open on its reason", focused())
+		}
+	}
+	if err := chromedp.Do(ctx, chromedp.KeyEvent(kb.Escape)); err != nil {
+		t.Fatal(err)
+	}
+	for end := time.Now().Add(20 * time.Second); strings.HasPrefix(focused(), "true"); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatal("Escape did not close the dialog")
+		}
 	}
 	for _, token := range []string{"", "wrong"} {
 		if said := revokeFromThePage(t, ctx, k, "no token", token); !strings.HasPrefix(said, "Refused (401)") || l.Context().Err() != nil {
