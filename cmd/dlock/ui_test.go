@@ -129,7 +129,7 @@ func see(t *testing.T, ctx context.Context, what, sel string, ok func(string) bo
 
 func rowSel(key string) string { return `tr[data-key="` + key + `"]` }
 
-func TestTheConsoleShowsLocksLiveInABrowser(t *testing.T) {
+func TestBrowserShowsLocksLive(t *testing.T) {
 	prefix := key(t)
 	url := startUI(t, nil, prefix+":*")
 	ctx := browser(t, nil)
@@ -261,7 +261,7 @@ func revokeFromThePage(t *testing.T, ctx context.Context, key, reason, token str
 	return said
 }
 
-func TestTheConsoleRevokesOnlyWithItsToken(t *testing.T) {
+func TestBrowserRevokesOnlyWithTheConsoleToken(t *testing.T) {
 	prefix := key(t)
 	url := startUI(t, []string{"DLOCK_UI_TOKEN=t0ken-for-tests"}, "--allow-revoke", prefix+":*")
 	c := dlock.New(rdb(t))
@@ -325,7 +325,7 @@ func TestTheConsoleRevokesOnlyWithItsToken(t *testing.T) {
 	see(t, ctx, "the revoke in the key's history", rowSel(k)+" details", func(s string) bool { return strings.Contains(s, "events") })
 }
 
-func TestTheConsoleBehindBasicAuthShowsNothingWithoutIt(t *testing.T) {
+func TestBrowserBehindBasicAuthShowsNothingWithoutIt(t *testing.T) {
 	prefix := key(t)
 	url := startUI(t, []string{"DLOCK_UI_PASSWORD=s3cret"}, "--allow-revoke", "--user", "ops", prefix+":*")
 	c := dlock.New(rdb(t))
