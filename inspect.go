@@ -43,6 +43,20 @@ type Status struct {
 	Owners []Owner
 }
 
+// IsDlock reports whether the key is a lock of dlock's: a semaphore's or
+// read-write lock's holders (their members carry their kind), or a key
+// beside which dlock keeps a fence counter or a wait queue. Every grant
+// sets the counter, for longer than the lock's TTL, so a held key without
+// one was set by someone else (a cache entry, another library's lock).
+// `dlock ls` and the console show only these.
+func (st Status) IsDlock() bool {
+	switch st.Kind {
+	case "semaphore", "read", "write":
+		return true
+	}
+	return st.Fence > 0 || st.Waiters > 0
+}
+
 // describeHolder fills in st's Kind, Permits and Leader from a holder's
 // token (its kind prefix, or a campaign's value: never its secret part).
 func (st *Status) describeHolder(token string) {

@@ -75,25 +75,32 @@ func (c *Client) Revoke(ctx context.Context, key string, r Revocation) (Revoked,
 	if err := c.markRevoked(ctx, nm, toks, st, r); err != nil {
 		return Revoked{}, err
 	}
+	c.awaitLetGo(ctx, nm, toks, r.Grace)
 	out := Revoked{Fence: st.Fence}
 	for _, t := range toks {
 		out.Holds = append(out.Holds, tokens.Redact(t))
 	}
-	c.awaitLetGo(ctx, nm, toks, r.Grace)
 	if err := ctx.Err(); err != nil {
 		return out, err
 	}
+	return c.removeRevoked(ctx, nm, toks, st, r, o.fenceKeep(), out), nil
+}
+
+// removeRevoked removes what is left of toks' holds once their grace is
+// over, records how each ended, and completes out: how many were removed,
+// and the fence counter afterwards.
+func (c *Client) removeRevoked(ctx context.Context, nm *lockNames, toks []string, st Status, r Revocation, keep time.Duration, out Revoked) Revoked {
 	for _, t := range toks {
 		how := "let go"
-		if c.removeHold(ctx, nm, t, st.Fence+1, o.fenceKeep()) {
+		if c.removeHold(ctx, nm, t, st.Fence+1, keep) {
 			how, out.Removed = "removed", out.Removed+1
 		}
 		c.audit(ctx, nm.key, t, st, r, "ended", "how", how)
 	}
-	if after, err := c.Inspect(ctx, key); err == nil || errors.Is(err, ErrProtocol) {
+	if after, err := c.Inspect(ctx, nm.key); err == nil || errors.Is(err, ErrProtocol) {
 		out.Fence = max(out.Fence, after.Fence)
 	}
-	return out, nil
+	return out
 }
 
 // holdTokens returns the tokens holding nm's key on any node that answers

@@ -103,27 +103,11 @@ type revokeRequest struct {
 	Grace  int64  `json:"grace_ms"`
 }
 
-// revoke checks a revocation's origin, CSRF token and authorization, in
-// that order, then revokes (Client.Revoke) and answers what it did.
+// revoke admits a revocation, revokes (Client.Revoke) and answers what it
+// did.
 func (c *Console) revoke(w http.ResponseWriter, r *http.Request) {
-	if !c.cfg.Revoke {
-		fail(w, http.StatusForbidden, "revoke is off: this console is read-only")
-		return
-	}
-	if !sameOrigin(r) {
-		fail(w, http.StatusForbidden, "cross-origin request refused")
-		return
-	}
-	if subtle.ConstantTimeCompare([]byte(r.Header.Get("X-CSRF-Token")), []byte(c.csrf)) != 1 {
-		fail(w, http.StatusForbidden, "missing or wrong CSRF token: reload the page")
-		return
-	}
-	who, ok := c.cfg.Authorize(r)
+	who, ok := c.admit(w, r)
 	if !ok {
-		if c.cfg.Auth == "basic" {
-			w.Header().Set("WWW-Authenticate", `Basic realm="dlock console", charset="UTF-8"`)
-		}
-		fail(w, http.StatusUnauthorized, "not authorized to revoke")
 		return
 	}
 	var req revokeRequest
@@ -152,6 +136,30 @@ func (c *Console) revoke(w http.ResponseWriter, r *http.Request) {
 		header(w, "application/json")
 		_ = json.NewEncoder(w).Encode(got)
 	}
+}
+
+// admit checks a mutating request's switch, origin, CSRF token and
+// authorization, in that order; it answers a refusal itself, and returns
+// who asks.
+func (c *Console) admit(w http.ResponseWriter, r *http.Request) (who string, ok bool) {
+	switch {
+	case !c.cfg.Revoke:
+		fail(w, http.StatusForbidden, "revoke is off: this console is read-only")
+		return "", false
+	case !sameOrigin(r):
+		fail(w, http.StatusForbidden, "cross-origin request refused")
+		return "", false
+	case subtle.ConstantTimeCompare([]byte(r.Header.Get("X-CSRF-Token")), []byte(c.csrf)) != 1:
+		fail(w, http.StatusForbidden, "missing or wrong CSRF token: reload the page")
+		return "", false
+	}
+	if who, ok = c.cfg.Authorize(r); !ok {
+		if c.cfg.Auth == "basic" {
+			w.Header().Set("WWW-Authenticate", `Basic realm="dlock console", charset="UTF-8"`)
+		}
+		fail(w, http.StatusUnauthorized, "not authorized to revoke")
+	}
+	return who, ok
 }
 
 // sameOrigin reports whether a request comes from the console's own

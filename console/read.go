@@ -24,7 +24,7 @@ func (v *view) read(ctx context.Context, key string) *Row {
 		row.Error = err.Error()
 		return row
 	}
-	if !dlocks(st) {
+	if !st.IsDlock() {
 		return row // a value dlock did not write: a key of the user's, not shown
 	}
 	row.Kind, row.Held, row.Fence, row.Permits, row.Leader = st.Kind, st.Held, st.Fence, st.Permits, st.Leader
@@ -34,17 +34,6 @@ func (v *view) read(ctx context.Context, key string) *Row {
 	}
 	row.Waiters = v.waiters(ctx, key)
 	return row
-}
-
-// dlocks reports whether st is a lock of dlock's: a semaphore's or a
-// read-write lock's kind of holder, or a key with a fence counter or a
-// queue (a value set by hand has neither), as `dlock ls` decides.
-func dlocks(st dlock.Status) bool {
-	switch st.Kind {
-	case "semaphore", "read", "write":
-		return true
-	}
-	return st.Fence > 0 || st.Waiters > 0
 }
 
 // holds lists st's holders with their TTLs and owner records: a mutex's

@@ -120,35 +120,13 @@ func (v *view) listen(ctx context.Context, n redis.UniversalClient) {
 // scan reads the keys that appeared or went since the last scan, and the
 // rows that are due.
 func (v *view) scan(ctx context.Context) {
-	found, queued := map[string]bool{}, map[string]bool{}
-	var problems []string
-	keys := func(n redis.UniversalClient, pattern, typ string) []string {
-		ks, err := v.keys(ctx, n, pattern, typ)
-		if err != nil && !slices.Contains(problems, err.Error()) {
-			problems = append(problems, err.Error())
-		}
-		return ks
-	}
-	for _, n := range v.cfg.Nodes {
-		for _, typ := range []string{"string", "zset"} {
-			for _, k := range keys(n, v.cfg.Pattern, typ) {
-				found[k] = true
-			}
-		}
-		for _, q := range keys(n, keyspace.QueuePrefix+"*", "zset") {
-			if k, ok := keyspace.KeyOf(q, keyspace.QueuePrefix); ok {
-				queued[k] = true // a first waiter publishes nothing
-			}
-		}
-	}
+	found, queued, problems := v.discover(ctx)
+	now := time.Now()
 	v.mu.Lock()
 	if !slices.Equal(problems, v.problems) { // set whole, once a scan is done: a page never sees half
 		v.problems = problems
 		v.broadcast("problems", problems)
 	}
-	v.mu.Unlock()
-	now := time.Now()
-	v.mu.Lock()
 	var fresh, due []string
 	for k := range found {
 		if _, shown := v.rows[k]; !shown && now.After(v.ignored[k]) {
@@ -177,6 +155,33 @@ func (v *view) scan(ctx context.Context) {
 		v.refresh(ctx, k)
 	}
 	v.readAuditLog(ctx)
+}
+
+// discover scans every node: the keys matching the pattern, the keys with
+// a wait queue (a first waiter publishes nothing), and what could not be
+// read.
+func (v *view) discover(ctx context.Context) (found, queued map[string]bool, problems []string) {
+	found, queued = map[string]bool{}, map[string]bool{}
+	keys := func(n redis.UniversalClient, pattern, typ string) []string {
+		ks, err := v.keys(ctx, n, pattern, typ)
+		if err != nil && !slices.Contains(problems, err.Error()) {
+			problems = append(problems, err.Error())
+		}
+		return ks
+	}
+	for _, n := range v.cfg.Nodes {
+		for _, typ := range []string{"string", "zset"} {
+			for _, k := range keys(n, v.cfg.Pattern, typ) {
+				found[k] = true
+			}
+		}
+		for _, q := range keys(n, keyspace.QueuePrefix+"*", "zset") {
+			if k, ok := keyspace.KeyOf(q, keyspace.QueuePrefix); ok {
+				queued[k] = true
+			}
+		}
+	}
+	return found, queued, problems
 }
 
 // keys returns the keys of typ matching pattern on n (each master of a

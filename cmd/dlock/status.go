@@ -206,7 +206,7 @@ func lsMain(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "dlock: ls %q: %v\n", k, err)
 			continue
 		}
-		if !dlocks(st) {
+		if !st.IsDlock() {
 			continue
 		}
 		if *asJSON {
@@ -249,18 +249,3 @@ func scanNodes(ctx context.Context, rdbs []*redis.Client, pattern string, limit 
 
 // defaultPattern is the PATTERN of ls and doctor when none is given.
 const defaultPattern = "*lock*"
-
-// dlocks reports whether st, the status of a key SCAN found, is one of
-// dlock's locks: a semaphore's or read-write lock's holders (a sorted set
-// whose members carry their kind: inspect.lua refuses any other), or a key
-// beside which dlock keeps a fence counter or a wait queue. Every grant
-// sets the counter, for longer than the lock's TTL (extensions too), so a
-// held key without one was set by someone else: a cache entry, or another
-// library's lock.
-func dlocks(st dlock.Status) bool {
-	switch st.Kind {
-	case "semaphore", "read", "write":
-		return true
-	}
-	return st.Fence > 0 || st.Waiters > 0
-}

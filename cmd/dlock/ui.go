@@ -71,19 +71,9 @@ func uiMain(args []string, stdout, stderr io.Writer) int {
 		return usageError(stderr, "%v", err)
 	}
 	defer closeAll()
-	if err := firstContact(rdbs); err != nil {
+	if err := readable(rdbs); err != nil {
 		fmt.Fprintf(stderr, "dlock: ui: %v\n", err)
 		return exitRedis
-	}
-	for _, rdb := range rdbs { // a wrong password or a missing permission, before a page says "no locks"
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err := rdb.Ping(ctx).Err()
-		cancel()
-		var reply redis.Error
-		if errors.As(err, &reply) {
-			fmt.Fprintf(stderr, "dlock: ui: %s: %v\n", rdb.Options().Addr, err)
-			return exitRedis
-		}
 	}
 	cfg := console.Config{Locks: c, Pattern: fs.Arg(0), Limit: *limit, Interval: *interval, Revoke: *allow}
 	for _, rdb := range rdbs {
@@ -116,6 +106,25 @@ func uiMain(args []string, stdout, stderr io.Writer) int {
 	defer signal.Stop(sig)
 	fmt.Fprintf(stdout, "dlock ui: serving http://%s/ (read-only: %v)\n", ln.Addr(), !*allow)
 	return serveUntilSignal(ln, h, con, sig)
+}
+
+// readable reports, before a page could say "no locks", a node that cannot
+// be reached (firstContact) or that refuses this user: a wrong password, a
+// missing permission.
+func readable(rdbs []*redis.Client) error {
+	if err := firstContact(rdbs); err != nil {
+		return err
+	}
+	for _, rdb := range rdbs {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := rdb.Ping(ctx).Err()
+		cancel()
+		var reply redis.Error
+		if errors.As(err, &reply) {
+			return fmt.Errorf("%s: %w", rdb.Options().Addr, err)
+		}
+	}
+	return nil
 }
 
 // serveUntilSignal serves h on ln until a signal arrives on sig; the
