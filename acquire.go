@@ -83,9 +83,9 @@ func (c *Client) lock(ctx context.Context, key string, o options, contended *boo
 		// it if free, so an attempt would be a trip too many.
 		*contended = true
 		return c.waitQueued(ctx, c.names.get(key), o)
-	case listens && !c.gates.first(key):
+	case listens && !c.gates.First(key):
 		// Another Lock of this Client is making its first attempt: to the
-		// gate without one (gates.first).
+		// gate without one (gate.Gates.First).
 		*contended = true
 		return c.waitListening(ctx, key, o, 0, nil, contended)
 	}
@@ -101,10 +101,10 @@ func (c *Client) lock(ctx context.Context, key string, o options, contended *boo
 }
 
 // tryFirst is Lock's first attempt; a listening one is under way for
-// gates.first until it returns.
+// gate.Gates.First until it returns.
 func (c *Client) tryFirst(ctx context.Context, key string, o options, listens bool) (*Lock, time.Duration, error) {
 	if listens {
-		defer c.gates.firstDone(key)
+		defer c.gates.FirstDone(key)
 	}
 	return c.try(ctx, key, o, listens)
 }

@@ -131,7 +131,7 @@ func (a *attempt) round() round[grant, *attempt] {
 // acquireOn runs the attempt's acquire on n once the Client's release of
 // the key on n, if under way, has answered (transport.Flights).
 func (a *attempt) acquireOn(ctx context.Context, n *node) (grant, error) {
-	if !confirmed(ctx, a.after[n], a.o.nodeTimeoutFor(len(a.c.nodes))) { // a Timeout: positive on several nodes
+	if !transport.AwaitAll(ctx, a.after[n], a.o.nodeTimeoutFor(len(a.c.nodes))) { // a Timeout: positive on several nodes
 		return grant{}, n.fail("acquire", errUnsent)
 	}
 	return n.acquire(ctx, a.nm, a.token, a.o, a.listens)

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dlock-go/dlock/internal/gate"
 	"github.com/dlock-go/dlock/internal/transport"
 	"github.com/redis/go-redis/v9"
 )
@@ -33,7 +34,7 @@ type Client struct {
 	logger atomic.Pointer[slog.Logger] // see observe.go
 	names  namesCache                  // see keys.go
 	groups groups                      // waiters by key, single node (queue.go)
-	gates  gates                       // listening waiters by key (listen.go)
+	gates  *gate.Gates                 // listening waiters by key (listen.go)
 	// work runs calls callers may leave, and cleanups; Close waits for it.
 	work *transport.Work
 }
@@ -87,6 +88,11 @@ func New[C RedisClient](nodes ...C) *Client {
 	c.ctx, c.close = context.WithCancel(context.Background())
 	c.done = c.ctx.Done()
 	c.work = transport.NewWork()
+	watchers := make([]gate.Watcher, len(c.nodes))
+	for i, n := range c.nodes {
+		watchers[i] = n
+	}
+	c.gates = gate.New(watchers)
 	return c
 }
 
@@ -148,6 +154,14 @@ func (c *Client) usable() error {
 		return ErrClosed
 	}
 	return nil
+}
+
+// stopped returns why a wait must stop: ctx's end, or ErrClosed; else nil.
+func (c *Client) stopped(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return c.usable()
 }
 
 // spawn runs fn in a goroutine that Close waits for (transport.Work).

@@ -401,7 +401,7 @@ func TestAGrantWhoseMessageIsLostIsFoundByTheKeepalive(t *testing.T) {
 // one at a time, with fences that grow, and every Unlock succeeds. Each
 // goroutine's first attempt, all sent at once, once queued the first
 // holder's release behind five thousand scripts, and now and then an
-// Unlock found no majority within the node timeout (gates.first).
+// Unlock found no majority within the node timeout (gate.Gates.First).
 func TestARedlockHerdWithTheDefaultsUnlocksCleanly(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a herd")

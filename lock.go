@@ -314,7 +314,7 @@ func (l *Lock) gone(ok bool) {
 	l.released = true
 	then := l.afterRelease
 	l.mu.Unlock()
-	l.c.gates.freed(l.names.key)
+	l.c.gates.Freed(l.names.key)
 	if ok {
 		l.lease.end(ErrReleased)
 		if then != nil {

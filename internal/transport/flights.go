@@ -1,8 +1,10 @@
 package transport
 
 import (
+	"context"
 	"slices"
 	"sync"
+	"time"
 )
 
 // Flights holds a node's releases under way, by lock key, so that the same
@@ -51,4 +53,24 @@ func (f *Flights) Under(key string) []<-chan struct{} {
 		chs = append(chs, ch)
 	}
 	return chs
+}
+
+// AwaitAll reports whether every channel of chs closed within d, while
+// ctx lasted (true at once for none).
+func AwaitAll(ctx context.Context, chs []<-chan struct{}, d time.Duration) bool {
+	if len(chs) == 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for _, ch := range chs {
+		select {
+		case <-ch:
+		case <-t.C:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return true
 }
