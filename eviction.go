@@ -3,8 +3,9 @@ package dlock
 import (
 	"context"
 	"log/slog"
-	"strconv"
 	"time"
+
+	"github.com/dlock-go/dlock/internal/doctor"
 )
 
 // Eviction. Every key dlock writes has a TTL, so under a memory limit
@@ -28,7 +29,7 @@ func (c *Client) checkEviction() {
 		ctx, cancel := context.WithTimeout(c.ctx, evictionCheckTimeout)
 		defer cancel()
 		for _, n := range c.nodes {
-			if policy, limit, ok := n.evictionPolicy(ctx); ok && evicts(policy, limit) {
+			if policy, limit, err := doctor.EvictionPolicy(ctx, n.RDB); err == nil && doctor.Evicts(policy, limit) {
 				logger := c.logger.Load()
 				if logger == nil {
 					logger = slog.Default()
@@ -38,37 +39,4 @@ func (c *Client) checkEviction() {
 			}
 		}
 	})
-}
-
-// evicts reports whether a server with policy and a memory limit of limit
-// bytes may evict a key that has a TTL.
-func evicts(policy string, limit int64) bool {
-	return limit > 0 && policy != "noeviction"
-}
-
-// evictionPolicy reads the node's maxmemory-policy and maxmemory; ok is
-// false when it cannot (CONFIG refused, or no answer).
-func (n *node) evictionPolicy(ctx context.Context) (policy string, limit int64, ok bool) {
-	reply, err := n.RDB.Do(ctx, "CONFIG", "GET", "maxmemory*").Result()
-	if err != nil {
-		return "", 0, false
-	}
-	vals := map[string]string{}
-	switch r := reply.(type) {
-	case map[any]any: // RESP3
-		for k, v := range r {
-			ks, _ := k.(string)
-			vs, _ := v.(string)
-			vals[ks] = vs
-		}
-	case []any: // RESP2: name, value, ...
-		for i := 0; i+1 < len(r); i += 2 {
-			ks, _ := r[i].(string)
-			vs, _ := r[i+1].(string)
-			vals[ks] = vs
-		}
-	}
-	limit, err = strconv.ParseInt(vals["maxmemory"], 10, 64)
-	policy, found := vals["maxmemory-policy"]
-	return policy, limit, err == nil && found
 }

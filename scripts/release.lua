@@ -12,7 +12,7 @@
 -- ARGV[4]  the publish command when it is not PUBLISH: SPUBLISH on Redis Cluster
 -- ARGV[5]  the releaser's group if it has waiters queued (ARGV[2..4] then given: '0', '0', PUBLISH)
 -- ARGV[6]  with ARGV[5]: the group's step number for the joins, if any
--- ARGV[7..] each joining waiter of that group (joinfold.go): token, TTL, id, counter's keep
+-- ARGV[7..] each joining waiter of that group (queue_fold.go): token, TTL, id, counter's keep
 -- Returns RELEASED, or NOT_HELD (expired, taken, or released: nothing is changed), or, for
 -- a hand-off, its message "g id fence seq lease_ms px_ms" (unpublished if to ARGV[5]'s group).
 -- With joins: {that answer, each joined waiter's score}; NOT_HELD joins nobody.
