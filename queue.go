@@ -8,7 +8,15 @@ import (
 
 // Waiting in line (one node): docs/design.md, "The wait and the hand-off,
 // in one story". Newcomers cannot jump the line: the acquire scripts refuse
-// a key with a queue.
+// a key with a queue. The queue's parts, a file each:
+//
+//	queue.go           the design, its timing, and waitQueued (Lock's entry)
+//	queue_waiter.go    a waiter: one Lock call in line, its mailbox and loop
+//	queue_group.go     a Client's waiters on one key: subscription, joins, leaving
+//	queue_keepalive.go the group's sign of life and roll call
+//	queue_handoff.go   a release of the Client's, and the grants it delivers
+//	queue_fold.go      the first join a release makes for its Client's next waiter
+//	queue_scripts.go   the queue's scripts as a node runs them
 //
 // The lease of a hand-off (safety). The release runs at server time Tg,
 // gives the key PX px, and publishes lease = (Tg - Tk) + px, Tk being when

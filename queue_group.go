@@ -240,6 +240,24 @@ func (g *waitGroup) left(id, token string, err error) {
 		slog.String("key", g.nm.key), slog.Any("err", err))
 }
 
+// waiting reports whether the Client has waiters on key, or holds it
+// through a grant to one of them; without groups it looks nothing up.
+func (gs *groups) waiting(key string) bool {
+	if gs.n.Load() == 0 {
+		return false
+	}
+	gs.mu.Lock()
+	g := gs.m[key]
+	gs.mu.Unlock()
+	if g == nil {
+		return false
+	}
+	g.mu.Lock()
+	n := len(g.waiters)
+	g.mu.Unlock()
+	return n > 0 || g.holding()
+}
+
 // lastLeft tells the group's keepalive that its last waiter has gone: the
 // group stops groupLinger later unless a waiter comes meanwhile (retire).
 func (gs *groups) lastLeft(g *waitGroup) {

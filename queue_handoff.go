@@ -90,3 +90,41 @@ func (c *Client) release(ctx context.Context, n *node, nm *lockNames, token stri
 	}
 	return r.released, err
 }
+
+// releasing is told the Client is about to release its lock on key with
+// token: it returns the name of the Client's group for key, or "", and, if
+// the group holds the key through that lock, its deferred waiters, whose
+// first joins the release script makes (joinFold). Without groups it looks
+// nothing up: a group started meanwhile is one started after the lookup.
+func (gs *groups) releasing(key, token string) (group string, f *joinFold) {
+	if gs.n.Load() == 0 {
+		return "", nil
+	}
+	gs.mu.Lock()
+	g := gs.m[key]
+	gs.mu.Unlock()
+	if g == nil {
+		return "", nil
+	}
+	g.mu.Lock()
+	if g.holder == nil || g.holder.token != token {
+		g.mu.Unlock()
+		return g.id, nil
+	}
+	deferred := g.deferred
+	g.holder, g.deferred = nil, nil
+	for _, w := range deferred {
+		w.mu.Lock()
+		w.fold = foldTaken // under g.mu: undefer sees it taken or not at all
+		w.mu.Unlock()
+		if w.o.hasNodeTimeout {
+			w.deliver(nil, false, nil) // its wait for the release starts now (folded)
+		}
+	}
+	g.mu.Unlock()
+	if len(deferred) == 0 {
+		return g.id, nil
+	}
+	seq, _ := g.stamp() // before the release is sent: its lease counts from here
+	return g.id, &joinFold{g: g, seq: seq, ws: deferred}
+}
