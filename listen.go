@@ -35,8 +35,8 @@ const (
 
 // waitListening is Lock's wait with Redlock or WithReplicaAck, after a
 // first attempt that failed with err (the holder's TTL pttl), or none (err
-// nil: gate.Gates.First): at its gate's turn, it waits for a release message or
-// a jittered timer, and tries again.
+// nil: gate.Gates.First): at its gate's turn, it waits for a release
+// message or a jittered timer, and tries again.
 func (c *Client) waitListening(ctx context.Context, key string, o options, pttl time.Duration, err error, contended *bool) (*Lock, error) {
 	last := err // the last attempt's error
 	slow := slowNodes{c: c, key: key}
