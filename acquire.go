@@ -90,8 +90,11 @@ func (c *Client) lock(ctx context.Context, key string, o options, contended *boo
 		return c.waitListening(ctx, key, o, 0, nil, contended)
 	}
 	l, pttl, err := c.tryFirst(ctx, key, o, listens)
-	if err == nil || !c.mayWait(ctx, o, err) {
-		return l, err
+	if err == nil {
+		return l, nil
+	}
+	if !c.mayWait(ctx, o, err) {
+		return l, unwaited(ctx, err)
 	}
 	*contended = isContended(ctx, err)
 	if !listens {

@@ -125,3 +125,27 @@ func TestAnAcquireNotSentForTheClientsOwnReleaseIsASlowNode(t *testing.T) {
 		t.Fatal("Lock gives up on two of three nodes whose release is still unanswered")
 	}
 }
+
+// An attempt judged before its context ended, and not waited after because
+// it has ended since, still says so (Lock's doc): its error matches
+// ErrNotObtained and the context's error, and keeps a node error it had.
+// Errors a wait does not outlast are returned as they are.
+func TestAnAttemptWhoseContextEndedAfterItsVerdictSaysSo(t *testing.T) {
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, err := range []error{errNotObtainedSplit, ErrNotObtained, refusedErr.Err, &QuorumError{Nodes: 3, Quorum: 2}} {
+		got := unwaited(ended, err)
+		if !errors.Is(got, ErrNotObtained) || !errors.Is(got, context.Canceled) {
+			t.Errorf("%v, then the context ended: %v, want ErrNotObtained and Canceled", err, got)
+		}
+		if transient(err) && !errors.Is(got, err) {
+			t.Errorf("%v, then the context ended: %v, want the node error kept", err, got)
+		}
+		if got := unwaited(context.Background(), err); got != err {
+			t.Errorf("%v with a live context became %v", err, got)
+		}
+	}
+	if got := unwaited(ended, ErrWrongKind); got != ErrWrongKind {
+		t.Errorf("ErrWrongKind after the context ended became %v", got)
+	}
+}

@@ -65,7 +65,7 @@ func (c *Client) waitListening(ctx context.Context, key string, o options, pttl 
 		case ctx.Err() != nil:
 			return nil, gaveUp(ctx.Err(), last)
 		case !c.mayWait(ctx, o, err):
-			return nil, err
+			return nil, unwaited(ctx, err)
 		}
 		*contended = *contended || isContended(ctx, err)
 		slow.note(err)

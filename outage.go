@@ -123,6 +123,21 @@ func isContended(ctx context.Context, err error) bool {
 	return errors.Is(err, ErrNotObtained) && ctx.Err() == nil
 }
 
+// unwaited is Lock's error for an attempt that failed with err and that it
+// does not wait after: err, unless ctx ended meanwhile and err is one a
+// wait outlasts (contention, an unreachable node, no majority). Then, as
+// for a wait that ctx ended, it matches ErrNotObtained and ctx's error.
+func unwaited(ctx context.Context, err error) error {
+	cause := ctx.Err()
+	if cause == nil || errors.Is(err, cause) {
+		return err
+	}
+	if errors.Is(err, ErrNotObtained) || errors.Is(err, ErrNoQuorum) || transient(err) {
+		return gaveUp(cause, err)
+	}
+	return err
+}
+
 // mayWait reports whether Lock should wait and try again after err: the
 // lock is taken, the node cannot be reached for now (transient; not with
 // WithFailFast), or (Redlock) a majority can still answer: nodes that

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -283,5 +284,52 @@ func (d lateRequests) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		time.Sleep(time.Duration(d))
 		return next(ctx, cmds)
+	}
+}
+
+// cancelAfterScript is a go-redis hook that, once armed, cancels a context
+// just after the next script's answer has come: the caller's context ends
+// while its attempt is being judged.
+type cancelAfterScript struct {
+	armed  atomic.Bool
+	cancel context.CancelFunc
+}
+
+func (h *cancelAfterScript) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *cancelAfterScript) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h *cancelAfterScript) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if name := cmd.Name(); (name == "evalsha" || name == "eval") && h.armed.CompareAndSwap(true, false) {
+			h.cancel()
+		}
+		return err
+	}
+}
+
+// A Lock whose context ends while its first attempt finds the key taken
+// says why it stopped, as a wait that its context ended does: the error
+// matches ErrNotObtained and the context's error. On one node, and on
+// Redlock where the attempt splits the nodes (one grants, two are taken).
+func TestALockWhoseContextEndsDuringItsAttemptSaysSo(t *testing.T) {
+	for _, n := range []int{1, 3} {
+		c, rdbs := newRedlock(t, startNodes(t, n))
+		k := key(t)
+		for _, rdb := range rdbs[len(rdbs)/2:] {
+			rdb.Set(ctxT(t), k, "someone else's", time.Minute)
+		}
+		ctx, cancel := context.WithCancel(ctxT(t))
+		hook := &cancelAfterScript{cancel: cancel}
+		for _, rdb := range rdbs {
+			rdb.AddHook(hook)
+		}
+		hook.armed.Store(true)
+		_, err := c.Lock(ctx, k)
+		if !errors.Is(err, dlock.ErrNotObtained) || !errors.Is(err, context.Canceled) {
+			t.Errorf("%d node(s): Lock whose context ended during its attempt: %v, want ErrNotObtained and Canceled", n, err)
+		}
+		cancel()
 	}
 }
