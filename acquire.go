@@ -87,9 +87,9 @@ func (c *Client) lock(ctx context.Context, key string, o options, contended *boo
 		// Another Lock of this Client is making its first attempt: to the
 		// gate without one (gate.Gates.First).
 		*contended = true
-		return c.waitListening(ctx, key, o, 0, nil, contended)
+		return c.waitListening(ctx, key, o, nil, contended)
 	}
-	l, pttl, err := c.tryFirst(ctx, key, o, listens)
+	l, err := c.tryFirst(ctx, key, o, listens)
 	if err == nil {
 		return l, nil
 	}
@@ -100,16 +100,17 @@ func (c *Client) lock(ctx context.Context, key string, o options, contended *boo
 	if !listens {
 		return c.waitQueued(ctx, c.names.get(key), o)
 	}
-	return c.waitListening(ctx, key, o, pttl, err, contended)
+	return c.waitListening(ctx, key, o, err, contended)
 }
 
 // tryFirst is Lock's first attempt; a listening one is under way for
 // gate.Gates.First until it returns.
-func (c *Client) tryFirst(ctx context.Context, key string, o options, listens bool) (*Lock, time.Duration, error) {
+func (c *Client) tryFirst(ctx context.Context, key string, o options, listens bool) (*Lock, error) {
 	if listens {
 		defer c.gates.FirstDone(key)
 	}
-	return c.try(ctx, key, o, listens)
+	l, _, err := c.try(ctx, key, o, listens)
+	return l, err
 }
 
 // leaseEnd is when l's lease ends; zero for no lock.

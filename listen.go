@@ -34,10 +34,10 @@ const (
 )
 
 // waitListening is Lock's wait with Redlock or WithReplicaAck, after a
-// first attempt that failed with err (the holder's TTL pttl), or none (err
-// nil: gate.Gates.First): at its gate's turn, it waits for a release
+// first attempt that failed with err, or none (err nil:
+// gate.Gates.First): at its gate's turn, it waits for a release
 // message or a jittered timer, and tries again.
-func (c *Client) waitListening(ctx context.Context, key string, o options, pttl time.Duration, err error, contended *bool) (*Lock, error) {
+func (c *Client) waitListening(ctx context.Context, key string, o options, err error, contended *bool) (*Lock, error) {
 	last := err // the last attempt's error
 	slow := slowNodes{c: c, key: key}
 	slow.note(err)
@@ -58,6 +58,7 @@ func (c *Client) waitListening(ctx context.Context, key string, o options, pttl 
 	}
 	for {
 		turn.Attempting()
+		var pttl time.Duration
 		l, pttl, err = c.try(ctx, key, o, true)
 		switch {
 		case err == nil:
