@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -277,10 +278,36 @@ func TestBrowserRevokesOnlyWithTheConsoleToken(t *testing.T) {
 	if err := chromedp.Do(ctx, chromedp.Navigate(url)); err != nil {
 		t.Fatal(err)
 	}
-	// By keyboard: the Revoke button takes focus, Enter opens the dialog
-	// with the focus on its reason, Escape closes it.
+	// By keyboard: the Revoke button takes focus and keeps it while the
+	// row is updated (the holder renews every third of its 2 s TTL), Enter
+	// opens the dialog with the focus on its reason, Escape closes it.
 	see(t, ctx, "the lock with a Revoke button", rowSel(k)+" .revoke-btn", func(s string) bool { return s == "Revoke" })
-	if err := chromedp.Do(ctx, chromedp.Focus(chromedp.CSS(rowSel(k)+" .revoke-btn")), chromedp.KeyEvent("\r")); err != nil {
+	eval := func(expr string) string {
+		got, err := chromedp.Run(ctx, chromedp.Evaluate[string](expr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	eval(`document.querySelector('` + rowSel(k) + ` .revoke-btn').focus(), ''`)
+	ttl := func() float64 {
+		v, _ := strconv.ParseFloat(strings.TrimSuffix(text(t, ctx, rowSel(k)+" .ttl"), " s"), 64)
+		return v
+	}
+	for last, end := ttl(), time.Now().Add(20*time.Second); ; time.Sleep(20 * time.Millisecond) {
+		now := ttl()
+		if now > last {
+			break // a renewal's update reset the countdown
+		}
+		last = now
+		if time.Now().After(end) {
+			t.Fatal("the row's TTL was never renewed on the page")
+		}
+	}
+	if got := eval(`document.activeElement.className`); got != "revoke-btn" {
+		t.Fatalf("after the row's update the focus is on %q, want the Revoke button", got)
+	}
+	if err := chromedp.Do(ctx, chromedp.KeyEvent("\r")); err != nil {
 		t.Fatal(err)
 	}
 	focused := func() string {

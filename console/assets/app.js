@@ -124,7 +124,7 @@
     const cell = (label, ...kids) => el('td', { 'data-label': label }, ...kids);
     const th = el('th', { scope: 'row' }, el('code', { class: 'key', text: r.key }));
     if (r.error) th.append(el('div', { class: 'err', text: r.error }));
-    return el('tr', { 'data-key': r.key },
+    const tr = el('tr', { 'data-key': r.key },
       th,
       cell('Kind', kind(r)),
       cell('Holders', holds(r)),
@@ -132,6 +132,28 @@
       cell('Fence', el('span', { class: 'num', text: r.fence ? String(r.fence) : '—' })),
       cell('Waiters', waiters(r)),
       cell('Last minute', el('div', { class: 'tl' }, timeline(r)), history(r)));
+    for (const c of tr.cells) c.sig = c.innerHTML; // as built, before tick fills it in
+    return tr;
+  }
+
+  // patch brings a row on the page up to date cell by cell. A cell whose
+  // content is unchanged stays, with the focus, a click under way and an
+  // open history in it (a renewal updates a row every third of its TTL); a
+  // changed one is replaced, keeping its history open and the focus on
+  // the same control if it is still there.
+  function patch(old, tr) {
+    const name = (e) => e.getAttribute('aria-label') || e.tagName;
+    [...tr.cells].forEach((cell, i) => {
+      const was = old.cells[i];
+      if (was.sig === cell.sig) return;
+      const open = was.querySelector('details')?.open;
+      const focus = was.contains(document.activeElement) ? name(document.activeElement) : null;
+      was.replaceWith(cell);
+      if (open && cell.querySelector('details')) cell.querySelector('details').open = true;
+      const again = focus && [...cell.querySelectorAll('button, summary')].find((e) => name(e) === focus);
+      if (again) again.focus();
+    });
+    old.hidden = tr.hidden;
   }
 
   function render(key) {
@@ -140,7 +162,7 @@
     if (!entry) { if (old) old.remove(); return count(); }
     const tr = rowElement(entry.row);
     tr.hidden = filter !== '' && !key.toLowerCase().includes(filter);
-    if (old) { old.replaceWith(tr); } else {
+    if (old) { patch(old, tr); } else {
       const after = [...tbody.children].find((t) => t.dataset.key > key);
       tbody.insertBefore(tr, after || null);
     }
