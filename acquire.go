@@ -94,7 +94,7 @@ func (c *Client) lock(ctx context.Context, key string, o options, contended *boo
 		return l, nil
 	}
 	if !c.mayWait(ctx, o, err) {
-		return l, unwaited(ctx, err)
+		return l, c.unwaited(ctx, o, err)
 	}
 	*contended = isContended(ctx, err)
 	if !listens {

@@ -3,6 +3,7 @@ package dlock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"slices"
 	"syscall"
@@ -131,21 +132,27 @@ func TestAnAcquireNotSentForTheClientsOwnReleaseIsASlowNode(t *testing.T) {
 // ErrNotObtained and the context's error, and keeps a node error it had.
 // Errors a wait does not outlast are returned as they are.
 func TestAnAttemptWhoseContextEndedAfterItsVerdictSaysSo(t *testing.T) {
+	c := &Client{nodes: make([]*node, 3)}
 	ended, cancel := context.WithCancel(context.Background())
 	cancel()
-	for _, err := range []error{errNotObtainedSplit, ErrNotObtained, refusedErr.Err, &QuorumError{Nodes: 3, Quorum: 2}} {
-		got := unwaited(ended, err)
+	var o options
+	givenBack := fmt.Errorf("%w (%w: the grant is given back in the background)", &QuorumError{Nodes: 3, Quorum: 2, Errs: []error{abandoned.Err}}, context.Canceled)
+	for _, err := range []error{errNotObtainedSplit, ErrNotObtained, refusedErr.Err, &QuorumError{Nodes: 3, Quorum: 2}, givenBack} {
+		got := c.unwaited(ended, o, err)
 		if !errors.Is(got, ErrNotObtained) || !errors.Is(got, context.Canceled) {
 			t.Errorf("%v, then the context ended: %v, want ErrNotObtained and Canceled", err, got)
 		}
 		if transient(err) && !errors.Is(got, err) {
 			t.Errorf("%v, then the context ended: %v, want the node error kept", err, got)
 		}
-		if got := unwaited(context.Background(), err); got != err {
+		if got := c.unwaited(context.Background(), o, err); got != err {
 			t.Errorf("%v with a live context became %v", err, got)
 		}
 	}
-	if got := unwaited(ended, ErrWrongKind); got != ErrWrongKind {
-		t.Errorf("ErrWrongKind after the context ended became %v", got)
+	noperm := &NodeError{Node: "n", Op: "acquire", Err: errors.New("NOPERM this user has no permissions to run the 'evalsha' command")}
+	for _, err := range []error{ErrWrongKind, &QuorumError{Nodes: 3, Quorum: 2, Errs: []error{noperm, noperm, noperm}}} {
+		if got := c.unwaited(ended, o, err); got != err {
+			t.Errorf("%v after the context ended became %v", err, got)
+		}
 	}
 }

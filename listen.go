@@ -66,7 +66,7 @@ func (c *Client) waitListening(ctx context.Context, key string, o options, err e
 		case ctx.Err() != nil:
 			return nil, gaveUp(ctx.Err(), last)
 		case !c.mayWait(ctx, o, err):
-			return nil, unwaited(ctx, err)
+			return nil, c.unwaited(ctx, o, err)
 		}
 		*contended = *contended || isContended(ctx, err)
 		slow.note(err)

@@ -125,14 +125,16 @@ func isContended(ctx context.Context, err error) bool {
 
 // unwaited is Lock's error for an attempt that failed with err and that it
 // does not wait after: err, unless ctx ended meanwhile and err is one a
-// wait outlasts (contention, an unreachable node, no majority). Then, as
-// for a wait that ctx ended, it matches ErrNotObtained and ctx's error.
-func unwaited(ctx context.Context, err error) error {
+// wait outlasts (mayWait with a live context: contention, an unreachable
+// node, a majority that may still answer). Then, as for a wait that ctx
+// ended, it matches ErrNotObtained and ctx's error. A permanent error
+// (NOPERM, WRONGTYPE on every node) is returned as it is.
+func (c *Client) unwaited(ctx context.Context, o options, err error) error {
 	cause := ctx.Err()
-	if cause == nil || errors.Is(err, cause) {
+	switch {
+	case cause == nil, errors.Is(err, ErrNotObtained) && errors.Is(err, cause):
 		return err
-	}
-	if errors.Is(err, ErrNotObtained) || errors.Is(err, ErrNoQuorum) || transient(err) {
+	case errors.Is(err, ErrNotObtained), c.mayWait(context.WithoutCancel(ctx), o, err):
 		return gaveUp(cause, err)
 	}
 	return err

@@ -170,8 +170,10 @@
     count();
   }
 
+  // renderAll brings the table up to the rows known, in key order,
+  // patching the rows already on the page (a reconnect keeps the focus).
   function renderAll() {
-    tbody.replaceChildren();
+    for (const tr of [...tbody.children]) if (!rows.has(tr.dataset.key)) tr.remove();
     for (const k of [...rows.keys()].sort()) render(k);
     count();
   }
@@ -301,7 +303,7 @@
       setConn('live', 'live');
     });
     es.addEventListener('row', (e) => { const r = JSON.parse(e.data); put(r); render(r.key); });
-    es.addEventListener('gone', (e) => { rows.delete(JSON.parse(e.data)); renderAll(); });
+    es.addEventListener('gone', (e) => { const k = JSON.parse(e.data); rows.delete(k); render(k); });
     es.addEventListener('audit', (e) => renderAudit(JSON.parse(e.data)));
     es.addEventListener('doctor', (e) => renderDoctor(JSON.parse(e.data)));
     es.addEventListener('problems', (e) => renderProblems(JSON.parse(e.data)));
