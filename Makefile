@@ -68,11 +68,14 @@ bench: deps bench-check
 # bench-pair runs the bench with a second dlock beside this tree's: the
 # commit BASE, renamed to the module github.com/dlock-go/dlockbase in a
 # temporary copy, as "dlock (base)" in every scenario, interleaved with the
-# others on the same servers. ONLY picks scenarios (bench's -only; the
-# report is then only printed); else the report goes to PAIR_OUT, never to
-# BENCHMARKS.md.
+# others on the same servers. ONLY picks scenarios (bench's -only), LIBS
+# libraries by name prefix, comma-separated (bench's -libs; LIBS=dlock runs
+# the two dlocks alone), ROUNDS the interleaved rounds; with ONLY or LIBS the
+# report is only printed, else it goes to PAIR_OUT, never to BENCHMARKS.md.
 BASE ?= HEAD
 ONLY ?=
+LIBS ?=
+ROUNDS ?= 3
 PAIR_OUT ?= $(CURDIR)/.bench-pair/BENCHMARKS.md
 bench-pair: deps bench-check
 	@base=$$(mktemp -d); trap 'rm -rf $$base' EXIT; \
@@ -80,7 +83,7 @@ bench-pair: deps bench-check
 	find $$base -name '*.go' -o -name go.mod | xargs sed -i 's#github.com/dlock-go/dlock\b#github.com/dlock-go/dlockbase#g' && \
 	printf 'go 1.26.0\n\nuse (\n\t%s\n\t%s\n)\n' $(CURDIR)/bench $$base > $$base/pair.work && \
 	mkdir -p $(dir $(PAIR_OUT)) && \
-	cd bench && GOWORK=$$base/pair.work $(GO) run -tags dlockbase . -out $(PAIR_OUT) $(if $(ONLY),-only "$(ONLY)")
+	cd bench && GOWORK=$$base/pair.work $(GO) run -tags dlockbase . -out $(PAIR_OUT) -rounds $(ROUNDS) $(if $(ONLY),-only "$(ONLY)") $(if $(LIBS),-libs "$(LIBS)")
 
 gobench: deps
 	$(GO) test -run '^$$' -bench . -benchtime 2s -count 1 .

@@ -34,6 +34,7 @@ var (
 	out        = flag.String("out", "BENCHMARKS.md", "where to write the report")
 	chart      = flag.String("chart", "benchmarks.svg", "where to write the chart (next to the report)")
 	only       = flag.String("only", "", "run only the scenarios whose name contains this (no report is written)")
+	libsOnly   = flag.String("libs", "", "run only the libraries whose name starts with one of these, comma-separated (no report is written)")
 	rounds     = flag.Int("rounds", 3, "interleaved rounds per scenario (each library runs once per round)")
 	cpuProfile = flag.String("cpuprofile", "", "write the bench process's CPU profile to this file")
 	herdBound  = flag.Duration("herd-bound", 60*time.Second, "the longest a herd round may take before its waiters give up")
@@ -120,14 +121,15 @@ func main() {
 	// totals.
 	runRounds := func(scenario string, libs []locker, n int, measure func(locker, int) result) {
 		herd := strings.HasPrefix(scenario, "herd") || strings.Contains(scenario, "herd")
-		defer func() {
-			for _, l := range libs {
+		defer func(all []locker) {
+			for _, l := range all {
 				l.close()
 			}
-		}()
+		}(libs)
 		if skip(scenario) {
 			return
 		}
+		libs = picked(libs)
 		total := make([]result, len(libs))
 		var waits = make([][]time.Duration, len(libs))
 		for round := 0; round < n; round++ {
@@ -237,6 +239,10 @@ func main() {
 	if !skip(fmt.Sprintf("memory, %d keys", memoryKeys)) {
 		admin := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 1})
 		for _, l := range single() {
+			if !kept(l.name) {
+				l.close()
+				continue
+			}
 			row := measureMemory(admin, l)
 			l.close()
 			mem = append(mem, row)
@@ -245,7 +251,7 @@ func main() {
 		}
 		admin.Close()
 	}
-	if *only != "" {
+	if *only != "" || *libsOnly != "" {
 		return
 	}
 
@@ -257,6 +263,18 @@ func main() {
 
 // skip reports whether -only leaves scenario out.
 func skip(scenario string) bool { return *only != "" && !strings.Contains(scenario, *only) }
+
+// kept reports whether -libs keeps the library named lib.
+func kept(lib string) bool {
+	return *libsOnly == "" || slices.ContainsFunc(strings.Split(*libsOnly, ","), func(prefix string) bool {
+		return strings.HasPrefix(lib, prefix)
+	})
+}
+
+// picked is libs less those -libs leaves out.
+func picked(libs []locker) []locker {
+	return slices.DeleteFunc(slices.Clone(libs), func(l locker) bool { return !kept(l.name) })
+}
 
 // uncontendedKey is the key each library locks, round after round, in an
 // uncontended scenario.
