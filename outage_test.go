@@ -75,7 +75,7 @@ func served(t *testing.T, what string, done chan error, since time.Time) {
 		}
 		t.Logf("%s: served %v after the fault ended", what, time.Since(since).Round(time.Millisecond))
 	case <-time.After(time.Minute):
-		t.Fatalf("%s: no answer within its 30 s", what)
+		t.Fatalf("%s: no answer within a minute", what)
 	}
 }
 
