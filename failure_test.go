@@ -396,3 +396,24 @@ func TestANilContextPanicsAndANilOptionIsRefused(t *testing.T) {
 		t.Errorf("a nil option: %v, want ErrInvalidArgument", err)
 	}
 }
+
+// WithFailFast on Redlock: with one node held by another Client and one
+// down, no majority can agree; Lock returns the *QuorumError at once
+// instead of waiting for the context (it waited to the end before).
+func TestRedlockWithFailFastReturnsTheQuorumError(t *testing.T) {
+	nodes := startNodes(t, 3)
+	c, rdbs := newRedlock(t, nodes)
+	k := key(t)
+	other := dlock.New(rdbs[0])
+	defer other.Close()
+	held := mustLock(t, other, k, dlock.WithTTL(time.Minute))
+	defer held.Unlock(ctxT(t))
+	nodes[1].Kill()
+	ctx, cancel := context.WithTimeout(ctxT(t), 20*time.Second)
+	defer cancel()
+	_, err := c.Lock(ctx, k, dlock.WithFailFast(), dlock.WithNodeTimeout(time.Second))
+	var qe *dlock.QuorumError
+	if !errors.As(err, &qe) || errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
+		t.Fatalf("Lock WithFailFast with a node held and one down: %v, want the *QuorumError before the context ends", err)
+	}
+}

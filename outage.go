@@ -141,8 +141,8 @@ func (c *Client) unwaited(ctx context.Context, o options, err error) error {
 }
 
 // mayWait reports whether Lock should wait and try again after err: the
-// lock is taken, the node cannot be reached for now (transient; not with
-// WithFailFast), or (Redlock) a majority can still answer: nodes that
+// lock is taken, or, not with WithFailFast, the node cannot be reached for
+// now (transient) or (Redlock) a majority can still answer: nodes that
 // failed outright, not merely slow, count as down, and once more than a
 // minority is down Lock returns the *QuorumError at once.
 func (c *Client) mayWait(ctx context.Context, o options, err error) bool {
@@ -150,7 +150,7 @@ func (c *Client) mayWait(ctx context.Context, o options, err error) bool {
 		return true
 	}
 	var qe *QuorumError
-	if ctx.Err() != nil || !errors.As(err, &qe) {
+	if o.failFast || ctx.Err() != nil || !errors.As(err, &qe) {
 		return false
 	}
 	var down transport.Votes // a node that failed outright is a no to "can a majority still answer?"
