@@ -83,7 +83,7 @@ bench-pair: deps bench-check
 	find $$base -name '*.go' -o -name go.mod | xargs sed -i 's#github.com/dlock-go/dlock\b#github.com/dlock-go/dlockbase#g' && \
 	printf 'go 1.26.0\n\nuse (\n\t%s\n\t%s\n)\n' $(CURDIR)/bench $$base > $$base/pair.work && \
 	mkdir -p $(dir $(PAIR_OUT)) && \
-	cd bench && GOWORK=$$base/pair.work $(GO) run -tags dlockbase . -out $(PAIR_OUT) -rounds $(ROUNDS) $(if $(ONLY),-only "$(ONLY)") $(if $(LIBS),-libs "$(LIBS)")
+	cd bench && GOWORK=$$base/pair.work $(GO) run -tags dlockbase . -out $(PAIR_OUT) $(if $(ROUNDS),-rounds $(ROUNDS)) $(if $(ONLY),-only "$(ONLY)") $(if $(LIBS),-libs "$(LIBS)")
 
 gobench: deps
 	$(GO) test -run '^$$' -bench . -benchtime 2s -count 1 .

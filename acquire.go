@@ -12,7 +12,8 @@ import (
 // TryLock makes one attempt to obtain the lock on key, in one round trip.
 // It returns an error matching ErrNotObtained when someone else holds the
 // lock (or ctx ends first: the error also matches ctx.Err()), and a
-// *NodeError when Redis could not be asked. Locks are not reentrant. A
+// *NodeError when Redis could not be asked (with Redlock, a *QuorumError
+// listing each node's). Locks are not reentrant. A
 // grant that comes after ctx ended is released in the background.
 func (c *Client) TryLock(ctx context.Context, key string, opts ...Option) (*Lock, error) {
 	needContext(ctx)

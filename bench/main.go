@@ -75,6 +75,10 @@ func (r result) perSec() float64 { return float64(r.ops) / r.elapsed.Seconds() }
 
 func main() {
 	flag.Parse()
+	if *rounds < 1 {
+		fmt.Fprintln(os.Stderr, "bench: -rounds must be at least 1")
+		os.Exit(2)
+	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err == nil {
@@ -130,6 +134,9 @@ func main() {
 			return
 		}
 		libs = picked(libs)
+		if len(libs) == 0 {
+			fmt.Fprintf(os.Stderr, "%-40s no library named by -libs %q\n", scenario, *libsOnly)
+		}
 		total := make([]result, len(libs))
 		var waits = make([][]time.Duration, len(libs))
 		for round := 0; round < n; round++ {
@@ -267,7 +274,7 @@ func skip(scenario string) bool { return *only != "" && !strings.Contains(scenar
 // kept reports whether -libs keeps the library named lib.
 func kept(lib string) bool {
 	return *libsOnly == "" || slices.ContainsFunc(strings.Split(*libsOnly, ","), func(prefix string) bool {
-		return strings.HasPrefix(lib, prefix)
+		return strings.HasPrefix(lib, strings.TrimSpace(prefix))
 	})
 }
 
