@@ -136,7 +136,9 @@ func WithReplicaAck(replicas int, timeout time.Duration) Option {
 // WithFailFast makes Lock (and Acquire, RLock, Campaign, LockAll) return
 // the first node error, a *NodeError (*QuorumError with several nodes),
 // instead of waiting through an outage or failover until the context ends
-// (outage.go). TryLock always fails fast.
+// (outage.go). With several nodes, one that only answered late (its node
+// timeout) is a vote lost, not an outage: Lock goes on while a majority
+// can still answer. TryLock always fails fast.
 func WithFailFast() Option {
 	return func(o *options) { o.failFast = true }
 }

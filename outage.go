@@ -141,16 +141,17 @@ func (c *Client) unwaited(ctx context.Context, o options, err error) error {
 }
 
 // mayWait reports whether Lock should wait and try again after err: the
-// lock is taken, or, not with WithFailFast, the node cannot be reached for
-// now (transient) or (Redlock) a majority can still answer: nodes that
+// lock is taken, the node cannot be reached for now (transient; not with
+// WithFailFast), or (Redlock) a majority can still answer: nodes that
 // failed outright, not merely slow, count as down, and once more than a
-// minority is down Lock returns the *QuorumError at once.
+// minority is down, or with WithFailFast one, Lock returns the
+// *QuorumError at once.
 func (c *Client) mayWait(ctx context.Context, o options, err error) bool {
 	if isContended(ctx, err) || !o.failFast && ctx.Err() == nil && transient(err) {
 		return true
 	}
 	var qe *QuorumError
-	if o.failFast || ctx.Err() != nil || !errors.As(err, &qe) {
+	if ctx.Err() != nil || !errors.As(err, &qe) {
 		return false
 	}
 	var down transport.Votes // a node that failed outright is a no to "can a majority still answer?"
@@ -159,7 +160,7 @@ func (c *Client) mayWait(ctx context.Context, o options, err error) bool {
 			down.No++
 		}
 	}
-	return down.Of(len(c.nodes)) != transport.Refused
+	return down.Of(len(c.nodes)) != transport.Refused && !(o.failFast && down.No > 0)
 }
 
 // neverSent reports whether err shows that the command never reached the
