@@ -134,7 +134,7 @@ func (c *Client) unwaited(ctx context.Context, o options, err error) error {
 	switch {
 	case cause == nil, errors.Is(err, ErrNotObtained) && errors.Is(err, cause):
 		return err
-	case errors.Is(err, ErrNotObtained), c.mayWait(context.WithoutCancel(ctx), o, err):
+	case c.mayWait(context.WithoutCancel(ctx), o, err): // contention included
 		return gaveUp(cause, err)
 	}
 	return err
