@@ -231,11 +231,11 @@ func TestTokensCarryTheProtocolVersion(t *testing.T) {
 	}
 }
 
-// The lean scripts' answers have one name on each side: token.lua's MARKED
+// The lean scripts' answers have one name on each side: results.lua's MARKED
 // and WAITED are node.go's leanMarked and leanWaited.
 func TestTheLeanAnswersHaveOneNameOnEachSide(t *testing.T) {
 	want := fmt.Sprintf("local MARKED, WAITED = %d, %d", leanMarked, leanWaited)
-	if !strings.Contains(tokenSrc, want) {
-		t.Fatalf("token.lua does not say %q", want)
+	if !strings.Contains(resultsSrc, want) {
+		t.Fatalf("results.lua does not say %q", want)
 	}
 }

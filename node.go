@@ -45,8 +45,7 @@ type node struct {
 
 // newNode returns the node for rdb; i names it when its address is unknown.
 func newNode(rdb RedisClient, i int) *node {
-	n := &node{Node: transport.NewNode(rdb, i, waitStep)}
-	return n
+	return &node{Node: transport.NewNode(rdb, i, waitStep)}
 }
 
 // fail returns op's error on n: a usage error as it is, else a *NodeError.
@@ -95,7 +94,7 @@ func (n *node) acquire(ctx context.Context, nm *lockNames, token string, o optio
 		acked = -1
 	)
 	if o.replicas > 0 {
-		res, acked, err = n.acquireAcked(ctx, nm.acquire[:], slices.Clone(args), o)
+		res, acked, err = n.RunAcked(ctx, acquireScript, nm.acquire[:], o.replicas, o.replicaTimeout, slices.Clone(args)...)
 	} else {
 		res, err = n.runAcquire(ctx, nm, listens, args)
 	}
@@ -179,33 +178,6 @@ func (n *node) acquireShared(ctx context.Context, nm *lockNames, token string, o
 	return grant{ok: true, fence: fence}, nil
 }
 
-// acquireAcked runs the acquire and WAIT in one round trip: reply, acks.
-func (n *node) acquireAcked(ctx context.Context, keys []string, args []any, o options) (any, int, error) {
-	for attempt := 0; ; attempt++ {
-		var script *redis.Cmd
-		var wait *redis.Cmd
-		_, err := n.RDB.Pipelined(ctx, func(p redis.Pipeliner) error {
-			script = acquireScript.EvalSha(ctx, p, keys, args...)
-			wait = p.Do(ctx, "WAIT", o.replicas, o.replicaTimeout.Milliseconds())
-			return nil
-		})
-		if err != nil && redis.HasErrorPrefix(script.Err(), "NOSCRIPT") && attempt == 0 {
-			if err := acquireScript.Load(ctx, n.RDB).Err(); err != nil {
-				return nil, 0, err
-			}
-			continue
-		}
-		if err := script.Err(); err != nil {
-			return nil, 0, err
-		}
-		acked, err := wait.Int64()
-		if err != nil {
-			return nil, 0, err
-		}
-		return script.Val(), int(acked), nil
-	}
-}
-
 // parseFence reads a fence that a script returned as a decimal string.
 func parseFence(v any) (int64, error) {
 	s, _ := v.(string)
@@ -246,12 +218,11 @@ func (n *node) release(ctx context.Context, nm *lockNames, token string, fence i
 	}
 	if lean && fence == 0 && group == "" && readsHolderMark(token) {
 		keys, boxed := nm.leanReleaseKeys()
-		v, err := n.RunBoxed(ctx, releaseLeanScript, keys, boxed, token).Int64()
-		if err != nil {
-			return releaseReply{}, n.fail("release", err)
-		}
-		if v != leanWaited {
+		switch v, err := n.RunBoxed(ctx, releaseLeanScript, keys, boxed, token).Int64(); {
+		case err == nil && v != leanWaited:
 			return releaseReply{released: v == 1}, nil
+		case err != nil && kindError(err) != ErrWrongKind: // of another kind: release.lua answers
+			return releaseReply{}, n.fail("release", err)
 		}
 	}
 	return n.releaseFull(ctx, nm, token, fence, keep, group, joins)

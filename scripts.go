@@ -2,21 +2,29 @@ package dlock
 
 import (
 	_ "embed"
+	"strings"
 
 	"github.com/dlock-go/dlock/internal/transport"
 )
 
 // One script per server-side operation, each a file in scripts/ whose
-// header names its KEYS and ARGV, with the shared functions it needs
-// prepended: token.lua, fence.lua, mark.lua, prelude.lua (the queue's and
-// several holders'). Sent as EVALSHA, and as EVAL on NOSCRIPT
-// (transport.Node.Run): loaded once per server, not per call.
+// header names its KEYS and ARGV, with the shared files it needs
+// prepended: results.lua, token.lua, fence.lua, again.lua, mark.lua,
+// prelude.lua (the queue's and several holders'). Sent as EVALSHA, and as
+// EVAL on NOSCRIPT (transport.Node.Run): loaded once per server, not per
+// call.
 var (
+	//go:embed scripts/results.lua
+	resultsSrc string
+
 	//go:embed scripts/token.lua
 	tokenSrc string
 
 	//go:embed scripts/fence.lua
 	fenceSrc string
+
+	//go:embed scripts/again.lua
+	againSrc string
 
 	//go:embed scripts/mark.lua
 	markSrc string
@@ -25,15 +33,15 @@ var (
 	preludeSrc string
 
 	// queuing starts the scripts that work the queue or several holders.
-	queuing = tokenSrc + fenceSrc + markSrc + preludeSrc
+	queuing = resultsSrc + tokenSrc + fenceSrc + markSrc + preludeSrc
 
 	//go:embed scripts/acquire_lean.lua
 	acquireLeanSrc    string
-	acquireLeanScript = transport.NewScript(tokenSrc + fenceSrc + acquireLeanSrc)
+	acquireLeanScript = transport.NewScript(resultsSrc + fenceSrc + slowPath(acquireLeanSrc, tokenSrc+againSrc))
 
 	//go:embed scripts/acquire.lua
 	acquireSrc    string
-	acquireScript = transport.NewScript(tokenSrc + fenceSrc + markSrc + acquireSrc)
+	acquireScript = transport.NewScript(resultsSrc + tokenSrc + fenceSrc + againSrc + markSrc + acquireSrc)
 
 	//go:embed scripts/release.lua
 	releaseSrc    string
@@ -41,7 +49,7 @@ var (
 
 	//go:embed scripts/release_lean.lua
 	releaseLeanSrc    string
-	releaseLeanScript = transport.NewScript(tokenSrc + releaseLeanSrc)
+	releaseLeanScript = transport.NewScript(resultsSrc + releaseLeanSrc)
 
 	//go:embed scripts/join.lua
 	joinSrc    string
@@ -57,7 +65,7 @@ var (
 
 	//go:embed scripts/extend.lua
 	extendSrc    string
-	extendScript = transport.NewScript(tokenSrc + extendSrc)
+	extendScript = transport.NewScript(resultsSrc + tokenSrc + extendSrc)
 
 	//go:embed scripts/shared_acquire.lua
 	sharedAcquireSrc    string
@@ -79,3 +87,10 @@ var (
 	inspectSrc    string
 	inspectScript = transport.NewScript(inspectSrc)
 )
+
+// slowPath puts shared in a lean script where its slow path begins, at its line "-- (the slow
+// path's functions: scripts.go)": a declared function is built on every run, and the fast
+// path above returns without building shared.
+func slowPath(src, shared string) string {
+	return strings.Replace(src, "-- (the slow path's functions: scripts.go)\n", shared, 1)
+}

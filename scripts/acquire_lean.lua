@@ -16,4 +16,5 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   redis.call('DEL', KEYS[1]) -- the key was free: this script made it
   return MARKED
 end
+-- (the slow path's functions: scripts.go)
 return grant_again(KEYS[1], KEYS[2], ARGV[1], ARGV[3]) or redis.call('PTTL', KEYS[1])

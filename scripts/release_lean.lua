@@ -2,8 +2,9 @@
 -- holds this token unmarked (mark.lua); on the marked token the caller runs release.lua.
 -- KEYS[1]  lock key
 -- ARGV[1]  token
--- Returns RELEASED, NOT_HELD or WAITED (held marked); the last two change nothing.
-local value = mutex_value(KEYS[1])
+-- Returns RELEASED, NOT_HELD or WAITED (held marked); the last two change nothing. A key of
+-- another kind is a WRONGTYPE error: the caller runs release.lua, which answers NOT_HELD.
+local value = redis.call('GET', KEYS[1])
 if value == ARGV[1] then
   redis.call('DEL', KEYS[1])
   return RELEASED
@@ -11,4 +12,4 @@ end
 if value == ARGV[1] .. '+' then
   return WAITED
 end
-return NOT_HELD -- another holder, or another kind of lock
+return NOT_HELD -- another holder

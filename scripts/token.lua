@@ -1,9 +1,4 @@
--- token: what the scripts that read a mutex's key share; prepended first (scripts.go).
-
--- Answers: the lean scripts' when someone may wait or listen (mark.lua; node.go's leanMarked
--- and leanWaited, held together by a test), and whether a release or extend found the token.
-local MARKED, WAITED = -3, 2
-local RELEASED, NOT_HELD = 1, 0
+-- token: what the scripts that read a mutex's key share (scripts.go).
 
 -- holds_token reports whether value, a mutex key's, is token, with or without the holder's mark.
 local function holds_token(value, token)
