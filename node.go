@@ -218,11 +218,12 @@ func (n *node) release(ctx context.Context, nm *lockNames, token string, fence i
 	}
 	if lean && fence == 0 && group == "" && readsHolderMark(token) {
 		keys, boxed := nm.leanReleaseKeys()
-		switch v, err := n.RunBoxed(ctx, releaseLeanScript, keys, boxed, token).Int64(); {
-		case err == nil && v != leanWaited:
-			return releaseReply{released: v == 1}, nil
-		case err != nil && kindError(err) != ErrWrongKind: // of another kind: release.lua answers
+		v, err := n.RunBoxed(ctx, releaseLeanScript, keys, boxed, token).Int64()
+		if err != nil {
 			return releaseReply{}, n.fail("release", err)
+		}
+		if v != leanWaited {
+			return releaseReply{released: v == 1}, nil
 		}
 	}
 	return n.releaseFull(ctx, nm, token, fence, keep, group, joins)

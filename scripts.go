@@ -10,9 +10,10 @@ import (
 // One script per server-side operation, each a file in scripts/ whose
 // header names its KEYS and ARGV, with the shared files it needs
 // prepended: results.lua, token.lua, fence.lua, again.lua, mark.lua,
-// prelude.lua (the queue's and several holders'). Sent as EVALSHA, and as
-// EVAL on NOSCRIPT (transport.Node.Run): loaded once per server, not per
-// call.
+// prelude.lua (the queue's and several holders'); the lean scripts get
+// those only their slow path calls where it begins (slowPath). Sent as
+// EVALSHA, and as EVAL on NOSCRIPT (transport.Node.Run): loaded once per
+// server, not per call.
 var (
 	//go:embed scripts/results.lua
 	resultsSrc string
@@ -49,7 +50,7 @@ var (
 
 	//go:embed scripts/release_lean.lua
 	releaseLeanSrc    string
-	releaseLeanScript = transport.NewScript(resultsSrc + releaseLeanSrc)
+	releaseLeanScript = transport.NewScript(resultsSrc + slowPath(releaseLeanSrc, tokenSrc))
 
 	//go:embed scripts/join.lua
 	joinSrc    string
@@ -88,9 +89,14 @@ var (
 	inspectScript = transport.NewScript(inspectSrc)
 )
 
-// slowPath puts shared in a lean script where its slow path begins, at its line "-- (the slow
-// path's functions: scripts.go)": a declared function is built on every run, and the fast
-// path above returns without building shared.
+// slowPath puts shared in a lean script at its line "-- (the slow path's
+// functions: scripts.go)", where its slow path begins: a declared function
+// is built on every run, and the fast path above returns without building
+// shared.
 func slowPath(src, shared string) string {
-	return strings.Replace(src, "-- (the slow path's functions: scripts.go)\n", shared, 1)
+	const mark = "-- (the slow path's functions: scripts.go)"
+	if strings.Count(src, mark) != 1 {
+		panic("dlock: a lean script without its slow path's mark")
+	}
+	return strings.Replace(src, mark, shared, 1)
 }

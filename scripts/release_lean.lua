@@ -2,9 +2,8 @@
 -- holds this token unmarked (mark.lua); on the marked token the caller runs release.lua.
 -- KEYS[1]  lock key
 -- ARGV[1]  token
--- Returns RELEASED, NOT_HELD or WAITED (held marked); the last two change nothing. A key of
--- another kind is a WRONGTYPE error: the caller runs release.lua, which answers NOT_HELD.
-local value = redis.call('GET', KEYS[1])
+-- Returns RELEASED, NOT_HELD or WAITED (held marked); the last two change nothing.
+local value = redis.pcall('GET', KEYS[1]) -- an error reply for a key of another kind
 if value == ARGV[1] then
   redis.call('DEL', KEYS[1])
   return RELEASED
@@ -12,4 +11,6 @@ end
 if value == ARGV[1] .. '+' then
   return WAITED
 end
-return NOT_HELD -- another holder
+-- (the slow path's functions: scripts.go)
+mutex_value(KEYS[1]) -- raises GET's error but WRONGTYPE: another kind of lock
+return NOT_HELD -- another holder, or another kind of lock

@@ -1,4 +1,4 @@
--- token: what the scripts that read a mutex's key share (scripts.go).
+-- token: how the scripts read a mutex's key and tell its holder (scripts.go).
 
 -- holds_token reports whether value, a mutex key's, is token, with or without the holder's mark.
 local function holds_token(value, token)
