@@ -111,17 +111,21 @@ func (w *queuedWaiter) folded(ctx context.Context, g *waitGroup) (foldState, err
 // joinDefer is the longest a waiter defers its first join (deferJoin).
 const joinDefer = 2 * time.Millisecond
 
-// deferJoin holds back w's first join while a mutex lock granted through
-// w's group holds the key, until that lock's release is about to be sent
-// (releasing) or joinDefer has passed; a waiter whose context ends sooner
-// joins at once, and one whose context ends while it defers, or whose
-// group's keepalive fails, returns the error. The release usually makes the
-// join in its script (fold says how: foldNone, no release took it); else
-// the waiter joins. Either way it is answered between two critical
-// sections, not in the next, whose timers it would delay, Go's poller
-// sleeping whole milliseconds (docs/design.md, "Measurements"). Giving up
-// while deferring leaves nothing to remove: it has not joined.
+// deferJoin holds back w's first join while w's group has departingLimit
+// departures under way, and while a mutex lock granted through w's group
+// holds the key, until that lock's release is about to be sent (releasing)
+// or joinDefer has passed; a waiter whose context ends sooner joins at
+// once, and one whose context ends while it defers, or whose group's
+// keepalive fails, returns the error. The release usually makes the join
+// in its script (fold says how: foldNone, no release took it); else the
+// waiter joins. Either way it is answered between two critical sections,
+// not in the next, whose timers it would delay, Go's poller sleeping whole
+// milliseconds (docs/design.md, "Measurements"). Giving up while held back
+// leaves nothing to remove: it has not joined.
 func (w *queuedWaiter) deferJoin(ctx context.Context, g *waitGroup) (fold foldState, err error) {
+	if err := g.departing.Wait(ctx); err != nil {
+		return foldNone, err
+	}
 	d := joinDefer
 	if g.c.groups.deferFor > 0 {
 		d = g.c.groups.deferFor

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dlock-go/dlock/internal/gate"
 	"github.com/dlock-go/dlock/internal/tokens"
 	"github.com/dlock-go/dlock/internal/transport"
 )
@@ -25,17 +26,18 @@ type waitGroup struct {
 	ready <-chan struct{} // closed once the wake channel is subscribed
 	watch *transport.Watch
 
-	mu       sync.Mutex
-	waiters  map[string]*queuedWaiter
-	departed map[string]string // id -> token: gone, leave not yet confirmed
-	seq      int64
-	sent     []stepSent      // recent steps, in seq order
-	emptied  chan struct{}   // the last waiter has gone (see groupLinger)
-	holder   *Lock           // the mutex lock last granted to one of its waiters, until released
-	deferred []*queuedWaiter // waiters deferring their first join (deferJoin)
-	idle     time.Time       // since when the group has had no waiter; zero while it has
-	failing  error           // the last keepalive's error, until a keepalive succeeds
-	stopped  bool
+	mu        sync.Mutex
+	waiters   map[string]*queuedWaiter
+	departed  map[string]string // id -> token: gone, its leave failed: tried again
+	departing gate.Limit        // leaves under way, and joins given up unanswered (a leave follows)
+	seq       int64
+	sent      []stepSent      // recent steps, in seq order
+	emptied   chan struct{}   // the last waiter has gone (see groupLinger)
+	holder    *Lock           // the mutex lock last granted to one of its waiters, until released
+	deferred  []*queuedWaiter // waiters deferring their first join (deferJoin)
+	idle      time.Time       // since when the group has had no waiter; zero while it has
+	failing   error           // the last keepalive's error, until a keepalive succeeds
+	stopped   bool
 }
 
 // groupLinger is how long a group stays subscribed after its last waiter
@@ -94,7 +96,7 @@ func newWaitGroup(c *Client, nm *lockNames) *waitGroup {
 	g := &waitGroup{
 		c: c, n: c.nodes[0], nm: nm, id: hex.EncodeToString(id[:]),
 		waiters: map[string]*queuedWaiter{}, departed: map[string]string{},
-		emptied: make(chan struct{}, 1),
+		departing: gate.Limit{Max: departingLimit}, emptied: make(chan struct{}, 1),
 	}
 	g.watch, g.ready = g.n.Watch(nm.wake, g.message)
 	c.spawn(g.keepalive)
@@ -140,10 +142,11 @@ func (g *waitGroup) join(ctx context.Context, w *queuedWaiter) (l *Lock, err err
 	seq, sent := g.stamp()
 	r, err, left := transport.Await(ctx, g.c.work, w.o.nodeTimeoutFor(1),
 		func(ctx context.Context) (joinReply, error) { return g.n.join(ctx, g.nm, w, g.id, seq, score) },
-		func(joinReply, error) { g.leave(w.id, w.token, 0) })
+		func(joinReply, error) { g.departing.Add(-1); g.leave(w.id, w.token, 0) })
 	noteStep(w.o.note, err, left)
 	switch {
 	case left:
+		g.departing.Add(1)
 		return nil, g.n.Unanswered("wait", err), true
 	case err != nil:
 		return nil, err, false
@@ -189,8 +192,8 @@ func (g *waitGroup) accept(w *queuedWaiter, h *handedOff) *Lock {
 // leaveWait is how long a waiter that gives up waits for its leave's answer
 // before Lock returns: enough for a server that answers, so that a release
 // right after finds the queue without it, short enough on a stalled server.
-// A leave still running finishes in work Close waits for; until it lands,
-// the group passes on a grant to the departed waiter.
+// A leave still running finishes in work Close waits for, and passes on a
+// grant the departed waiter got meanwhile.
 const leaveWait = 50 * time.Millisecond
 
 // exit takes w out of the group; leave says whether its leave must be sent
@@ -198,9 +201,6 @@ const leaveWait = 50 * time.Millisecond
 func (g *waitGroup) exit(w *queuedWaiter, leave bool) {
 	g.mu.Lock()
 	delete(g.waiters, w.id)
-	if leave {
-		g.departed[w.id] = w.token
-	}
 	g.mu.Unlock()
 	if leave {
 		wait := leaveWait
@@ -214,9 +214,10 @@ func (g *waitGroup) exit(w *queuedWaiter, leave bool) {
 	g.c.groups.lastLeft(g)
 }
 
-// leave sends the leave script for a departed waiter, forgotten once the
-// server has it; it waits at most timeout (0: none), then lets it run on.
+// leave sends the leave script for a departed waiter, which passes on a
+// grant it got; it waits at most timeout (0: none), then lets it run on.
 func (g *waitGroup) leave(id, token string, timeout time.Duration) {
+	g.departing.Add(1) // until left
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
 	_, err, left := transport.Await(ctx, g.c.work, timeout,
@@ -231,6 +232,7 @@ func (g *waitGroup) leave(id, token string, timeout time.Duration) {
 func (g *waitGroup) left(id, token string, err error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.departing.Add(-1)
 	if err == nil {
 		delete(g.departed, id)
 		return
@@ -239,6 +241,12 @@ func (g *waitGroup) left(id, token string, err error) {
 	g.c.warn("dlock: a waiter that gave up could not leave the queue; retrying while its Client waits for the key",
 		slog.String("key", g.nm.key), slog.Any("err", err))
 }
+
+// departingLimit is how many departures a group has under way before new
+// waiters wait, sending nothing (queuedWaiter.deferJoin): callers that give up
+// faster than the server runs their joins and leaves would fill the queue
+// with departed waiters, to whom every grant goes first.
+const departingLimit = 64
 
 // waiting reports whether the Client has waiters on key, or holds it
 // through a grant to one of them; without groups it looks nothing up.

@@ -363,3 +363,45 @@ func TestTwoGoroutinesTakingTurnsSubscribeOnceAndOnlyJoin(t *testing.T) {
 		t.Fatalf("%d scripts for 40 turns, want a join and a release each", n)
 	}
 }
+
+// Callers that give up faster than the server runs their joins and leaves
+// (200 goroutines on one key, each Lock with a deadline of 1-5 ms) do not
+// fill the queue with departed waiters, to whom every grant would go first:
+// the Client holds new waiters back while 64 departures are under way. The
+// queue stays near the callers' number and empties when they stop, and a
+// Lock right after gets the key. (Under the race detector the callers are
+// too slow to outpace the server; make test runs it without, too.)
+func TestCallersThatGiveUpFasterThanTheServerAnswersDoNotFillTheQueue(t *testing.T) {
+	c, rdb := newClient(t, redistest.Start(t))
+	k := key(t)
+	stop := time.Now().Add(3 * time.Second)
+	var wg sync.WaitGroup
+	for i := range 200 {
+		wg.Go(func() {
+			for n := i; time.Now().Before(stop); n++ {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Duration(n%5+1)*time.Millisecond)
+				if l, err := c.Lock(ctx, k); err == nil {
+					_ = l.Unlock(context.Background())
+				}
+				cancel()
+			}
+		})
+	}
+	var most int64
+	for time.Now().Before(stop) {
+		most = max(most, queueLen(t, rdb, k))
+		time.Sleep(20 * time.Millisecond)
+	}
+	wg.Wait()
+	if most > 1000 { // without the hold-back: thousands
+		t.Errorf("%d waiters in line at once, for 200 callers", most)
+	}
+	eventually(t, "the queue empties", func() bool { return queueLen(t, rdb, k) == 0 })
+	ctx, cancel := context.WithTimeout(ctxT(t), 10*time.Second)
+	defer cancel()
+	l, err := c.Lock(ctx, k)
+	if err != nil {
+		t.Fatalf("Lock after the callers stopped: %v", err)
+	}
+	_ = l.Unlock(ctxT(t))
+}

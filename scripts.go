@@ -8,12 +8,10 @@ import (
 )
 
 // One script per server-side operation, each a file in scripts/ whose
-// header names its KEYS and ARGV, with the shared files it needs
-// prepended: results.lua, token.lua, fence.lua, again.lua, mark.lua,
-// prelude.lua (the queue's and several holders'); the lean scripts get
-// those only their slow path calls where it begins (slowPath). Sent as
-// EVALSHA, and as EVAL on NOSCRIPT (transport.Node.Run): loaded once per
-// server, not per call.
+// header names its KEYS and ARGV, with the shared files it needs prepended
+// (results, token, fence, again, mark, prelude), or, for a lean script's
+// slow path, put where it begins (slowPath). Sent as EVALSHA, and as EVAL
+// on NOSCRIPT (transport.Node.Run): loaded once per server, not per call.
 var (
 	//go:embed scripts/results.lua
 	resultsSrc string
@@ -89,10 +87,9 @@ var (
 	inspectScript = transport.NewScript(inspectSrc)
 )
 
-// slowPath puts shared in a lean script at its line "-- (the slow path's
-// functions: scripts.go)", where its slow path begins: a declared function
-// is built on every run, and the fast path above returns without building
-// shared.
+// slowPath puts shared in a lean script at its mark, where its slow path
+// begins: a declared function is built on every run, and the fast path
+// above the mark returns without building shared.
 func slowPath(src, shared string) string {
 	const mark = "-- (the slow path's functions: scripts.go)"
 	if strings.Count(src, mark) != 1 {
