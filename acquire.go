@@ -114,14 +114,6 @@ func (c *Client) tryFirst(ctx context.Context, key string, o options, listens bo
 	return l, err
 }
 
-// leaseEnd is when l's lease ends; zero for no lock.
-func leaseEnd(l *Lock) time.Time {
-	if l == nil {
-		return time.Time{}
-	}
-	return l.lease.validUntil()
-}
-
 // pause waits d, or until ctx ends or closed is closed.
 func pause(ctx context.Context, closed <-chan struct{}, d time.Duration) {
 	t := time.NewTimer(d)

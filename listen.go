@@ -45,8 +45,8 @@ func (c *Client) waitListening(ctx context.Context, key string, o options, err e
 	if !ok {
 		return nil, gaveUp(c.stopped(ctx), last)
 	}
-	var l *Lock
-	defer func() { turn.Leave(leaseEnd(l)) }()
+	var held time.Time // the lease's end, once this turn obtained the lock
+	defer func() { turn.Leave(held) }()
 
 	// The gate subscribed before this turn's next attempt, so a release
 	// between that attempt and the wait below is not missed.
@@ -58,10 +58,10 @@ func (c *Client) waitListening(ctx context.Context, key string, o options, err e
 	}
 	for {
 		turn.Attempting()
-		var pttl time.Duration
-		l, pttl, err = c.try(ctx, key, o, true)
+		l, pttl, err := c.try(ctx, key, o, true)
 		switch {
 		case err == nil:
+			held = l.lease.validUntil()
 			return l, nil
 		case ctx.Err() != nil:
 			return nil, gaveUp(ctx.Err(), last)

@@ -28,7 +28,7 @@ type waitGroup struct {
 
 	mu        sync.Mutex
 	waiters   map[string]*queuedWaiter
-	departed  map[string]string // id -> token: gone, its leave failed: tried again
+	departed  map[string]string // id -> token: gone, its leave failed or slow to answer
 	departing gate.Limit        // leaves under way, and joins given up unanswered (a leave follows)
 	seq       int64
 	sent      []stepSent      // recent steps, in seq order
@@ -192,8 +192,8 @@ func (g *waitGroup) accept(w *queuedWaiter, h *handedOff) *Lock {
 // leaveWait is how long a waiter that gives up waits for its leave's answer
 // before Lock returns: enough for a server that answers, so that a release
 // right after finds the queue without it, short enough on a stalled server.
-// A leave still running finishes in work Close waits for, and passes on a
-// grant the departed waiter got meanwhile.
+// A leave still running finishes in work Close waits for; until it lands,
+// the group passes on a grant to the departed waiter (departed).
 const leaveWait = 50 * time.Millisecond
 
 // exit takes w out of the group; leave says whether its leave must be sent
@@ -225,7 +225,11 @@ func (g *waitGroup) leave(id, token string, timeout time.Duration) {
 		func(_ bool, err error) { g.left(id, token, err) })
 	if !left {
 		g.left(id, token, err)
+		return
 	}
+	g.mu.Lock() // slow: a grant to id is passed on by another leave (message)
+	g.departed[id] = token
+	g.mu.Unlock()
 }
 
 // left records the answer to a leave: a failed one is tried again.

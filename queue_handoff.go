@@ -45,7 +45,7 @@ func (g *waitGroup) message(payload string) {
 	switch {
 	case w != nil:
 		w.deliver(h, false, nil)
-	case gone:
+	case gone && g.departing.Below(): // else (waiters held back) its own leave passes it on
 		g.c.spawn(func() { g.leave(id, token, 0) })
 	}
 }

@@ -89,7 +89,9 @@ func (g *waitGroup) step(roll []string) {
 	}
 	g.reported(r)
 	for id, token := range g.departed {
-		g.c.spawn(func() { g.leave(id, token, 0) })
+		if g.departing.Below() { // else the leaves under way come first
+			g.c.spawn(func() { g.leave(id, token, 0) })
+		}
 	}
 }
 

@@ -28,6 +28,13 @@ func (l *Limit) Add(d int) {
 	}
 }
 
+// Below reports whether the count is below Max: newcomers pass.
+func (l *Limit) Below() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.n < l.Max
+}
+
 // Wait returns once the count is below Max, or ctx's error if it ends first.
 func (l *Limit) Wait(ctx context.Context) error {
 	for {

@@ -17,6 +17,9 @@ func TestLimitHoldsNewcomersAtItsMax(t *testing.T) {
 		t.Fatalf("below Max: %v", err)
 	}
 	l.Add(1)
+	if l.Below() {
+		t.Fatal("at Max, Below says below")
+	}
 	through := make(chan error, 1)
 	go func() { through <- l.Wait(ctx) }()
 	select {
