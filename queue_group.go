@@ -28,7 +28,7 @@ type waitGroup struct {
 
 	mu        sync.Mutex
 	waiters   map[string]*queuedWaiter
-	departed  map[string]string // id -> token: gone, its leave failed or slow to answer
+	departed  map[string]string // id -> token: gone, leave not yet confirmed
 	departing gate.Limit        // leaves under way, and joins given up unanswered (a leave follows)
 	seq       int64
 	sent      []stepSent      // recent steps, in seq order
@@ -193,7 +193,7 @@ func (g *waitGroup) accept(w *queuedWaiter, h *handedOff) *Lock {
 // before Lock returns: enough for a server that answers, so that a release
 // right after finds the queue without it, short enough on a stalled server.
 // A leave still running finishes in work Close waits for; until it lands,
-// the group passes on a grant to the departed waiter (departed).
+// the group passes on a grant to the departed waiter, and stays.
 const leaveWait = 50 * time.Millisecond
 
 // exit takes w out of the group; leave says whether its leave must be sent
@@ -201,6 +201,9 @@ const leaveWait = 50 * time.Millisecond
 func (g *waitGroup) exit(w *queuedWaiter, leave bool) {
 	g.mu.Lock()
 	delete(g.waiters, w.id)
+	if leave {
+		g.departed[w.id] = w.token
+	}
 	g.mu.Unlock()
 	if leave {
 		wait := leaveWait
@@ -225,11 +228,7 @@ func (g *waitGroup) leave(id, token string, timeout time.Duration) {
 		func(_ bool, err error) { g.left(id, token, err) })
 	if !left {
 		g.left(id, token, err)
-		return
 	}
-	g.mu.Lock() // slow: a grant to id is passed on by another leave (message)
-	g.departed[id] = token
-	g.mu.Unlock()
 }
 
 // left records the answer to a leave: a failed one is tried again.
@@ -285,16 +284,16 @@ func (gs *groups) lastLeft(g *waitGroup) {
 	}
 }
 
-// retire stops the group if it has had no waiter for groupLinger (out of
-// the map: the next waiter starts a new one), and reports whether it did;
-// else, without waiters, how much longer it lingers.
+// retire stops the group if it has had no waiter, nor departed one, for
+// groupLinger (out of the map: the next waiter starts a new one), and
+// reports whether it did; else, without waiters, how much longer it lingers.
 func (gs *groups) retire(g *waitGroup) (stopped bool, lingers time.Duration) {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if len(g.waiters) > 0 || g.idle.IsZero() {
-		return false, 0
+	if len(g.waiters) > 0 || len(g.departed) > 0 || g.idle.IsZero() {
+		return false, 0 // steps on for departed waiters too, whose grants it passes on
 	}
 	if left := groupLinger - time.Since(g.idle); left > 0 {
 		return false, left

@@ -45,7 +45,7 @@ func (g *waitGroup) message(payload string) {
 	switch {
 	case w != nil:
 		w.deliver(h, false, nil)
-	case gone && g.departing.Below(): // else (waiters held back) its own leave passes it on
+	case gone: // at once, even if its leave is under way: as many as grants
 		g.c.spawn(func() { g.leave(id, token, 0) })
 	}
 }

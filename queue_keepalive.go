@@ -89,7 +89,7 @@ func (g *waitGroup) step(roll []string) {
 	}
 	g.reported(r)
 	for id, token := range g.departed {
-		if g.departing.Below() { // else the leaves under way come first
+		if g.departing.Below() { // else the leaves under way come first (a storm of give-ups)
 			g.c.spawn(func() { g.leave(id, token, 0) })
 		}
 	}
