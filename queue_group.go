@@ -193,7 +193,7 @@ func (g *waitGroup) accept(w *queuedWaiter, h *handedOff) *Lock {
 // before Lock returns: enough for a server that answers, so that a release
 // right after finds the queue without it, short enough on a stalled server.
 // A leave still running finishes in work Close waits for; until it lands,
-// the group passes on a grant to the departed waiter, and stays.
+// the group passes on a grant to the departed waiter (retire).
 const leaveWait = 50 * time.Millisecond
 
 // exit takes w out of the group; leave says whether its leave must be sent
@@ -284,18 +284,22 @@ func (gs *groups) lastLeft(g *waitGroup) {
 	}
 }
 
-// retire stops the group if it has had no waiter, nor departed one, for
-// groupLinger (out of the map: the next waiter starts a new one), and
-// reports whether it did; else, without waiters, how much longer it lingers.
+// retire stops the group after groupLinger without waiters (claimTime while
+// a departed waiter's leave is unconfirmed; out of the map: the next waiter
+// starts anew), saying so; else how long it lingers, subscribed, no steps.
 func (gs *groups) retire(g *waitGroup) (stopped bool, lingers time.Duration) {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if len(g.waiters) > 0 || len(g.departed) > 0 || g.idle.IsZero() {
-		return false, 0 // steps on for departed waiters too, whose grants it passes on
+	if len(g.waiters) > 0 || g.idle.IsZero() {
+		return false, 0
 	}
-	if left := groupLinger - time.Since(g.idle); left > 0 {
+	linger := groupLinger
+	if len(g.departed) > 0 {
+		linger = claimTime // subscribed, it passes on grants to departed waiters
+	}
+	if left := linger - time.Since(g.idle); left > 0 {
 		return false, left
 	}
 	g.stopped = true
