@@ -56,6 +56,7 @@ func (c *Client) Election(key string) *Election { return &Election{c: c, key: ke
 // leader blocks its standbys, WithMaxHold how long one may lead. value (at
 // most 1024 bytes) is what Leader and Observe report for this leader.
 func (e *Election) Campaign(ctx context.Context, value string, opts ...Option) (*Lock, error) {
+	needContext(ctx)
 	if len(value) > maxCandidateValue {
 		return nil, invalid("candidate value of %d bytes: at most %d", len(value), maxCandidateValue)
 	}
@@ -93,6 +94,7 @@ func (e *Election) announce(msg string) {
 // highest fence they remember: the leadership's Fence, or above it if a
 // node granted only after the node timeout.
 func (e *Election) Leader(ctx context.Context) (Leader, error) {
+	needContext(ctx)
 	ld, _, err := e.leader(ctx)
 	return ld, err
 }

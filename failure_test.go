@@ -417,3 +417,38 @@ func TestRedlockWithFailFastReturnsTheQuorumError(t *testing.T) {
 		t.Fatalf("Lock WithFailFast with a node held and one down: %v, want the *QuorumError before the context ends", err)
 	}
 }
+
+// Every call that takes a context panics on a nil one with a message that
+// says so, before it changes anything: a Lock whose Unlock or Extend was
+// given nil can still be unlocked (found by review: Inspect, Revoke, Unlock
+// and Extend dereferenced nil, and such an Unlock left the lock unlockable).
+func TestEveryCallPanicsOnANilContextBeforeChangingAnything(t *testing.T) {
+	c, _ := newClient(t, shared())
+	k := key(t)
+	l := mustLock(t, c, k, dlock.WithAutoRenew())
+	e := c.Election(key(t))
+	for name, call := range map[string]func(){
+		"Inspect":         func() { _, _ = c.Inspect(nil, k) },                                     //nolint:staticcheck
+		"Revoke":          func() { _, _ = c.Revoke(nil, k, dlock.Revocation{}) },                  //nolint:staticcheck
+		"Attach":          func() { _, _ = c.Attach(nil, k, "t") },                                 //nolint:staticcheck
+		"Do":              func() { _ = c.Do(nil, k, func(context.Context) error { return nil }) }, //nolint:staticcheck
+		"Lock.Unlock":     func() { _ = l.Unlock(nil) },                                            //nolint:staticcheck
+		"Lock.Extend":     func() { _ = l.Extend(nil, time.Minute) },                               //nolint:staticcheck
+		"Lock.TTL":        func() { _, _ = l.TTL(nil) },                                            //nolint:staticcheck
+		"Election.Leader": func() { _, _ = e.Leader(nil) },                                         //nolint:staticcheck
+		"Campaign":        func() { _, _ = e.Campaign(nil, "v") },                                  //nolint:staticcheck
+		"RWMutex.RLock":   func() { _, _ = c.RWMutex(key(t)).RLock(nil) },                          //nolint:staticcheck
+	} {
+		func() {
+			defer func() {
+				if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "dlock: nil Context") {
+					t.Errorf("%s(nil, ...): %v, want a panic that names the nil Context", name, r)
+				}
+			}()
+			call()
+		}()
+	}
+	if err := l.Unlock(ctxT(t)); err != nil {
+		t.Fatalf("Unlock after an Unlock(nil): %v, want the lock released", err)
+	}
+}

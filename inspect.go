@@ -74,6 +74,7 @@ func (st *Status) describeHolder(token string) {
 // without changing anything or needing a token. A key held under another
 // version of dlock's format on Redis is reported, with ErrProtocol.
 func (c *Client) Inspect(ctx context.Context, key string) (Status, error) {
+	needContext(ctx)
 	o, err := c.prepare(key, nil)
 	if err != nil {
 		return Status{}, err
@@ -181,6 +182,7 @@ func holding(answers []answer[keyState], token string) (v transport.Votes, d tim
 // the remaining TTL, the Fence from the holding nodes. opts apply from now
 // on: WithTTL to renewals, WithAutoRenew, WithMaxHold counted from now.
 func (c *Client) Attach(ctx context.Context, key, token string, opts ...Option) (*Lock, error) {
+	needContext(ctx)
 	o, err := c.prepare(key, opts)
 	if err != nil {
 		return nil, err

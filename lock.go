@@ -165,6 +165,7 @@ func (l *Lock) String() string {
 // when already unlocked. If ctx ends first, Unlock returns ctx's error; the
 // release still completes in the background.
 func (l *Lock) Unlock(ctx context.Context) (err error) {
+	needContext(ctx)
 	defer l.lost() // a loss found before or by this release is reported by now
 	if l.isReleased() {
 		return l.notHeld()
@@ -333,6 +334,7 @@ func (l *Lock) gone(ok bool) {
 // returns an error matching ErrNotHeld, changes nothing (an expired lock is
 // never re-created), and ends the Context with ErrKeyLost.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
+	needContext(ctx)
 	if err := checkTTL(ttl); err != nil {
 		return err
 	}
@@ -414,6 +416,7 @@ func (l *Lock) renewalVerdict(ctx context.Context, v transport.Votes, sent time.
 // error matching ErrNotHeld when the key no longer holds this Lock's token
 // (the Context then ends with ErrKeyLost).
 func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
+	needContext(ctx)
 	if l.isReleased() {
 		return 0, l.notHeld()
 	}

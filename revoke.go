@@ -22,9 +22,19 @@ type Revocation struct {
 	By     string // who revokes (at most 512 bytes): recorded in the audit stream
 	Reason string // why (at most 512 bytes): recorded, and part of the holder's cause
 	// Grace is how long the holders have to let go before their holds are
-	// removed; 0 means the key's remaining TTL.
+	// removed; 0 means the key's remaining TTL. At most MaxGrace.
 	Grace time.Duration
 }
+
+// MaxGrace is the longest Revocation.Grace accepted (MaxTTL): a longer one
+// is a unit mistake, and would overflow the marks' expiry.
+const MaxGrace = MaxTTL
+
+// revokeNodeTimeout bounds each node's part of every step of a Revoke on
+// several nodes, as the node timeout bounds Inspect's reads, so that a
+// paused node costs each step at most this, whatever the go-redis client's
+// read timeout and retries. On one node the context bounds it.
+const revokeNodeTimeout = time.Second
 
 // Revoked is what Revoke did.
 type Revoked struct {
@@ -53,12 +63,13 @@ type Revoked struct {
 // when key has no live hold of dlock's that r names (a key dlock did not
 // write is never touched). The console (module dlock/console) calls it.
 func (c *Client) Revoke(ctx context.Context, key string, r Revocation) (Revoked, error) {
+	needContext(ctx)
 	o, err := c.prepare(key, nil)
 	if err != nil {
 		return Revoked{}, err
 	}
-	if r.Grace < 0 || len(r.By) > 512 || len(r.Reason) > 512 {
-		return Revoked{}, invalid("revoke: a negative Grace, or By or Reason over 512 bytes")
+	if r.Grace < 0 || r.Grace > MaxGrace || len(r.By) > 512 || len(r.Reason) > 512 {
+		return Revoked{}, invalid("revoke: Grace %v outside 0 to %v, or By or Reason over 512 bytes", r.Grace, MaxGrace)
 	}
 	st, err := c.Inspect(ctx, key)
 	if err != nil && !errors.Is(err, ErrProtocol) {
@@ -108,10 +119,9 @@ func (c *Client) removeRevoked(ctx context.Context, nm *lockNames, toks []string
 func (c *Client) holdTokens(ctx context.Context, nm *lockNames, holder string) ([]string, error) {
 	var toks []string
 	var errs []error
-	for _, n := range c.nodes {
-		ts, err := n.holdTokens(ctx, nm.key)
-		errs = append(errs, err)
-		for _, t := range ts {
+	for _, a := range onNodes(ctx, c, "revoke", func(ctx context.Context, n *node) ([]string, error) { return n.holdTokens(ctx, nm.key) }) {
+		errs = append(errs, a.Err)
+		for _, t := range a.V {
 			if !slices.Contains(toks, t) && (holder == "" || tokens.Redact(t) == holder) {
 				toks = append(toks, t)
 			}
@@ -163,7 +173,7 @@ func (c *Client) markRevoked(ctx context.Context, nm *lockNames, toks []string, 
 	keep := max(r.Grace, st.TTL) + time.Minute
 	marked, revoked := 0, keyspace.Revoked(nm.key)
 	var errs []error
-	for _, n := range c.nodes {
+	for _, a := range onNodes(ctx, c, "revoke", func(ctx context.Context, n *node) (struct{}, error) {
 		_, err := n.RDB.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for _, t := range toks {
 				p.HSet(ctx, revoked, t, why)
@@ -172,7 +182,12 @@ func (c *Client) markRevoked(ctx context.Context, nm *lockNames, toks []string, 
 			return nil
 		})
 		if err != nil {
-			errs = append(errs, n.fail("revoke", err))
+			return struct{}{}, n.fail("revoke", err)
+		}
+		return struct{}{}, nil
+	}) {
+		if a.Err != nil {
+			errs = append(errs, a.Err)
 			continue
 		}
 		marked++
@@ -202,9 +217,9 @@ func (c *Client) audit(ctx context.Context, key, token string, st Status, r Revo
 		}
 	}
 	args := append([]any{"XADD", keyspace.Audit, "MAXLEN", "~", AuditLength, "*"}, append(values, extra...)...)
-	for _, n := range c.nodes {
-		n.RDB.Do(ctx, args...)
-	}
+	onNodes(ctx, c, "revoke", func(ctx context.Context, n *node) (struct{}, error) {
+		return struct{}{}, n.RDB.Do(ctx, args...).Err()
+	})
 }
 
 // awaitLetGo waits until no node holds any of toks, grace has passed or
@@ -233,11 +248,26 @@ func (c *Client) awaitLetGo(ctx context.Context, nm *lockNames, toks []string, g
 // still had it.
 func (c *Client) removeHold(ctx context.Context, nm *lockNames, token string, fence int64, keep time.Duration) bool {
 	removed := false
-	for _, n := range c.nodes {
+	for _, a := range onNodes(ctx, c, "revoke", func(ctx context.Context, n *node) (bool, error) {
 		rr, err := n.release(ctx, nm, token, fence, keep, false, "", nil)
-		removed = removed || (err == nil && rr.released)
+		return rr.released, err
+	}) {
+		removed = removed || (a.Err == nil && a.V)
 	}
 	return removed
+}
+
+// onNodes runs call on every node of c side by side, each bounded by
+// revokeNodeTimeout on several nodes, and returns their answers in order.
+func onNodes[T any](ctx context.Context, c *Client, op string, call func(context.Context, *node) (T, error)) []answer[T] {
+	var timeout time.Duration
+	if len(c.nodes) > 1 {
+		timeout = revokeNodeTimeout
+	}
+	type caller = func(context.Context, *node) (T, error)
+	return round[T, caller]{Op: op, Timeout: timeout, By: call,
+		Call: func(f caller, ctx context.Context, n *node) (T, error) { return f(ctx, n) },
+	}.Ask(nil, ctx, c.work, c.nodes)
 }
 
 // revokedBy returns why a renewal found the hold revoked, if a node said so.

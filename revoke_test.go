@@ -3,6 +3,7 @@ package dlock_test
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -226,5 +227,46 @@ func TestRevokeNeverTouchesAKeyDlockDidNotWriteNorAnExpiredPermit(t *testing.T) 
 	r, err := c.Revoke(ctxT(t), sk, dlock.Revocation{By: "op", Grace: 100 * time.Millisecond})
 	if err != nil || len(r.Holds) != 1 || !strings.HasPrefix(live.Token(), strings.TrimSuffix(r.Holds[0], "…")) {
 		t.Fatalf("Revoke = %+v, %v; want only the live permit", r, err)
+	}
+}
+
+// A paused node costs a Redlock revoke at most a bounded wait at each step:
+// its calls run beside the other nodes', each cut short, as Inspect's are,
+// whatever the go-redis client's own read timeout and retries.
+func TestRevokeOnRedlockWithAPausedNodeIsBounded(t *testing.T) {
+	nodes := startNodes(t, 3)
+	c, _ := newRedlock(t, nodes, func(o *redis.Options) { o.ReadTimeout = 30 * time.Second })
+	k := key(t)
+	a, err := c.TryLock(ctxT(t), k, dlock.WithTTL(5*time.Second), dlock.WithAutoRenew(), dlock.WithNodeTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes[2].Pause()
+	defer nodes[2].Resume()
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
+	defer cancel()
+	r, err := c.Revoke(ctx, k, dlock.Revocation{By: "ops", Grace: 3 * time.Second})
+	if err != nil {
+		t.Fatalf("Revoke with one of three nodes paused: %v (it waited out the paused node's calls one after another)", err)
+	}
+	if len(r.Holds) != 1 || !errors.Is(context.Cause(a.Context()), dlock.ErrRevoked) {
+		t.Fatalf("Revoke = %+v; the holder's cause %v, want its one hold revoked", r, context.Cause(a.Context()))
+	}
+}
+
+// A Grace so long that the marks' expiry would overflow is refused: it would
+// turn the revoke into nothing (the marks deleted at once, the holder never
+// told, Revoke blocked until its context ends).
+func TestRevokeRefusesAGraceAboveMaxGrace(t *testing.T) {
+	c, _ := newClient(t, shared())
+	k := key(t)
+	mustLock(t, c, k)
+	for _, g := range []time.Duration{dlock.MaxTTL + time.Millisecond, math.MaxInt64} {
+		if _, err := c.Revoke(ctxT(t), k, dlock.Revocation{By: "ops", Grace: g}); !errors.Is(err, dlock.ErrInvalidArgument) {
+			t.Fatalf("Revoke with Grace %v: %v, want ErrInvalidArgument", g, err)
+		}
+	}
+	if st, _ := c.Inspect(ctxT(t), k); !st.Held {
+		t.Fatal("a refused Revoke took the lock")
 	}
 }
