@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/guard"
 	"github.com/dlock-go/dlock/internal/redistest"
 	"github.com/dlock-go/dlock/internal/torture"
 )
@@ -334,4 +335,62 @@ func TestAHerdBehindAProxyRidesOutARestart(t *testing.T) {
 		t.Fatalf("%d of 400 served; a waiter: %v", served.Load(), err)
 	}
 	t.Logf("%d served before the kill, the other %d within %v of the restart", before, 400-before, time.Since(back).Round(time.Millisecond))
+}
+
+// After a restart that lost the data, the key is granted again as soon as
+// the server is back, while the old holder is told only at its next renewal
+// (docs/failures.md says so): its Context ends with ErrLost by the end of
+// the lease it last renewed, the new holder's fence is above its fence, and
+// a guard on a resource that kept its data refuses its writes after the new
+// holder's first.
+func TestAfterDataLossTheOldHolderIsToldAtItsNextRenewal(t *testing.T) {
+	s := redistest.Start(t)
+	holderC, _ := newClient(t, s)
+	waiterC, _ := newClient(t, s)
+	resource := redistest.Start(t).Client(t)
+	g := guard.NewRedis(resource)
+	k, res := key(t), key(t)+":resource"
+	a := mustLock(t, holderC, k, dlock.WithTTL(3*time.Second), dlock.WithAutoRenew())
+	leaseEnd, _ := a.Context().Deadline()
+	got := make(chan *dlock.Lock, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		b, err := waiterC.Lock(ctx, k, dlock.WithTTL(3*time.Second), dlock.WithAutoRenew())
+		if err != nil {
+			t.Error(err)
+		}
+		got <- b
+	}()
+	eventually(t, "the waiter queues", func() bool { st, _ := waiterC.Inspect(ctxT(t), k); return st.Waiters == 1 })
+	s.Kill()
+	time.Sleep(500 * time.Millisecond)
+	if err := s.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	b := <-got
+	if b == nil {
+		t.Fatal("the waiter was not served after the restart")
+	}
+	defer b.Unlock(ctxT(t))
+	if b.Fence() <= a.Fence() {
+		t.Fatalf("the new holder's fence %d is not above the old holder's %d", b.Fence(), a.Fence())
+	}
+	if err := g.For(b).Set(ctxT(t), res, "new", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.For(a).Set(ctxT(t), res, "old", time.Minute); !errors.Is(err, guard.ErrStaleFence) && !errors.Is(err, dlock.ErrLost) {
+		t.Fatalf("the old holder's write after the new holder's: %v, want it refused", err)
+	}
+	select {
+	case <-a.Context().Done():
+	case <-time.After(time.Until(leaseEnd) + 10*time.Second):
+		t.Fatal("the old holder was never told")
+	}
+	if cause := context.Cause(a.Context()); !errors.Is(cause, dlock.ErrLost) {
+		t.Fatalf("the old holder's cause: %v, want ErrLost", cause)
+	}
+	if v := resource.Get(ctxT(t), res).Val(); v != "new" {
+		t.Fatalf("the resource holds %q, want the new holder's write", v)
+	}
 }
