@@ -272,7 +272,7 @@ func ExampleClient_LockAll() {
 		fmt.Println(err) // none is held
 		return
 	}
-	defer dlock.UnlockAll(context.Background(), held)
+	defer locks.UnlockAll(context.Background(), held)
 
 	for _, l := range held {
 		fmt.Println("holding", l.Key())
