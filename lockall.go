@@ -18,6 +18,8 @@ import (
 // its own slot. If any key cannot be had (ctx ends, a Redis failure), the
 // locks obtained are released at once and the error names the key. Use a
 // TTL covering the whole wait, or WithAutoRenew, lest the first keys lapse.
+// Write each key's resource with that key's lock's fence, as any holder's
+// (docs/stock.md).
 func (c *Client) LockAll(ctx context.Context, keys []string, opts ...Option) ([]*Lock, error) {
 	needContext(ctx)
 	order, err := c.lockOrder(keys, opts)
