@@ -2,6 +2,8 @@ package dlock_test
 
 import (
 	"bufio"
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"go/ast"
@@ -16,6 +18,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 	"unicode"
 )
 
@@ -241,4 +244,49 @@ func exportImporter(t *testing.T) types.Importer {
 		}
 		return os.Open(file)
 	})
+}
+
+// The README's complete program runs to its end against a real server: it
+// does its work under the lock's context and finishes, printing the fence
+// (it does not wait for the lease to run out). It is built as it stands,
+// but for the server's address, through a build overlay (nothing is
+// written into the tree).
+func TestTheREADMEsProgramFinishesItsWork(t *testing.T) {
+	data, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var program string
+	for _, b := range goBlocks(string(data)) {
+		if strings.HasPrefix(b, "package main\n") {
+			program = b
+			break
+		}
+	}
+	if !strings.Contains(program, `"127.0.0.1:6379"`) {
+		t.Fatalf("no program with the address 127.0.0.1:6379 in README.md")
+	}
+	dir := t.TempDir()
+	src := filepath.Join(dir, "main.go")
+	if err := os.WriteFile(src, []byte(strings.Replace(program, "127.0.0.1:6379", addr(), 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	root, err := filepath.Abs(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	overlay, _ := json.Marshal(map[string]any{"Replace": map[string]string{filepath.Join(root, "internal", "readmeprogram", "main.go"): src}})
+	if err := os.WriteFile(filepath.Join(dir, "overlay.json"), overlay, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	bin := filepath.Join(dir, "program")
+	if out, err := exec.CommandContext(ctx, "go", "build", "-overlay", filepath.Join(dir, "overlay.json"), "-o", bin, "./internal/readmeprogram").CombinedOutput(); err != nil {
+		t.Fatalf("building the README's program: %v\n%s", err, out)
+	}
+	out, err := exec.CommandContext(ctx, bin).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "shipped under fence ") {
+		t.Fatalf("the README's program: %v\n%s", err, out)
+	}
 }
