@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -288,5 +289,60 @@ func TestTheREADMEsProgramFinishesItsWork(t *testing.T) {
 	out, err := exec.CommandContext(ctx, bin).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "shipped under fence ") {
 		t.Fatalf("the README's program: %v\n%s", err, out)
+	}
+}
+
+// The README's first commands are a clone's, before the published module's
+// go get and go install (which the module proxy refuses until the module is
+// published): the make targets it names exist, make demo runs the command's
+// demo, each go build it shows builds, and the binary it builds has the
+// subcommands the block runs. (The demo itself is not run: its --help is.)
+func TestTheREADMEStartsFromAClone(t *testing.T) {
+	data, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(data)
+	_, block, ok := strings.Cut(readme, "```sh\n")
+	block, _, _ = strings.Cut(block, "```")
+	published := strings.Index(readme, "go get github.com/dlock-go/dlock")
+	if !ok || published < 0 || strings.Index(readme, block) >= published {
+		t.Fatal("README.md: no shell block of a clone's commands before the published module's go get")
+	}
+	makefile, err := os.ReadFile("Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	built := map[string]string{} // the block's binary name -> where the test built it
+	var made, ran []string
+	for _, line := range strings.Split(strings.TrimSpace(block), "\n") {
+		cmd, _, _ := strings.Cut(line, "#")
+		f := strings.Fields(cmd)
+		switch {
+		case len(f) == 2 && f[0] == "make":
+			if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(f[1]) + `:`).Match(makefile) {
+				t.Errorf("README.md runs make %s; the Makefile has no such target", f[1])
+			}
+			made = append(made, f[1])
+		case len(f) == 5 && f[0] == "go" && f[1] == "build" && f[2] == "-o":
+			out := filepath.Join(dir, filepath.Base(f[3]))
+			if msg, err := exec.Command("go", "build", "-o", out, f[4]).CombinedOutput(); err != nil {
+				t.Fatalf("README.md's %q: %v\n%s", strings.TrimSpace(cmd), err, msg)
+			}
+			built["./"+f[3]] = out
+		case len(f) >= 2 && built[f[0]] != "":
+			out, err := exec.Command(built[f[0]], append(f[1:], "--help")...).CombinedOutput()
+			if err != nil || !strings.HasPrefix(string(out), "Usage: dlock "+strings.Join(f[1:], " ")) {
+				t.Errorf("README.md runs %q; %s --help: %v\n%s", strings.TrimSpace(cmd), f[0], err, out)
+			}
+			ran = append(ran, strings.Join(f, " "))
+		default:
+			t.Errorf("README.md's clone block: %q is not a command this test knows to check", strings.TrimSpace(cmd))
+		}
+	}
+	_, recipe, _ := strings.Cut(string(makefile), "\ndemo:\n")
+	if !slices.Contains(made, "demo") || !slices.Contains(made, "test") || len(ran) == 0 || !strings.Contains(strings.SplitN(recipe, "\n\n", 2)[0], "run ./cmd/dlock demo") {
+		t.Fatalf("README.md's clone block: make %v, ran %v; want make demo (which runs ./cmd/dlock demo), make test and the built command", made, ran)
 	}
 }
