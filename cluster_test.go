@@ -129,7 +129,7 @@ func TestClusterLockAllAcrossSlots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := dlock.UnlockAll(ctxT(t), locks); err != nil {
+	if err := c.UnlockAll(ctxT(t), locks); err != nil {
 		t.Fatal(err)
 	}
 	l, err := c.Election("leader:{jobs}").Campaign(ctxT(t), "node-1")

@@ -256,9 +256,10 @@ func ExampleElection_Observe() {
 	// leader: ""
 }
 
-// Deducting stock for every item of an order: lock all the items' keys, in
-// any order, without deadlocking against another order naming the same
-// items in another order.
+// Locking every item of an order: all the items' keys, in any order,
+// without deadlocking against another order naming the same items in
+// another order. Writes under them carry each lock's fence (docs/stock.md
+// deducts stock this way; guard's Example_stock runs it).
 func ExampleClient_LockAll() {
 	rdb := redis.NewClient(&redis.Options{Addr: addr()})
 	defer rdb.Close()
@@ -272,7 +273,7 @@ func ExampleClient_LockAll() {
 		fmt.Println(err) // none is held
 		return
 	}
-	defer dlock.UnlockAll(context.Background(), held)
+	defer locks.UnlockAll(context.Background(), held)
 
 	for _, l := range held {
 		fmt.Println("holding", l.Key())

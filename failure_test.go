@@ -377,7 +377,7 @@ func TestANilContextPanicsAndANilOptionIsRefused(t *testing.T) {
 	c, _ := newClient(t, shared())
 	for name, call := range map[string]func(){
 		"LockAll":              func() { _, _ = c.LockAll(nil, nil) },                    //nolint:staticcheck
-		"UnlockAll":            func() { _ = dlock.UnlockAll(nil, nil) },                 //nolint:staticcheck
+		"UnlockAll":            func() { _ = c.UnlockAll(nil, nil) },                     //nolint:staticcheck
 		"Semaphore.Acquire":    func() { _, _ = c.Semaphore(key(t), 0).Acquire(nil) },    //nolint:staticcheck
 		"Semaphore.TryAcquire": func() { _, _ = c.Semaphore(key(t), 0).TryAcquire(nil) }, //nolint:staticcheck
 		"TryLock":              func() { _, _ = c.TryLock(nil, "") },                     //nolint:staticcheck

@@ -18,6 +18,8 @@ import (
 // its own slot. If any key cannot be had (ctx ends, a Redis failure), the
 // locks obtained are released at once and the error names the key. Use a
 // TTL covering the whole wait, or WithAutoRenew, lest the first keys lapse.
+// Write each key's resource with that key's lock's fence, as any holder's
+// (docs/stock.md).
 func (c *Client) LockAll(ctx context.Context, keys []string, opts ...Option) ([]*Lock, error) {
 	needContext(ctx)
 	order, err := c.lockOrder(keys, opts)
@@ -57,9 +59,11 @@ func (c *Client) lockOrder(keys []string, opts []Option) ([]int, error) {
 	return order, nil
 }
 
-// UnlockAll releases locks (nil ones are skipped), as Unlock does, and
-// returns the errors joined, each naming its key.
-func UnlockAll(ctx context.Context, locks []*Lock) error {
+// UnlockAll releases locks (nil ones are skipped), as each one's Unlock
+// does, and returns the errors joined, each naming its key: LockAll's
+// counterpart. It releases every lock even when some fail, and the locks
+// may come from any Client (each is released through its own).
+func (c *Client) UnlockAll(ctx context.Context, locks []*Lock) error {
 	needContext(ctx)
 	var errs []error
 	for _, l := range locks {
@@ -78,5 +82,5 @@ func UnlockAll(ctx context.Context, locks []*Lock) error {
 func (c *Client) releaseAll(locks []*Lock) {
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
-	_ = UnlockAll(ctx, locks)
+	_ = c.UnlockAll(ctx, locks)
 }

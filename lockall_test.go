@@ -55,7 +55,7 @@ func TestLockAllInOppositeOrdersNeverDeadlocks(t *testing.T) {
 				for _, l := range locks {
 					held[index[l.Key()]].Add(-1)
 				}
-				if err := dlock.UnlockAll(ctx, locks); err != nil {
+				if err := c.UnlockAll(ctx, locks); err != nil {
 					t.Error(err)
 				}
 			}
@@ -85,6 +85,31 @@ func TestLockAllReleasesWhatItGotWhenOneKeyIsTaken(t *testing.T) {
 	for _, k := range keys[:2] {
 		if st, err := c.Inspect(ctxT(t), k); err != nil || st.Held {
 			t.Fatalf("%q still held after a failed LockAll: %+v %v", k, st, err)
+		}
+	}
+}
+
+// UnlockAll, LockAll's counterpart on the Client, releases every lock it is
+// given, skipping nil ones, even when one of them was lost meanwhile: the
+// error names that key and matches ErrNotHeld.
+func TestUnlockAllReleasesTheRestAndNamesALostKey(t *testing.T) {
+	c, admin := newClient(t, shared())
+	base := key(t)
+	keys := []string{base + ":1", base + ":2", base + ":3"}
+	locks, err := c.LockAll(ctxT(t), keys, dlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Del(ctxT(t), keys[1]).Err(); err != nil { // the second lock is lost
+		t.Fatal(err)
+	}
+	err = c.UnlockAll(ctxT(t), append(locks, nil))
+	if !errors.Is(err, dlock.ErrNotHeld) || !strings.Contains(err.Error(), fmt.Sprintf("%q", keys[1])) {
+		t.Fatalf("UnlockAll with %q lost: %v, want ErrNotHeld naming it", keys[1], err)
+	}
+	for _, k := range []string{keys[0], keys[2]} {
+		if st, err := c.Inspect(ctxT(t), k); err != nil || st.Held {
+			t.Fatalf("%q still held after UnlockAll: %+v %v", k, st, err)
 		}
 	}
 }
@@ -122,7 +147,7 @@ func TestLockAllOverRedlock(t *testing.T) {
 			t.Fatalf("%q: %+v %v", keys[i], st, err)
 		}
 	}
-	if err := dlock.UnlockAll(ctxT(t), locks); err != nil {
+	if err := c.UnlockAll(ctxT(t), locks); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -373,7 +373,10 @@ func (n *node) inspect(ctx context.Context, key, token string) (keyState, error)
 
 // Direct returns rdb wrapped so that dlock sends every call through it,
 // never pipelined through a client of its own (see New): for a client whose
-// hooks change what is sent or where. A nil rdb panics, as in New.
+// hooks must see every call (tracing, metrics) or change what is sent or
+// where. The cost is that pipelining: under many concurrent scripts each is
+// a request of its own on rdb's pool (docs/operating.md). A nil rdb panics,
+// as in New.
 func Direct(rdb *redis.Client) RedisClient {
 	if rdb == nil {
 		panic(invalid("Direct: nil client"))

@@ -2,6 +2,8 @@ package dlock_test
 
 import (
 	"bufio"
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"go/ast"
@@ -14,8 +16,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 	"unicode"
 )
 
@@ -241,4 +245,104 @@ func exportImporter(t *testing.T) types.Importer {
 		}
 		return os.Open(file)
 	})
+}
+
+// The README's complete program runs to its end against a real server: it
+// does its work under the lock's context and finishes, printing the fence
+// (it does not wait for the lease to run out). It is built as it stands,
+// but for the server's address, through a build overlay (nothing is
+// written into the tree).
+func TestTheREADMEsProgramFinishesItsWork(t *testing.T) {
+	data, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var program string
+	for _, b := range goBlocks(string(data)) {
+		if strings.HasPrefix(b, "package main\n") {
+			program = b
+			break
+		}
+	}
+	if !strings.Contains(program, `"127.0.0.1:6379"`) {
+		t.Fatalf("no program with the address 127.0.0.1:6379 in README.md")
+	}
+	dir := t.TempDir()
+	src := filepath.Join(dir, "main.go")
+	if err := os.WriteFile(src, []byte(strings.Replace(program, "127.0.0.1:6379", addr(), 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	root, err := filepath.Abs(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	overlay, _ := json.Marshal(map[string]any{"Replace": map[string]string{filepath.Join(root, "internal", "readmeprogram", "main.go"): src}})
+	if err := os.WriteFile(filepath.Join(dir, "overlay.json"), overlay, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	bin := filepath.Join(dir, "program")
+	if out, err := exec.CommandContext(ctx, "go", "build", "-overlay", filepath.Join(dir, "overlay.json"), "-o", bin, "./internal/readmeprogram").CombinedOutput(); err != nil {
+		t.Fatalf("building the README's program: %v\n%s", err, out)
+	}
+	out, err := exec.CommandContext(ctx, bin).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "shipped under fence ") {
+		t.Fatalf("the README's program: %v\n%s", err, out)
+	}
+}
+
+// The README's first commands are a clone's, before the published module's
+// go get and go install (which the module proxy refuses until the module is
+// published): the make targets it names exist, make demo runs the command's
+// demo, each go build it shows builds, and the binary it builds has the
+// subcommands the block runs. (The demo itself is not run: its --help is.)
+func TestTheREADMEStartsFromAClone(t *testing.T) {
+	data, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(data)
+	_, block, ok := strings.Cut(readme, "```sh\n")
+	block, _, _ = strings.Cut(block, "```")
+	published := strings.Index(readme, "go get github.com/dlock-go/dlock")
+	if !ok || published < 0 || strings.Index(readme, block) >= published {
+		t.Fatal("README.md: no shell block of a clone's commands before the published module's go get")
+	}
+	makefile, err := os.ReadFile("Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	built := map[string]string{} // the block's binary name -> where the test built it
+	var made, ran []string
+	for _, line := range strings.Split(strings.TrimSpace(block), "\n") {
+		cmd, _, _ := strings.Cut(line, "#")
+		f := strings.Fields(cmd)
+		switch {
+		case len(f) == 2 && f[0] == "make":
+			if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(f[1]) + `:`).Match(makefile) {
+				t.Errorf("README.md runs make %s; the Makefile has no such target", f[1])
+			}
+			made = append(made, f[1])
+		case len(f) == 5 && f[0] == "go" && f[1] == "build" && f[2] == "-o":
+			out := filepath.Join(dir, filepath.Base(f[3]))
+			if msg, err := exec.Command("go", "build", "-o", out, f[4]).CombinedOutput(); err != nil {
+				t.Fatalf("README.md's %q: %v\n%s", strings.TrimSpace(cmd), err, msg)
+			}
+			built["./"+f[3]] = out
+		case len(f) >= 2 && built[f[0]] != "":
+			out, err := exec.Command(built[f[0]], append(f[1:], "--help")...).CombinedOutput()
+			if err != nil || !strings.HasPrefix(string(out), "Usage: dlock "+strings.Join(f[1:], " ")) {
+				t.Errorf("README.md runs %q; %s --help: %v\n%s", strings.TrimSpace(cmd), f[0], err, out)
+			}
+			ran = append(ran, strings.Join(f, " "))
+		default:
+			t.Errorf("README.md's clone block: %q is not a command this test knows to check", strings.TrimSpace(cmd))
+		}
+	}
+	_, recipe, _ := strings.Cut(string(makefile), "\ndemo:\n")
+	if !slices.Contains(made, "demo") || !slices.Contains(made, "test") || len(ran) == 0 || !strings.Contains(strings.SplitN(recipe, "\n\n", 2)[0], "run ./cmd/dlock demo") {
+		t.Fatalf("README.md's clone block: make %v, ran %v; want make demo (which runs ./cmd/dlock demo), make test and the built command", made, ran)
+	}
 }

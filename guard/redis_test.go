@@ -115,6 +115,47 @@ func TestAPausedHoldersLateWriteIsRefused(t *testing.T) {
 	}
 }
 
+// A holder whose lease ended (it paused past its TTL) gets, for a guarded
+// write, an error matching dlock.ErrLost and not guard.ErrStaleFence, and
+// nothing is sent: whether or not the next holder has written yet. Code
+// that checks ErrStaleFence alone would carry on as if it had written
+// (docs/fencing.md lists what a guarded write returns). After Unlock the
+// error is dlock.ErrReleased, which does not match ErrLost.
+func TestAGuardedWriteAfterTheLeaseExpiredMatchesErrLostNotErrStaleFence(t *testing.T) {
+	c, rdb := newClient(t, shared)
+	g := guard.NewRedis(rdb)
+	k, res := key(t), key(t)+":order"
+	old := mustLock(t, c, k, dlock.WithTTL(100*time.Millisecond))
+	eventually(t, "the old lease ends", func() bool { return old.Context().Err() != nil })
+	late := func(when string) {
+		t.Helper()
+		err := g.For(old).Set(ctxT(t), res, "paid", 0)
+		if !errors.Is(err, dlock.ErrLost) || errors.Is(err, guard.ErrStaleFence) || !strings.Contains(err.Error(), "not sent") {
+			t.Fatalf("%s: a guarded write past the lease: %v, want ErrLost (not sent), not ErrStaleFence", when, err)
+		}
+		if n := rdb.Exists(ctxT(t), res).Val(); n != 0 {
+			t.Fatalf("%s: the late write landed", when)
+		}
+	}
+	late("no one holds the lock")
+	cur, err := c.Lock(ctxT(t), k, dlock.WithTTL(time.Minute)) // once the key has expired on Redis too
+	if err != nil {
+		t.Fatal(err)
+	}
+	late("the next holder has not written")
+	if err := g.For(cur).Set(ctxT(t), res+":other", "x", 0); err != nil {
+		t.Fatal(err)
+	}
+	late("the next holder has written elsewhere")
+	if err := cur.Unlock(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	err = g.For(cur).Set(ctxT(t), res, "paid", 0)
+	if !errors.Is(err, dlock.ErrReleased) || errors.Is(err, dlock.ErrLost) || errors.Is(err, guard.ErrStaleFence) {
+		t.Fatalf("a guarded write after Unlock: %v, want ErrReleased", err)
+	}
+}
+
 // refuses the one whose fences are lower, as guard.go says.
 func TestFencesOfAnotherLockAreComparedAsNumbers(t *testing.T) {
 	c, rdb := newClient(t, shared)
