@@ -264,6 +264,43 @@ func TestTheStreamSendsTheStateThenOnlyWhatChanged(t *testing.T) {
 	next(`row {"key":"` + k + `","kind":"","held":false`)
 }
 
+// A renewal changes nothing on the page but a TTL: it is sent in a "ttl"
+// event with the other renewals, never as a row to draw again.
+func TestARenewalSendsATTLNotARow(t *testing.T) {
+	c, _, srv := setup(t, console.Config{})
+	ctx := ctxT(t)
+	k := key(t, "renewed")
+	ev := events(t, srv)
+	if first := <-ev; !strings.HasPrefix(first, "state ") {
+		t.Fatalf("first event %q, want the state", first)
+	}
+	l, err := c.TryLock(ctx, k, dlock.WithTTL(time.Second), dlock.WithAutoRenew()) // renewed every 333 ms
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock(ctx)
+	rows, ttls := 0, 0
+	for end := time.After(3 * time.Second); ttls < 3; {
+		select {
+		case e := <-ev:
+			switch {
+			case strings.HasPrefix(e, `row {"key":"`+k+`"`):
+				if rows++; rows > 1 {
+					t.Fatalf("a renewal sent the row again: %q", e)
+				}
+			case strings.HasPrefix(e, "ttl ") && strings.Contains(e, `"`+k+`":`):
+				var m map[string]int64
+				if err := json.Unmarshal([]byte(strings.TrimPrefix(e, "ttl ")), &m); err != nil || m[k] <= 0 || m[k] > 1000 {
+					t.Fatalf("the ttl event %q: want the key's TTL now, 1 to 1000 ms", e)
+				}
+				ttls++
+			}
+		case <-end:
+			t.Fatalf("in 3 s of renewals: %d row events, %d ttl events naming the key; want 1 and at least 3", rows, ttls)
+		}
+	}
+}
+
 func TestRevokeNeedsToBeEnabledTheOriginTheCSRFTokenAndAuthorization(t *testing.T) {
 	if _, err := console.New(console.Config{Locks: dlock.New(server.Client(t)), Nodes: []redis.UniversalClient{server.Client(t)}, Revoke: true}); !errors.Is(err, console.ErrConfig) {
 		t.Fatalf("Revoke without Authorize: %v, want ErrConfig", err)

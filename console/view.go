@@ -28,6 +28,7 @@ type view struct {
 	problems []string             // what the last scan could not read: the page says so
 	hist     map[string][]Event   // each key's recent history
 	channels map[string]string    // wake and elect channels -> key
+	renewals map[string]bool      // rows whose TTLs alone moved since the last "ttl" event
 	findings []doctor.Finding
 	notes    []string
 	audit    []Audit
@@ -37,7 +38,7 @@ type view struct {
 
 func newView(cfg Config) *view {
 	return &view{cfg: cfg, kick: make(chan string, 1024), rows: map[string]*Row{}, next: map[string]time.Time{},
-		ignored: map[string]time.Time{}, freed: map[string]time.Time{}, hist: map[string][]Event{}, channels: map[string]string{}, subs: map[chan []byte]bool{}}
+		ignored: map[string]time.Time{}, freed: map[string]time.Time{}, hist: map[string][]Event{}, channels: map[string]string{}, renewals: map[string]bool{}, subs: map[chan []byte]bool{}}
 }
 
 // doctorEvery is how often doctor's audit runs; keepFreed how long a key
@@ -78,6 +79,7 @@ func (v *view) run(ctx context.Context) {
 			v.doctor(ctx)
 		}
 		v.scan(ctx)
+		v.sendRenewals()
 		for waiting := true; waiting; {
 			select {
 			case <-ctx.Done():
@@ -252,6 +254,7 @@ func (v *view) refresh(ctx context.Context, key string) bool {
 		delete(v.hist, key)
 		delete(v.channels, keyspace.Wake(key))
 		delete(v.channels, keyspace.Elect(key))
+		delete(v.renewals, key)
 		if old != nil {
 			delete(v.rows, key)
 			v.broadcast("gone", key)
@@ -267,10 +270,38 @@ func (v *view) refresh(ctx context.Context, key string) bool {
 		every = min(max(time.Duration(row.TTL)*time.Millisecond/3, 250*time.Millisecond), 5*time.Second)
 	}
 	v.next[key] = now.Add(every)
-	if old == nil || !same(old, row) {
+	switch {
+	case old == nil || !same(old, row):
+		delete(v.renewals, key)
 		v.broadcast("row", row)
+	case renewed(old, row):
+		v.renewals[key] = true // sent with the others once per Interval (sendRenewals)
 	}
 	return true
+}
+
+// sendRenewals sends the TTLs of the rows renewed since it last ran, as
+// one "ttl" event: each key's TTL now. A renewal changes nothing else the
+// page shows, and a page redraws nothing for it; with a thousand renewing
+// holders, a row event each would be a thousand redraws a TTL.
+func (v *view) sendRenewals() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if len(v.renewals) == 0 {
+		return
+	}
+	now := time.Now().UnixMilli()
+	ttls := make(map[string]int64, len(v.renewals))
+	for k := range v.renewals {
+		if r := v.rows[k]; r != nil {
+			ttls[k] = r.TTL
+			if r.TTL >= 0 {
+				ttls[k] = max(r.TTL-(now-r.At), 0)
+			}
+		}
+	}
+	clear(v.renewals)
+	v.broadcast("ttl", ttls)
 }
 
 // readAuditLog reads the audit stream; new revocations join their keys'
