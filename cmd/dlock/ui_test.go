@@ -389,6 +389,33 @@ func TestBrowserBehindBasicAuthShowsNothingWithoutIt(t *testing.T) {
 	}
 }
 
+// A console opened with its credentials in the URL
+// (http://user:password@host/) revokes: a fetch of a URL with credentials
+// is refused by the browser, so the page asks its own origin and path.
+func TestBrowserRevokesOnAConsoleOpenedWithCredentialsInTheURL(t *testing.T) {
+	prefix := key(t)
+	url := startUI(t, []string{"DLOCK_UI_PASSWORD=s3cret"}, "--allow-revoke", "--user", "ops", prefix+":*")
+	c := dlock.New(rdb(t))
+	defer c.Close()
+	bg := context.Background()
+	k := prefix + ":stuck"
+	l, err := c.TryLock(bg, k, dlock.WithTTL(2*time.Second), dlock.WithAutoRenew())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock(bg)
+	ctx := browser(t, nil)
+	if err := chromedp.Do(ctx, chromedp.Navigate(strings.Replace(url, "http://", "http://ops:s3cret@", 1))); err != nil {
+		t.Fatal(err)
+	}
+	if said := revokeFromThePage(t, ctx, k, "stuck", ""); !strings.HasPrefix(said, "Revoked") {
+		t.Fatalf("the page says %q", said)
+	}
+	if cause := context.Cause(l.Context()); !errors.Is(cause, dlock.ErrRevoked) || !strings.Contains(cause.Error(), "by ops@127.0.0.1") {
+		t.Fatalf("the holder's cause: %v", cause)
+	}
+}
+
 // A revoked `dlock run` stops its command, as on any lost lock, and says
 // who revoked it and why.
 func TestARevokedRunStopsItsCommand(t *testing.T) {

@@ -15,6 +15,11 @@
   let state = { revoke: false, auth: '' };
   let filter = '';
   const windowMs = 60000;
+  // here resolves the console's own URLs: against the page's origin and
+  // path, never its URL, which may carry credentials
+  // (http://user:password@host/locks/), and a fetch of a URL with
+  // credentials is refused. The path keeps a console mounted under a prefix.
+  const here = (path) => new URL(path, location.origin + location.pathname).href;
 
   const el = (tag, attrs, ...kids) => {
     const e = document.createElement(tag);
@@ -367,7 +372,7 @@
     document.getElementById('revoke-confirm').disabled = true;
     result.textContent = 'Revoking… the holder has ' + grace + ' s to let go.';
     try {
-      const res = await fetch('api/revoke', { method: 'POST', headers, credentials: 'same-origin',
+      const res = await fetch(here('api/revoke'), { method: 'POST', headers, credentials: 'same-origin',
         body: JSON.stringify({ key: target.key, holder: target.holder, reason: document.getElementById('revoke-reason').value, grace_ms: grace * 1000 }) });
       const body = await res.json();
       result.textContent = res.ok
@@ -385,7 +390,7 @@
   });
 
   function connect() {
-    const es = new EventSource('events');
+    const es = new EventSource(here('events'));
     es.addEventListener('state', (e) => {
       state = JSON.parse(e.data);
       pending.clear();
