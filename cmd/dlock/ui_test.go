@@ -416,6 +416,55 @@ func TestBrowserRevokesOnAConsoleOpenedWithCredentialsInTheURL(t *testing.T) {
 	}
 }
 
+// The revoke dialog counts its reason in bytes, as the library's limit
+// (512 bytes, UTF-8) does: 300 "€" (900 bytes) are refused on the page,
+// before anything is sent, and it says why; 170 (510 bytes) are taken.
+func TestBrowserRevokeReasonIsCountedInBytes(t *testing.T) {
+	prefix := key(t)
+	url := startUI(t, []string{"DLOCK_UI_TOKEN=t0ken-for-tests"}, "--allow-revoke", prefix+":*")
+	c := dlock.New(rdb(t))
+	defer c.Close()
+	bg := context.Background()
+	k := prefix + ":stuck"
+	l, err := c.TryLock(bg, k, dlock.WithTTL(2*time.Second), dlock.WithAutoRenew())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock(bg)
+	ctx := browser(t, nil)
+	if err := chromedp.Do(ctx, chromedp.Navigate(url)); err != nil {
+		t.Fatal(err)
+	}
+	see(t, ctx, "the lock with a Revoke button", rowSel(k)+" .revoke-btn", func(s string) bool { return s == "Revoke" })
+	reason := func(n int) string {
+		return `(() => { const r = document.getElementById('revoke-reason'); r.value = '` + strings.Repeat("€", n) + `';
+			r.dispatchEvent(new Event('input', {bubbles: true})); document.getElementById('revoke-token').value = 't0ken-for-tests';
+			document.getElementById('revoke-confirm').click(); return ''; })()`
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(rowSel(k)+" .revoke-btn")), chromedp.WaitVisible(chromedp.CSS("#revoke-reason")),
+		chromedp.Evaluate[chromedp.Void](reason(300))); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	if said := text(t, ctx, "#revoke-result"); said != "" {
+		t.Fatalf("900 bytes of reason: the page says %q, want it refused before it is sent", said)
+	}
+	if l.Context().Err() != nil {
+		t.Fatal("a reason over 512 bytes revoked the lock")
+	}
+	if hint := text(t, ctx, "#revoke-reason-size"); !strings.Contains(hint, "900 of 512 bytes") {
+		t.Fatalf("the dialog says %q about the reason's size, want 900 of 512 bytes", hint)
+	}
+	if err := chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](reason(170))); err != nil {
+		t.Fatal(err)
+	}
+	if said, _ := see(t, ctx, "the revoke's result", "#revoke-result", func(s string) bool {
+		return strings.HasPrefix(s, "Revoked") || strings.HasPrefix(s, "Refused")
+	}); !strings.HasPrefix(said, "Revoked") {
+		t.Fatalf("510 bytes of reason: the page says %q", said)
+	}
+}
+
 // A revoked `dlock run` stops its command, as on any lost lock, and says
 // who revoked it and why.
 func TestARevokedRunStopsItsCommand(t *testing.T) {

@@ -358,10 +358,20 @@
     document.getElementById('revoke-result').textContent = '';
     document.getElementById('revoke-token-field').hidden = state.auth !== 'token';
     document.getElementById('revoke-confirm').disabled = false;
+    sizeReason();
     dialog.showModal();
     document.getElementById('revoke-reason').focus();
   }
   document.getElementById('revoke-cancel').addEventListener('click', () => dialog.close());
+  // The reason is limited in bytes, as the library counts it (Revocation:
+  // 512 bytes), not in characters: a "€" takes three.
+  const reasonMax = 512, utf8 = new TextEncoder();
+  function sizeReason() {
+    const input = document.getElementById('revoke-reason'), n = utf8.encode(input.value).length;
+    document.getElementById('revoke-reason-size').textContent = n + ' of ' + reasonMax + ' bytes';
+    input.setCustomValidity(n > reasonMax ? 'At most ' + reasonMax + ' bytes of UTF-8: this reason has ' + n + '.' : '');
+  }
+  document.getElementById('revoke-reason').addEventListener('input', sizeReason);
   document.getElementById('revoke-form').addEventListener('submit', async (ev) => {
     ev.preventDefault();
     const result = document.getElementById('revoke-result');
