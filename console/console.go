@@ -47,7 +47,10 @@ type Config struct {
 	// keys (dlock:*) are never rows, and a key is shown while it is held or
 	// has waiters.
 	Pattern string
-	// Limit bounds the keys scanned per node (default 1000).
+	// Limit bounds the keys shown from each node (default 1000): SCAN's
+	// first. Past it the console counts on, up to ten times Limit, and the
+	// page says that the list is cut short, how many keys match, and how
+	// to see the rest (a narrower Pattern, a higher Limit).
 	Limit int
 	// Interval is how often the console scans for keys that appeared or
 	// went without a notification (an uncontended grant or release

@@ -46,6 +46,7 @@ type state struct {
 	Rows     []console.Row   `json:"rows"`
 	Audit    []console.Audit `json:"audit"`
 	Problems []string        `json:"problems"`
+	Cut      *console.Cut    `json:"cut"`
 }
 
 // setup returns a Client, its go-redis client, a console over them with
@@ -536,6 +537,42 @@ func TestTheConsoleShowsOnlyDlocksKeysAndSaysWhatItCannotRead(t *testing.T) {
 	st := until(t, srv2, "the problem reported", func(st state) bool { return len(st.Problems) > 0 })
 	if strings.Contains(strings.Join(st.Problems, " "), "wrong-pass") {
 		t.Fatalf("a problem shows the password: %q", st.Problems)
+	}
+}
+
+// Past its Limit, the console says that the list is cut short and how
+// many keys match: all of them, or at least ten times the Limit.
+func TestTheStateSaysWhenTheLimitCutsTheListShort(t *testing.T) {
+	for _, tc := range []struct {
+		limit, locks int
+		want         console.Cut
+	}{
+		{5, 5, console.Cut{}},
+		{3, 7, console.Cut{Limit: 3, Found: 7}},
+		{1, 12, console.Cut{Limit: 1, Found: 10, AtLeast: true}},
+	} {
+		t.Run(fmt.Sprint(tc.limit, "of", tc.locks), func(t *testing.T) {
+			c, _, srv := setup(t, console.Config{Limit: tc.limit})
+			ctx := ctxT(t)
+			for i := range tc.locks {
+				l, err := c.TryLock(ctx, key(t, fmt.Sprint(i)), dlock.WithTTL(time.Minute))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer l.Unlock(ctx)
+			}
+			if tc.want != (console.Cut{}) {
+				until(t, srv, fmt.Sprintf("%d rows and %+v", tc.limit, tc.want), func(st state) bool {
+					return len(st.Rows) >= tc.limit && st.Cut != nil && *st.Cut == tc.want
+				})
+				return
+			}
+			until(t, srv, "every row", func(st state) bool { return len(st.Rows) == tc.locks })
+			time.Sleep(300 * time.Millisecond) // three scans more
+			if st, body := get(t, srv); st.Cut != nil {
+				t.Fatalf("every key is shown, yet the state says the list is cut:\n%s", body)
+			}
+		})
 	}
 }
 

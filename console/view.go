@@ -26,6 +26,7 @@ type view struct {
 	ignored  map[string]time.Time // keys that are not locks, until then
 	freed    map[string]time.Time // rows let go, shown free until then
 	problems []string             // what the last scan could not read: the page says so
+	cut      *Cut                 // the last scan's keys cut short at the Limit, or nil
 	hist     map[string][]Event   // each key's recent history
 	channels map[string]string    // wake and elect channels -> key
 	renewals map[string]bool      // rows whose TTLs alone moved since the last "ttl" event
@@ -122,12 +123,16 @@ func (v *view) listen(ctx context.Context, n redis.UniversalClient) {
 // scan reads the keys that appeared or went since the last scan, and the
 // rows that are due.
 func (v *view) scan(ctx context.Context) {
-	found, queued, problems := v.discover(ctx)
+	found, queued, problems, cut := v.discover(ctx)
 	now := time.Now()
 	v.mu.Lock()
 	if !slices.Equal(problems, v.problems) { // set whole, once a scan is done: a page never sees half
 		v.problems = problems
 		v.broadcast("problems", problems)
+	}
+	if (cut == nil) != (v.cut == nil) || (cut != nil && *cut != *v.cut) {
+		v.cut = cut
+		v.broadcast("cut", cut)
 	}
 	var fresh, due []string
 	for k := range found {
@@ -159,44 +164,81 @@ func (v *view) scan(ctx context.Context) {
 	v.readAuditLog(ctx)
 }
 
+// Cut says that the keys shown are cut short at Config.Limit: Found keys
+// of a lock's types match the pattern on the node with the most (not all of
+// them need be locks), or at least Found when AtLeast (counting stops at
+// ten times the Limit).
+type Cut struct {
+	Limit   int  `json:"limit"`
+	Found   int  `json:"found"`
+	AtLeast bool `json:"at_least"`
+}
+
 // discover scans every node: the keys matching the pattern, the keys with
-// a wait queue (a first waiter publishes nothing), and what could not be
-// read.
-func (v *view) discover(ctx context.Context) (found, queued map[string]bool, problems []string) {
+// a wait queue (a first waiter publishes nothing), what could not be read,
+// and whether the keys were cut short at the Limit (nil: not).
+func (v *view) discover(ctx context.Context) (found, queued map[string]bool, problems []string, cut *Cut) {
 	found, queued = map[string]bool{}, map[string]bool{}
-	keys := func(n redis.UniversalClient, pattern, typ string) []string {
-		ks, err := v.keys(ctx, n, pattern, typ)
+	var all scanned
+	keys := func(n redis.UniversalClient, pattern, typ string, count *scanned) []string {
+		ks, err := v.keys(ctx, n, pattern, typ, count)
 		if err != nil && !slices.Contains(problems, err.Error()) {
 			problems = append(problems, err.Error())
 		}
 		return ks
 	}
 	for _, n := range v.cfg.Nodes {
+		var node scanned // a Cluster's masters add up; Redlock's nodes each have every key
 		for _, typ := range []string{"string", "zset"} {
-			for _, k := range keys(n, v.cfg.Pattern, typ) {
+			for _, k := range keys(n, v.cfg.Pattern, typ, &node) {
 				found[k] = true
 			}
 		}
-		for _, q := range keys(n, keyspace.QueuePrefix+"*", "zset") {
+		all.cut, all.atLeast = all.cut || node.cut, all.atLeast || node.atLeast
+		all.found = max(all.found, node.found)
+		for _, q := range keys(n, keyspace.QueuePrefix+"*", "zset", nil) {
 			if k, ok := keyspace.KeyOf(q, keyspace.QueuePrefix); ok {
 				queued[k] = true
 			}
 		}
 	}
-	return found, queued, problems
+	if all.cut {
+		cut = &Cut{Limit: v.cfg.Limit, Found: all.found, AtLeast: all.atLeast}
+	}
+	return found, queued, problems, cut
+}
+
+// scanned counts the keys a scan found.
+type scanned struct {
+	found   int
+	cut     bool // more than the Limit
+	atLeast bool // counting stopped
 }
 
 // keys returns the keys of typ matching pattern on n (each master of a
-// Cluster); for a pattern of the user's, not dlock's own.
-func (v *view) keys(ctx context.Context, n redis.UniversalClient, pattern, typ string) ([]string, error) {
+// Cluster), at most the Limit from each; for a pattern of the user's, not
+// dlock's own. Past the Limit it counts on (up to ten times the Limit)
+// into count, if not nil, so that the page can say how many it leaves out.
+func (v *view) keys(ctx context.Context, n redis.UniversalClient, pattern, typ string, count *scanned) ([]string, error) {
 	var out []string
 	own := strings.HasPrefix(pattern, "dlock:")
 	scan := func(ctx context.Context, c *redis.Client) error {
 		it := c.ScanType(ctx, 0, pattern, 1000, typ).Iterator()
-		for kept := 0; kept < v.cfg.Limit && it.Next(ctx); {
-			if own || !strings.HasPrefix(it.Val(), "dlock:") {
-				out, kept = append(out, it.Val()), kept+1
+		seen := 0
+		for seen < v.cfg.Limit*10 && it.Next(ctx) {
+			if !own && strings.HasPrefix(it.Val(), "dlock:") {
+				continue
 			}
+			if seen++; seen <= v.cfg.Limit {
+				out = append(out, it.Val())
+			} else if count == nil {
+				break
+			}
+		}
+		if count != nil {
+			count.found += seen
+			count.cut = count.cut || seen > v.cfg.Limit
+			count.atLeast = count.atLeast || (seen == v.cfg.Limit*10 && it.Next(ctx))
 		}
 		return it.Err()
 	}
@@ -367,6 +409,7 @@ type state struct {
 	Findings []doctor.Finding `json:"findings"`
 	Notes    []string         `json:"notes"`
 	Problems []string         `json:"problems"`
+	Cut      *Cut             `json:"cut"` // null: every key matching is shown
 	Audit    []Audit          `json:"audit"`
 	Revoke   bool             `json:"revoke"`
 	Auth     string           `json:"auth"`
@@ -376,7 +419,7 @@ type state struct {
 
 // snapshot returns the state; v.mu is held.
 func (v *view) snapshot() state {
-	st := state{Rows: []*Row{}, Findings: v.findings, Notes: v.notes, Problems: v.problems, Audit: v.audit, Revoke: v.cfg.Revoke,
+	st := state{Rows: []*Row{}, Findings: v.findings, Notes: v.notes, Problems: v.problems, Cut: v.cut, Audit: v.audit, Revoke: v.cfg.Revoke,
 		Auth: v.cfg.Auth, Pattern: v.cfg.Pattern}
 	for _, r := range v.rows {
 		st.Rows = append(st.Rows, r)

@@ -465,6 +465,48 @@ func TestBrowserRevokeReasonIsCountedInBytes(t *testing.T) {
 	}
 }
 
+// Past its --limit the page says that the list is cut short, how many
+// keys match, and how to see the rest; filtering for a key past the limit
+// says why nothing matches.
+func TestBrowserSaysWhenTheLimitCutsTheListShort(t *testing.T) {
+	prefix := key(t)
+	c := dlock.New(rdb(t))
+	defer c.Close()
+	bg := context.Background()
+	for i := range 7 {
+		l, err := c.TryLock(bg, fmt.Sprintf("%s:job-%d", prefix, i), dlock.WithTTL(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Unlock(bg)
+	}
+	url := startUI(t, nil, "--limit", "3", prefix+":*")
+	ctx := browser(t, nil)
+	if err := chromedp.Do(ctx, chromedp.Navigate(url)); err != nil {
+		t.Fatal(err)
+	}
+	see(t, ctx, "the note that the list is cut short", "#cut", func(s string) bool {
+		return strings.Contains(s, "cut short") && strings.Contains(s, "7 keys match") && strings.Contains(s, "--limit")
+	})
+	if n := text(t, ctx, "#count"); !strings.Contains(n, "cut short") {
+		t.Fatalf("the count says %q, want it to say the list is cut short", n)
+	}
+	var hidden string
+	for i := range 7 {
+		if k := fmt.Sprintf("%s:job-%d", prefix, i); text(t, ctx, rowSel(k)) == "" {
+			hidden = k
+			break
+		}
+	}
+	if hidden == "" {
+		t.Fatal("every key is shown past the limit of 3")
+	}
+	if err := chromedp.Do(ctx, chromedp.SendKeys(chromedp.CSS("#filter"), hidden)); err != nil {
+		t.Fatal(err)
+	}
+	see(t, ctx, "the filter's note", "#no-match", func(s string) bool { return strings.Contains(s, "cut short") })
+}
+
 // A revoked `dlock run` stops its command, as on any lost lock, and says
 // who revoked it and why.
 func TestARevokedRunStopsItsCommand(t *testing.T) {

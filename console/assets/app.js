@@ -262,10 +262,36 @@
     count();
   }
 
-  let problems = [];
+  let problems = [], cut = null;
   function count() {
-    document.getElementById('count').textContent = '(' + rows.size + ')';
+    document.getElementById('count').textContent = '(' + rows.size + (cut ? ', list cut short' : '') + ')';
     document.getElementById('empty').hidden = rows.size > 0 || problems.length > 0;
+    matches();
+  }
+
+  // matches says when the filter hides every row.
+  function matches() {
+    const none = filter !== '' && rows.size > 0 && ![...tbody.children].some((tr) => !tr.hidden);
+    const box = document.getElementById('no-match');
+    box.textContent = 'No key shown matches the filter.' + (cut ? ' The list is cut short: a key past the limit is not searched; narrow the pattern to see it.' : '');
+    box.hidden = !none;
+  }
+
+  // renderCut says that the list stops at the console's limit, how many
+  // keys match, and how to see the others.
+  function renderCut(c) {
+    cut = c || null;
+    const box = document.getElementById('cut');
+    box.hidden = !cut;
+    if (cut) {
+      const n = (x) => x.toLocaleString('en');
+      box.replaceChildren(
+        el('p', {}, el('strong', { text: 'The list is cut short.' }), ' ' + n(cut.found) + (cut.at_least ? ' or more' : '') + ' keys match ',
+          el('code', { text: state.pattern || '*' }), '; this console shows at most the first ' + n(cut.limit) + ' of each node\'s (some may be keys of another kind than a lock).'),
+        el('p', {}, 'To see the others, watch a narrower pattern (', el('code', { text: "dlock ui 'orders:*'" }), ', or Config.Pattern) or raise the limit (',
+          el('code', { text: 'dlock ui --limit ' + (cut.at_least ? cut.found : Math.ceil(cut.found / 1000) * 1000) }), ', or Config.Limit). The filter searches the keys shown only.'));
+    }
+    count();
   }
 
   // renderProblems says what Redis would not let the console read: the
@@ -397,6 +423,7 @@
   document.getElementById('filter').addEventListener('input', (e) => {
     filter = e.target.value.toLowerCase();
     for (const tr of tbody.children) tr.hidden = filter !== '' && !tr.dataset.key.toLowerCase().includes(filter);
+    matches();
   });
 
   function connect() {
@@ -407,6 +434,7 @@
       renderAll(new Map(state.rows.map((r) => [r.key, r])));
       renderDoctor({ findings: state.findings, notes: state.notes });
       renderProblems(state.problems);
+      renderCut(state.cut);
       renderAudit(state.audit);
       document.getElementById('meta').textContent = 'Redis ' + (state.nodes || []).join(', ') + ' · keys ' + state.pattern + ' · ' + (state.revoke ? 'revoke enabled' : 'read-only');
       setConn('live', 'live');
@@ -417,6 +445,7 @@
     es.addEventListener('audit', (e) => renderAudit(JSON.parse(e.data)));
     es.addEventListener('doctor', (e) => renderDoctor(JSON.parse(e.data)));
     es.addEventListener('problems', (e) => renderProblems(JSON.parse(e.data)));
+    es.addEventListener('cut', (e) => renderCut(JSON.parse(e.data)));
     es.onerror = () => setConn('reconnecting…', 'down');
     es.onopen = () => setConn('live', 'live');
   }
