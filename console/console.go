@@ -34,7 +34,10 @@ import (
 
 // Config configures a Console.
 type Config struct {
-	// Locks is the dlock Client whose keys are shown (Inspect) and revoked.
+	// Locks is the dlock Client that revokes (Client.Revoke). The console
+	// reads the keys it shows itself, on Nodes, with plain read commands
+	// (what Inspect reads, without its script), so that a read-only Redis
+	// user needs no EVAL: see docs/console.md.
 	Locks *dlock.Client
 	// Nodes are the Redis nodes Locks runs on: the console scans them for
 	// lock keys, reads the wait queues and the audit stream there, and

@@ -3,8 +3,6 @@ package console
 import (
 	"slices"
 	"time"
-
-	"github.com/dlock-go/dlock"
 )
 
 // Row is what the page shows of one key. Holders are named by a token's
@@ -58,11 +56,6 @@ type Event struct {
 
 // historyLength is how many events a key keeps.
 const historyLength = 50
-
-// ownerOf converts an owner record.
-func ownerOf(o dlock.Owner) *Owner {
-	return &Owner{Host: o.Host, PID: o.PID, Program: o.Program, Label: o.Label, Since: o.Since.UnixMilli()}
-}
 
 // changes returns the events that lead from old to now (nil: the key was
 // not shown), read at t; notified says a hand-off was announced.
