@@ -449,6 +449,9 @@ func TestTheConsoleWorksWithAReadOnlyACLUser(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rl.Unlock(ctx)
+	if err := console.Check(ctx, []redis.UniversalClient{ro}, key(t, "*")); err != nil {
+		t.Fatalf("Check refuses the documented read-only user: %v", err)
+	}
 	roLocks := dlock.New(ro)
 	defer roLocks.Close()
 	con, err := console.New(console.Config{Locks: roLocks, Nodes: []redis.UniversalClient{ro}, Pattern: key(t, "*"), Interval: 100 * time.Millisecond})

@@ -303,3 +303,33 @@ func (v *view) readAudit(ctx context.Context) []Audit {
 	}
 	return nil
 }
+
+// Check reports a node that does not let the console read: it scans for
+// keys matching pattern ("" is "*") and their wait queues, reads a key as
+// a row is read, and reads the audit stream, as the console does. Its
+// error names the node (an address, never a password) and what Redis
+// refused; `dlock ui` refuses to start on one. Call it before New: a
+// console whose reads are refused says so on the page instead.
+func Check(ctx context.Context, nodes []redis.UniversalClient, pattern string) error {
+	pattern = cmp.Or(pattern, "*")
+	for _, n := range nodes {
+		err := eachMaster(ctx, n, func(ctx context.Context, c *redis.Client) error {
+			for _, p := range []string{pattern, keyspace.QueuePrefix + "*"} {
+				if err := c.ScanType(ctx, 0, p, 10, "zset").Err(); err != nil {
+					return fmt.Errorf("SCAN: %w", err)
+				}
+			}
+			if st := readNode(ctx, c, "dlock:console:check"); st.err != nil && !errors.Is(st.err, errNotALock) {
+				return fmt.Errorf("reading a key: %w", st.err)
+			}
+			if err := c.XRevRangeN(ctx, keyspace.Audit, "+", "-", 1).Err(); err != nil && !errors.Is(err, redis.Nil) {
+				return fmt.Errorf("reading the audit stream: %w", err)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

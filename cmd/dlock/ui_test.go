@@ -534,6 +534,29 @@ func TestTheConsoleWithAWrongPasswordSaysSoAtStart(t *testing.T) {
 	}
 }
 
+// A user that may not SCAN is refused at start (69), as one with a wrong
+// password is: the page would otherwise say that no lock is held.
+func TestTheConsoleWithoutSCANPermissionSaysSoAtStart(t *testing.T) {
+	admin := rdb(t)
+	bg := context.Background()
+	if err := admin.Do(bg, "ACL", "SETUSER", "ui-noscan", "on", ">n0scan-pw", "~*", "&*", "+@all", "-scan").Err(); err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Do(bg, "ACL", "DELUSER", "ui-noscan")
+	ctx, cancel := context.WithTimeout(bg, 20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "ui", "--redis", "redis://ui-noscan:n0scan-pw@"+server.Addr(), "--listen", "127.0.0.1:0")
+	var out, errOut strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if ctx.Err() != nil || !errors.As(err, &ee) || ee.ExitCode() != exitRedis || !strings.Contains(errOut.String(), "scan") ||
+		strings.Contains(out.String()+errOut.String(), "n0scan-pw") {
+		t.Fatalf("%v (still running after 20 s: %v), stdout %q, stderr %q: want exit 69 naming SCAN, without the password",
+			err, ctx.Err() != nil, out.String(), errOut.String())
+	}
+}
+
 // The console on loopback answers the names of loopback, its own address
 // among them, and refuses others (DNS rebinding).
 func TestTheConsoleOnLoopbackAnswersItsOwnNamesOnly(t *testing.T) {
