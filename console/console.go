@@ -34,7 +34,10 @@ import (
 
 // Config configures a Console.
 type Config struct {
-	// Locks is the dlock Client whose keys are shown (Inspect) and revoked.
+	// Locks is the dlock Client that revokes (Client.Revoke). The console
+	// reads the keys it shows itself, on Nodes, with plain read commands
+	// (what Inspect reads, without its script), so that a read-only Redis
+	// user needs no EVAL: see docs/console.md.
 	Locks *dlock.Client
 	// Nodes are the Redis nodes Locks runs on: the console scans them for
 	// lock keys, reads the wait queues and the audit stream there, and
@@ -47,7 +50,10 @@ type Config struct {
 	// keys (dlock:*) are never rows, and a key is shown while it is held or
 	// has waiters.
 	Pattern string
-	// Limit bounds the keys scanned per node (default 1000).
+	// Limit bounds the keys shown from each node (default 1000): SCAN's
+	// first. Past it the console counts on, up to ten times Limit, and the
+	// page says that the list is cut short, how many keys match, and how
+	// to see the rest (a narrower Pattern, a higher Limit).
 	Limit int
 	// Interval is how often the console scans for keys that appeared or
 	// went without a notification (an uncontended grant or release

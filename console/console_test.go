@@ -46,6 +46,7 @@ type state struct {
 	Rows     []console.Row   `json:"rows"`
 	Audit    []console.Audit `json:"audit"`
 	Problems []string        `json:"problems"`
+	Cut      *console.Cut    `json:"cut"`
 }
 
 // setup returns a Client, its go-redis client, a console over them with
@@ -264,6 +265,43 @@ func TestTheStreamSendsTheStateThenOnlyWhatChanged(t *testing.T) {
 	next(`row {"key":"` + k + `","kind":"","held":false`)
 }
 
+// A renewal changes nothing on the page but a TTL: it is sent in a "ttl"
+// event with the other renewals, never as a row to draw again.
+func TestARenewalSendsATTLNotARow(t *testing.T) {
+	c, _, srv := setup(t, console.Config{})
+	ctx := ctxT(t)
+	k := key(t, "renewed")
+	ev := events(t, srv)
+	if first := <-ev; !strings.HasPrefix(first, "state ") {
+		t.Fatalf("first event %q, want the state", first)
+	}
+	l, err := c.TryLock(ctx, k, dlock.WithTTL(time.Second), dlock.WithAutoRenew()) // renewed every 333 ms
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock(ctx)
+	rows, ttls := 0, 0
+	for end := time.After(3 * time.Second); ttls < 3; {
+		select {
+		case e := <-ev:
+			switch {
+			case strings.HasPrefix(e, `row {"key":"`+k+`"`):
+				if rows++; rows > 1 {
+					t.Fatalf("a renewal sent the row again: %q", e)
+				}
+			case strings.HasPrefix(e, "ttl ") && strings.Contains(e, `"`+k+`":`):
+				var m map[string]int64
+				if err := json.Unmarshal([]byte(strings.TrimPrefix(e, "ttl ")), &m); err != nil || m[k] <= 0 || m[k] > 1000 {
+					t.Fatalf("the ttl event %q: want the key's TTL now, 1 to 1000 ms", e)
+				}
+				ttls++
+			}
+		case <-end:
+			t.Fatalf("in 3 s of renewals: %d row events, %d ttl events naming the key; want 1 and at least 3", rows, ttls)
+		}
+	}
+}
+
 func TestRevokeNeedsToBeEnabledTheOriginTheCSRFTokenAndAuthorization(t *testing.T) {
 	if _, err := console.New(console.Config{Locks: dlock.New(server.Client(t)), Nodes: []redis.UniversalClient{server.Client(t)}, Revoke: true}); !errors.Is(err, console.ErrConfig) {
 		t.Fatalf("Revoke without Authorize: %v, want ErrConfig", err)
@@ -352,20 +390,43 @@ func TestRevokeNeedsToBeEnabledTheOriginTheCSRFTokenAndAuthorization(t *testing.
 	}
 }
 
-// The read-only ACL that docs/console.md documents for a console without
-// revoke.
-var readOnlyACL = []any{"ACL", "SETUSER", "console-ro", "on", ">ro-pass", "resetkeys", "~*", "resetchannels", "&dlock:*",
-	"-@all", "+@connection", "+scan", "+type", "+evalsha", "+eval", "+script|load", "+get", "+pttl", "+exists", "+zcard",
-	"+zrange", "+zscore", "+zcount", "+zrangebyscore", "+hget", "+hvals", "+time", "+xrevrange", "+psubscribe", "+punsubscribe",
-	"+config|get", "+command|info"}
+// readOnlyACL is the ACL SETUSER line docs/console.md gives for a console
+// without revoke, its password ro-pass.
+func readOnlyACL(t *testing.T) []any {
+	t.Helper()
+	doc, err := os.ReadFile("../docs/console.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, _ := strings.Cut(string(doc), "## A read-only Redis user for the console")
+	_, block, _ := strings.Cut(after, "```\n")
+	block, _, _ = strings.Cut(block, "```")
+	var acl []any
+	for _, f := range strings.Fields(strings.ReplaceAll(block, "\\\n", " ")) {
+		acl = append(acl, strings.Replace(f, ">PASSWORD", ">ro-pass", 1))
+	}
+	if len(acl) < 4 || acl[0] != "ACL" || acl[2] != "console-ro" {
+		t.Fatalf("docs/console.md's read-only ACL: %q", acl)
+	}
+	return acl
+}
 
 func TestTheConsoleWorksWithAReadOnlyACLUser(t *testing.T) {
 	admin := server.Client(t)
 	ctx := ctxT(t)
-	if err := admin.Do(ctx, readOnlyACL...).Err(); err != nil {
+	if err := admin.Do(ctx, readOnlyACL(t)...).Err(); err != nil {
 		t.Fatal(err)
 	}
 	defer admin.Do(context.Background(), "ACL", "DELUSER", "console-ro")
+	// Nothing that could stop the server: no script (an endless one is
+	// BUSY for every client), no CLIENT PAUSE. Asked with ACL DRYRUN first:
+	// run, a permitted endless script would freeze the test server.
+	for _, cmd := range [][]any{{"EVAL", "while true do end", "0"}, {"EVALSHA", "0123456789012345678901234567890123456789", "0"},
+		{"FCALL", "f", "0"}, {"CLIENT", "PAUSE", "60000"}, {"SCRIPT", "LOAD", "while true do end"}, {"FUNCTION", "LOAD", "x"}} {
+		if said, err := admin.Do(ctx, append([]any{"ACL", "DRYRUN", "console-ro"}, cmd...)...).Text(); err != nil || said == "OK" {
+			t.Fatalf("the read-only user may run %q: ACL DRYRUN says %q, %v", cmd, said, err)
+		}
+	}
 	opts := server.Options()
 	opts.Username, opts.Password = "console-ro", "ro-pass"
 	ro := redis.NewClient(opts)
@@ -388,6 +449,9 @@ func TestTheConsoleWorksWithAReadOnlyACLUser(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rl.Unlock(ctx)
+	if err := console.Check(ctx, []redis.UniversalClient{ro}, key(t, "*")); err != nil {
+		t.Fatalf("Check refuses the documented read-only user: %v", err)
+	}
 	roLocks := dlock.New(ro)
 	defer roLocks.Close()
 	con, err := console.New(console.Config{Locks: roLocks, Nodes: []redis.UniversalClient{ro}, Pattern: key(t, "*"), Interval: 100 * time.Millisecond})
@@ -410,6 +474,9 @@ func TestTheConsoleWorksWithAReadOnlyACLUser(t *testing.T) {
 	}
 	if err := ro.Set(ctx, k, "x", 0).Err(); err == nil || !strings.Contains(err.Error(), "NOPERM") {
 		t.Fatalf("the read-only user could write: %v", err)
+	}
+	if err := ro.Eval(ctx, "while true do end", nil).Err(); err == nil || !strings.Contains(err.Error(), "NOPERM") {
+		t.Fatalf("the read-only user's endless script: %v, want NOPERM", err)
 	}
 }
 
@@ -499,6 +566,42 @@ func TestTheConsoleShowsOnlyDlocksKeysAndSaysWhatItCannotRead(t *testing.T) {
 	st := until(t, srv2, "the problem reported", func(st state) bool { return len(st.Problems) > 0 })
 	if strings.Contains(strings.Join(st.Problems, " "), "wrong-pass") {
 		t.Fatalf("a problem shows the password: %q", st.Problems)
+	}
+}
+
+// Past its Limit, the console says that the list is cut short and how
+// many keys match: all of them, or at least ten times the Limit.
+func TestTheStateSaysWhenTheLimitCutsTheListShort(t *testing.T) {
+	for _, tc := range []struct {
+		limit, locks int
+		want         console.Cut
+	}{
+		{5, 5, console.Cut{}},
+		{3, 7, console.Cut{Limit: 3, Found: 7}},
+		{1, 12, console.Cut{Limit: 1, Found: 10, AtLeast: true}},
+	} {
+		t.Run(fmt.Sprint(tc.limit, "of", tc.locks), func(t *testing.T) {
+			c, _, srv := setup(t, console.Config{Limit: tc.limit})
+			ctx := ctxT(t)
+			for i := range tc.locks {
+				l, err := c.TryLock(ctx, key(t, fmt.Sprint(i)), dlock.WithTTL(time.Minute))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer l.Unlock(ctx)
+			}
+			if tc.want != (console.Cut{}) {
+				until(t, srv, fmt.Sprintf("%d rows and %+v", tc.limit, tc.want), func(st state) bool {
+					return len(st.Rows) >= tc.limit && st.Cut != nil && *st.Cut == tc.want
+				})
+				return
+			}
+			until(t, srv, "every row", func(st state) bool { return len(st.Rows) == tc.locks })
+			time.Sleep(300 * time.Millisecond) // three scans more
+			if st, body := get(t, srv); st.Cut != nil {
+				t.Fatalf("every key is shown, yet the state says the list is cut:\n%s", body)
+			}
+		})
 	}
 }
 

@@ -3,8 +3,6 @@ package console
 import (
 	"slices"
 	"time"
-
-	"github.com/dlock-go/dlock"
 )
 
 // Row is what the page shows of one key. Holders are named by a token's
@@ -59,11 +57,6 @@ type Event struct {
 // historyLength is how many events a key keeps.
 const historyLength = 50
 
-// ownerOf converts an owner record.
-func ownerOf(o dlock.Owner) *Owner {
-	return &Owner{Host: o.Host, PID: o.PID, Program: o.Program, Label: o.Label, Since: o.Since.UnixMilli()}
-}
-
 // changes returns the events that lead from old to now (nil: the key was
 // not shown), read at t; notified says a hand-off was announced.
 func changes(old, now *Row, t time.Time) []Event {
@@ -107,7 +100,7 @@ func changes(old, now *Row, t time.Time) []Event {
 }
 
 // same reports whether the page would show a and b alike, but for the
-// TTLs counting down: a renewal (an expiry moved by over 250 ms) is a change.
+// TTLs counting down (renewed says whether those moved).
 func same(a, b *Row) bool {
 	if a.Key != b.Key || a.Kind != b.Kind || a.Held != b.Held || a.Fence != b.Fence || a.Permits != b.Permits ||
 		a.Leader != b.Leader || a.Error != b.Error || len(a.Holds) != len(b.Holds) ||
@@ -116,11 +109,25 @@ func same(a, b *Row) bool {
 	}
 	for i := range a.Holds {
 		x, y := a.Holds[i], b.Holds[i]
-		if x.Holder != y.Holder || (x.Owner == nil) != (y.Owner == nil) || abs((a.At+x.TTL)-(b.At+y.TTL)) > 250 {
+		if x.Holder != y.Holder || (x.Owner == nil) != (y.Owner == nil) {
 			return false
 		}
 	}
 	return true
+}
+
+// renewed reports whether a lease of b ends over 250 ms away from where a
+// said it would: a renewal, or a TTL the page's countdown no longer follows.
+func renewed(a, b *Row) bool {
+	if abs((a.At+a.TTL)-(b.At+b.TTL)) > 250 {
+		return true
+	}
+	for i := range min(len(a.Holds), len(b.Holds)) {
+		if abs((a.At+a.Holds[i].TTL)-(b.At+b.Holds[i].TTL)) > 250 {
+			return true
+		}
+	}
+	return false
 }
 
 func waiterIDs(r *Row) []string {

@@ -26,8 +26,10 @@ type view struct {
 	ignored  map[string]time.Time // keys that are not locks, until then
 	freed    map[string]time.Time // rows let go, shown free until then
 	problems []string             // what the last scan could not read: the page says so
+	cut      *Cut                 // the last scan's keys cut short at the Limit, or nil
 	hist     map[string][]Event   // each key's recent history
 	channels map[string]string    // wake and elect channels -> key
+	renewals map[string]bool      // rows whose TTLs alone moved since the last "ttl" event
 	findings []doctor.Finding
 	notes    []string
 	audit    []Audit
@@ -37,7 +39,7 @@ type view struct {
 
 func newView(cfg Config) *view {
 	return &view{cfg: cfg, kick: make(chan string, 1024), rows: map[string]*Row{}, next: map[string]time.Time{},
-		ignored: map[string]time.Time{}, freed: map[string]time.Time{}, hist: map[string][]Event{}, channels: map[string]string{}, subs: map[chan []byte]bool{}}
+		ignored: map[string]time.Time{}, freed: map[string]time.Time{}, hist: map[string][]Event{}, channels: map[string]string{}, renewals: map[string]bool{}, subs: map[chan []byte]bool{}}
 }
 
 // doctorEvery is how often doctor's audit runs; keepFreed how long a key
@@ -78,6 +80,7 @@ func (v *view) run(ctx context.Context) {
 			v.doctor(ctx)
 		}
 		v.scan(ctx)
+		v.sendRenewals()
 		for waiting := true; waiting; {
 			select {
 			case <-ctx.Done():
@@ -120,12 +123,16 @@ func (v *view) listen(ctx context.Context, n redis.UniversalClient) {
 // scan reads the keys that appeared or went since the last scan, and the
 // rows that are due.
 func (v *view) scan(ctx context.Context) {
-	found, queued, problems := v.discover(ctx)
+	found, queued, problems, cut := v.discover(ctx)
 	now := time.Now()
 	v.mu.Lock()
 	if !slices.Equal(problems, v.problems) { // set whole, once a scan is done: a page never sees half
 		v.problems = problems
 		v.broadcast("problems", problems)
+	}
+	if (cut == nil) != (v.cut == nil) || (cut != nil && *cut != *v.cut) {
+		v.cut = cut
+		v.broadcast("cut", cut)
 	}
 	var fresh, due []string
 	for k := range found {
@@ -157,44 +164,81 @@ func (v *view) scan(ctx context.Context) {
 	v.readAuditLog(ctx)
 }
 
+// Cut says that the keys shown are cut short at Config.Limit: Found keys
+// of a lock's types match the pattern on the node with the most (not all of
+// them need be locks), or at least Found when AtLeast (counting stops at
+// ten times the Limit).
+type Cut struct {
+	Limit   int  `json:"limit"`
+	Found   int  `json:"found"`
+	AtLeast bool `json:"at_least"`
+}
+
 // discover scans every node: the keys matching the pattern, the keys with
-// a wait queue (a first waiter publishes nothing), and what could not be
-// read.
-func (v *view) discover(ctx context.Context) (found, queued map[string]bool, problems []string) {
+// a wait queue (a first waiter publishes nothing), what could not be read,
+// and whether the keys were cut short at the Limit (nil: not).
+func (v *view) discover(ctx context.Context) (found, queued map[string]bool, problems []string, cut *Cut) {
 	found, queued = map[string]bool{}, map[string]bool{}
-	keys := func(n redis.UniversalClient, pattern, typ string) []string {
-		ks, err := v.keys(ctx, n, pattern, typ)
+	var all scanned
+	keys := func(n redis.UniversalClient, pattern, typ string, count *scanned) []string {
+		ks, err := v.keys(ctx, n, pattern, typ, count)
 		if err != nil && !slices.Contains(problems, err.Error()) {
 			problems = append(problems, err.Error())
 		}
 		return ks
 	}
 	for _, n := range v.cfg.Nodes {
+		var node scanned // a Cluster's masters add up; Redlock's nodes each have every key
 		for _, typ := range []string{"string", "zset"} {
-			for _, k := range keys(n, v.cfg.Pattern, typ) {
+			for _, k := range keys(n, v.cfg.Pattern, typ, &node) {
 				found[k] = true
 			}
 		}
-		for _, q := range keys(n, keyspace.QueuePrefix+"*", "zset") {
+		all.cut, all.atLeast = all.cut || node.cut, all.atLeast || node.atLeast
+		all.found = max(all.found, node.found)
+		for _, q := range keys(n, keyspace.QueuePrefix+"*", "zset", nil) {
 			if k, ok := keyspace.KeyOf(q, keyspace.QueuePrefix); ok {
 				queued[k] = true
 			}
 		}
 	}
-	return found, queued, problems
+	if all.cut {
+		cut = &Cut{Limit: v.cfg.Limit, Found: all.found, AtLeast: all.atLeast}
+	}
+	return found, queued, problems, cut
+}
+
+// scanned counts the keys a scan found.
+type scanned struct {
+	found   int
+	cut     bool // more than the Limit
+	atLeast bool // counting stopped
 }
 
 // keys returns the keys of typ matching pattern on n (each master of a
-// Cluster); for a pattern of the user's, not dlock's own.
-func (v *view) keys(ctx context.Context, n redis.UniversalClient, pattern, typ string) ([]string, error) {
+// Cluster), at most the Limit from each; for a pattern of the user's, not
+// dlock's own. Past the Limit it counts on (up to ten times the Limit)
+// into count, if not nil, so that the page can say how many it leaves out.
+func (v *view) keys(ctx context.Context, n redis.UniversalClient, pattern, typ string, count *scanned) ([]string, error) {
 	var out []string
 	own := strings.HasPrefix(pattern, "dlock:")
 	scan := func(ctx context.Context, c *redis.Client) error {
 		it := c.ScanType(ctx, 0, pattern, 1000, typ).Iterator()
-		for kept := 0; kept < v.cfg.Limit && it.Next(ctx); {
-			if own || !strings.HasPrefix(it.Val(), "dlock:") {
-				out, kept = append(out, it.Val()), kept+1
+		seen := 0
+		for seen < v.cfg.Limit*10 && it.Next(ctx) {
+			if !own && strings.HasPrefix(it.Val(), "dlock:") {
+				continue
 			}
+			if seen++; seen <= v.cfg.Limit {
+				out = append(out, it.Val())
+			} else if count == nil {
+				break
+			}
+		}
+		if count != nil {
+			count.found += seen
+			count.cut = count.cut || seen > v.cfg.Limit
+			count.atLeast = count.atLeast || (seen == v.cfg.Limit*10 && it.Next(ctx))
 		}
 		return it.Err()
 	}
@@ -252,6 +296,7 @@ func (v *view) refresh(ctx context.Context, key string) bool {
 		delete(v.hist, key)
 		delete(v.channels, keyspace.Wake(key))
 		delete(v.channels, keyspace.Elect(key))
+		delete(v.renewals, key)
 		if old != nil {
 			delete(v.rows, key)
 			v.broadcast("gone", key)
@@ -267,10 +312,38 @@ func (v *view) refresh(ctx context.Context, key string) bool {
 		every = min(max(time.Duration(row.TTL)*time.Millisecond/3, 250*time.Millisecond), 5*time.Second)
 	}
 	v.next[key] = now.Add(every)
-	if old == nil || !same(old, row) {
+	switch {
+	case old == nil || !same(old, row):
+		delete(v.renewals, key)
 		v.broadcast("row", row)
+	case renewed(old, row):
+		v.renewals[key] = true // sent with the others once per Interval (sendRenewals)
 	}
 	return true
+}
+
+// sendRenewals sends the TTLs of the rows renewed since it last ran, as
+// one "ttl" event: each key's TTL now. A renewal changes nothing else the
+// page shows, and a page redraws nothing for it; with a thousand renewing
+// holders, a row event each would be a thousand redraws a TTL.
+func (v *view) sendRenewals() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if len(v.renewals) == 0 {
+		return
+	}
+	now := time.Now().UnixMilli()
+	ttls := make(map[string]int64, len(v.renewals))
+	for k := range v.renewals {
+		if r := v.rows[k]; r != nil {
+			ttls[k] = r.TTL
+			if r.TTL >= 0 {
+				ttls[k] = max(r.TTL-(now-r.At), 0)
+			}
+		}
+	}
+	clear(v.renewals)
+	v.broadcast("ttl", ttls)
 }
 
 // readAuditLog reads the audit stream; new revocations join their keys'
@@ -336,6 +409,7 @@ type state struct {
 	Findings []doctor.Finding `json:"findings"`
 	Notes    []string         `json:"notes"`
 	Problems []string         `json:"problems"`
+	Cut      *Cut             `json:"cut"` // null: every key matching is shown
 	Audit    []Audit          `json:"audit"`
 	Revoke   bool             `json:"revoke"`
 	Auth     string           `json:"auth"`
@@ -345,7 +419,7 @@ type state struct {
 
 // snapshot returns the state; v.mu is held.
 func (v *view) snapshot() state {
-	st := state{Rows: []*Row{}, Findings: v.findings, Notes: v.notes, Problems: v.problems, Audit: v.audit, Revoke: v.cfg.Revoke,
+	st := state{Rows: []*Row{}, Findings: v.findings, Notes: v.notes, Problems: v.problems, Cut: v.cut, Audit: v.audit, Revoke: v.cfg.Revoke,
 		Auth: v.cfg.Auth, Pattern: v.cfg.Pattern}
 	for _, r := range v.rows {
 		st.Rows = append(st.Rows, r)

@@ -32,8 +32,9 @@ auth on every page, the password from $DLOCK_UI_PASSWORD) or
 $DLOCK_UI_TOKEN (a bearer token the page asks for to revoke). No token
 or password ever reaches the page. It stops on SIGINT or SIGTERM.
 
-Exit codes: 0 stopped by a signal; 64 usage; 69 Redis unreachable, or the
-address cannot be listened on.
+Exit codes: 0 stopped by a signal; 64 usage; 69 Redis unreachable or
+refusing the reads the console needs (SCAN among them), or the address
+cannot be listened on.
 
 Examples:
   dlock ui
@@ -71,7 +72,7 @@ func uiMain(args []string, stdout, stderr io.Writer) int {
 		return usageError(stderr, "%v", err)
 	}
 	defer closeAll()
-	if err := readable(rdbs); err != nil {
+	if err := readable(rdbs, fs.Arg(0)); err != nil {
 		fmt.Fprintf(stderr, "dlock: ui: %v\n", err)
 		return exitRedis
 	}
@@ -110,19 +111,29 @@ func uiMain(args []string, stdout, stderr io.Writer) int {
 
 // readable reports, before a page could say "no locks", a node that cannot
 // be reached (firstContact) or that refuses this user: a wrong password, a
-// missing permission.
-func readable(rdbs []*redis.Client) error {
+// missing permission (console.Check: SCAN, the reads of a row, the audit
+// stream).
+func readable(rdbs []*redis.Client, pattern string) error {
 	if err := firstContact(rdbs); err != nil {
 		return err
 	}
+	var reply redis.Error
 	for _, rdb := range rdbs {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		err := rdb.Ping(ctx).Err()
 		cancel()
-		var reply redis.Error
 		if errors.As(err, &reply) {
 			return fmt.Errorf("%s: %w", rdb.Options().Addr, err)
 		}
+	}
+	nodes := make([]redis.UniversalClient, len(rdbs))
+	for i, rdb := range rdbs {
+		nodes[i] = rdb
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := console.Check(ctx, nodes, pattern); errors.As(err, &reply) {
+		return fmt.Errorf("%w: this Redis user may not read what the console shows (docs/console.md gives a read-only ACL)", err)
 	}
 	return nil
 }

@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -387,6 +389,124 @@ func TestBrowserBehindBasicAuthShowsNothingWithoutIt(t *testing.T) {
 	}
 }
 
+// A console opened with its credentials in the URL
+// (http://user:password@host/) revokes: a fetch of a URL with credentials
+// is refused by the browser, so the page asks its own origin and path.
+func TestBrowserRevokesOnAConsoleOpenedWithCredentialsInTheURL(t *testing.T) {
+	prefix := key(t)
+	url := startUI(t, []string{"DLOCK_UI_PASSWORD=s3cret"}, "--allow-revoke", "--user", "ops", prefix+":*")
+	c := dlock.New(rdb(t))
+	defer c.Close()
+	bg := context.Background()
+	k := prefix + ":stuck"
+	l, err := c.TryLock(bg, k, dlock.WithTTL(2*time.Second), dlock.WithAutoRenew())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock(bg)
+	ctx := browser(t, nil)
+	if err := chromedp.Do(ctx, chromedp.Navigate(strings.Replace(url, "http://", "http://ops:s3cret@", 1))); err != nil {
+		t.Fatal(err)
+	}
+	if said := revokeFromThePage(t, ctx, k, "stuck", ""); !strings.HasPrefix(said, "Revoked") {
+		t.Fatalf("the page says %q", said)
+	}
+	if cause := context.Cause(l.Context()); !errors.Is(cause, dlock.ErrRevoked) || !strings.Contains(cause.Error(), "by ops@127.0.0.1") {
+		t.Fatalf("the holder's cause: %v", cause)
+	}
+}
+
+// The revoke dialog counts its reason in bytes, as the library's limit
+// (512 bytes, UTF-8) does: 300 "€" (900 bytes) are refused on the page,
+// before anything is sent, and it says why; 170 (510 bytes) are taken.
+func TestBrowserRevokeReasonIsCountedInBytes(t *testing.T) {
+	prefix := key(t)
+	url := startUI(t, []string{"DLOCK_UI_TOKEN=t0ken-for-tests"}, "--allow-revoke", prefix+":*")
+	c := dlock.New(rdb(t))
+	defer c.Close()
+	bg := context.Background()
+	k := prefix + ":stuck"
+	l, err := c.TryLock(bg, k, dlock.WithTTL(2*time.Second), dlock.WithAutoRenew())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock(bg)
+	ctx := browser(t, nil)
+	if err := chromedp.Do(ctx, chromedp.Navigate(url)); err != nil {
+		t.Fatal(err)
+	}
+	see(t, ctx, "the lock with a Revoke button", rowSel(k)+" .revoke-btn", func(s string) bool { return s == "Revoke" })
+	reason := func(n int) string {
+		return `(() => { const r = document.getElementById('revoke-reason'); r.value = '` + strings.Repeat("€", n) + `';
+			r.dispatchEvent(new Event('input', {bubbles: true})); document.getElementById('revoke-token').value = 't0ken-for-tests';
+			document.getElementById('revoke-confirm').click(); return ''; })()`
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(rowSel(k)+" .revoke-btn")), chromedp.WaitVisible(chromedp.CSS("#revoke-reason")),
+		chromedp.Evaluate[chromedp.Void](reason(300))); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	if said := text(t, ctx, "#revoke-result"); said != "" {
+		t.Fatalf("900 bytes of reason: the page says %q, want it refused before it is sent", said)
+	}
+	if l.Context().Err() != nil {
+		t.Fatal("a reason over 512 bytes revoked the lock")
+	}
+	if hint := text(t, ctx, "#revoke-reason-size"); !strings.Contains(hint, "900 of 512 bytes") {
+		t.Fatalf("the dialog says %q about the reason's size, want 900 of 512 bytes", hint)
+	}
+	if err := chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](reason(170))); err != nil {
+		t.Fatal(err)
+	}
+	if said, _ := see(t, ctx, "the revoke's result", "#revoke-result", func(s string) bool {
+		return strings.HasPrefix(s, "Revoked") || strings.HasPrefix(s, "Refused")
+	}); !strings.HasPrefix(said, "Revoked") {
+		t.Fatalf("510 bytes of reason: the page says %q", said)
+	}
+}
+
+// Past its --limit the page says that the list is cut short, how many
+// keys match, and how to see the rest; filtering for a key past the limit
+// says why nothing matches.
+func TestBrowserSaysWhenTheLimitCutsTheListShort(t *testing.T) {
+	prefix := key(t)
+	c := dlock.New(rdb(t))
+	defer c.Close()
+	bg := context.Background()
+	for i := range 7 {
+		l, err := c.TryLock(bg, fmt.Sprintf("%s:job-%d", prefix, i), dlock.WithTTL(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Unlock(bg)
+	}
+	url := startUI(t, nil, "--limit", "3", prefix+":*")
+	ctx := browser(t, nil)
+	if err := chromedp.Do(ctx, chromedp.Navigate(url)); err != nil {
+		t.Fatal(err)
+	}
+	see(t, ctx, "the note that the list is cut short", "#cut", func(s string) bool {
+		return strings.Contains(s, "cut short") && strings.Contains(s, "7 keys match") && strings.Contains(s, "--limit")
+	})
+	if n := text(t, ctx, "#count"); !strings.Contains(n, "cut short") {
+		t.Fatalf("the count says %q, want it to say the list is cut short", n)
+	}
+	var hidden string
+	for i := range 7 {
+		if k := fmt.Sprintf("%s:job-%d", prefix, i); text(t, ctx, rowSel(k)) == "" {
+			hidden = k
+			break
+		}
+	}
+	if hidden == "" {
+		t.Fatal("every key is shown past the limit of 3")
+	}
+	if err := chromedp.Do(ctx, chromedp.SendKeys(chromedp.CSS("#filter"), hidden)); err != nil {
+		t.Fatal(err)
+	}
+	see(t, ctx, "the filter's note", "#no-match", func(s string) bool { return strings.Contains(s, "cut short") })
+}
+
 // A revoked `dlock run` stops its command, as on any lost lock, and says
 // who revoked it and why.
 func TestARevokedRunStopsItsCommand(t *testing.T) {
@@ -414,6 +534,29 @@ func TestTheConsoleWithAWrongPasswordSaysSoAtStart(t *testing.T) {
 	}
 }
 
+// A user that may not SCAN is refused at start (69), as one with a wrong
+// password is: the page would otherwise say that no lock is held.
+func TestTheConsoleWithoutSCANPermissionSaysSoAtStart(t *testing.T) {
+	admin := rdb(t)
+	bg := context.Background()
+	if err := admin.Do(bg, "ACL", "SETUSER", "ui-noscan", "on", ">n0scan-pw", "~*", "&*", "+@all", "-scan").Err(); err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Do(bg, "ACL", "DELUSER", "ui-noscan")
+	ctx, cancel := context.WithTimeout(bg, 20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "ui", "--redis", "redis://ui-noscan:n0scan-pw@"+server.Addr(), "--listen", "127.0.0.1:0")
+	var out, errOut strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if ctx.Err() != nil || !errors.As(err, &ee) || ee.ExitCode() != exitRedis || !strings.Contains(errOut.String(), "scan") ||
+		strings.Contains(out.String()+errOut.String(), "n0scan-pw") {
+		t.Fatalf("%v (still running after 20 s: %v), stdout %q, stderr %q: want exit 69 naming SCAN, without the password",
+			err, ctx.Err() != nil, out.String(), errOut.String())
+	}
+}
+
 // The console on loopback answers the names of loopback, its own address
 // among them, and refuses others (DNS rebinding).
 func TestTheConsoleOnLoopbackAnswersItsOwnNamesOnly(t *testing.T) {
@@ -434,5 +577,111 @@ func TestTheConsoleOnLoopbackAnswersItsOwnNamesOnly(t *testing.T) {
 				t.Errorf("listening on %s, Host %s: %d, want %d", listen, host, res.StatusCode, want)
 			}
 		}
+	}
+}
+
+// holdMany takes n locks under prefix, each with an owner record and
+// auto-renewal (the watchdog renews every third of the TTL), several at a
+// time, with the default TTL; they are let go when the test ends.
+func holdMany(t *testing.T, prefix string, n int) {
+	t.Helper()
+	c := dlock.New(rdb(t))
+	t.Cleanup(func() { c.Close() })
+	bg := context.Background()
+	locks := make([]*dlock.Lock, n)
+	errs := make(chan error, 8)
+	for w := range 8 {
+		go func() {
+			var err error
+			for i := w; i < n && err == nil; i += 8 {
+				locks[i], err = c.TryLock(bg, fmt.Sprintf("%s:job-%04d", prefix, i), dlock.WithAutoRenew(),
+					dlock.WithOwner(dlock.Owner{Label: fmt.Sprintf("job %d", i)}))
+			}
+			errs <- err
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, l := range locks {
+			_ = l.Unlock(bg)
+		}
+	})
+}
+
+// At its default limit (1,000 keys, each held with an owner and renewed
+// by its watchdog), the page shows every row within seconds and stays
+// responsive: a 50 ms timer keeps firing while renewals arrive. The
+// bounds are generous (a shared machine); the numbers are logged.
+func TestBrowserStaysResponsiveAtTheDefaultLimit(t *testing.T) {
+	const n = 1000
+	prefix := key(t)
+	start := time.Now()
+	holdMany(t, prefix, n) // renewed every 10 s: 100 renewals a second
+	t.Logf("%d locks taken in %v", n, time.Since(start).Round(time.Millisecond))
+	url := startUI(t, nil, prefix+":*")
+	ctx := browser(t, nil)
+	// The console has read every key before the page opens: the first
+	// state holds them all.
+	for end := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		res, err := http.Get(url + "api/state")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st struct{ Rows []json.RawMessage }
+		err = json.NewDecoder(res.Body).Decode(&st)
+		res.Body.Close()
+		if err == nil && len(st.Rows) == n {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("the console shows %d of %d keys after 30 s", len(st.Rows), n)
+		}
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(url)); err != nil {
+		t.Fatal(err)
+	}
+	type progress struct {
+		Rows int     `json:"rows"`
+		Now  float64 `json:"now"` // ms since the navigation began
+	}
+	var shown progress
+	for end := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		p, err := chromedp.Run(ctx, chromedp.Evaluate[progress](`({rows: document.querySelectorAll('#locks tbody tr').length, now: performance.now()})`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Rows >= n {
+			shown = p
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("%d of %d rows on the page after 60 s", p.Rows, n)
+		}
+	}
+	// A 50 ms timer over 5 s: how often it fired, and its worst lateness.
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[chromedp.Void](`window.lag = {fires: 0, worst: 0, last: performance.now()};
+		setInterval(() => { const now = performance.now(); lag.worst = Math.max(lag.worst, now - lag.last - 50); lag.last = now; lag.fires++; }, 50)`)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Second)
+	type timer struct {
+		Fires int     `json:"fires"`
+		Worst float64 `json:"worst"`
+		Since float64 `json:"since"` // ms since the last fire
+	}
+	lag, err := chromedp.Run(ctx, chromedp.Evaluate[timer](`({fires: lag.fires, worst: lag.worst, since: performance.now() - lag.last})`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	worst := max(lag.Worst, lag.Since-50)
+	t.Logf("all %d rows rendered %.0f ms after the navigation began; the 50 ms timer fired %d times in 5 s (100 expected), worst lag %.0f ms",
+		n, shown.Now, lag.Fires, worst)
+	if shown.Now > 15000 || lag.Fires < 33 || worst > 3000 {
+		t.Fatalf("the page is not responsive at the default limit: rows after %.0f ms (want under 15 s), %d timer fires (want at least 33), worst lag %.0f ms (want under 3 s)",
+			shown.Now, lag.Fires, worst)
 	}
 }

@@ -1,14 +1,25 @@
 'use strict';
 // The dlock console's page: the state arrives as Server-Sent Events
-// (events: "state" first, then "row", "gone", "audit", "doctor"); the page
-// keeps each row with the moment it arrived, and counts TTLs down itself.
+// (events: "state" first, then "row", "gone", "ttl", "audit", "doctor");
+// the page keeps each row with the moment it arrived, and counts TTLs down
+// itself. It stays quick with a thousand rows: each row's element is kept
+// with it (no search of the table), row events are applied once a frame,
+// a renewal ("ttl") changes one text node, and the countdowns and
+// timelines move on only for the rows in view.
 (function () {
   const csrf = document.querySelector('meta[name="csrf-token"]').content;
   const tbody = document.querySelector('#locks tbody');
-  const rows = new Map(); // key -> {row, recv}
+  const rows = new Map(); // key -> {row, recv, tr, ttl, ages, waited, drawn}
+  let order = []; // the keys on the page, sorted
+  const inView = new Set(); // the entries whose rows are in view
   let state = { revoke: false, auth: '' };
   let filter = '';
   const windowMs = 60000;
+  // here resolves the console's own URLs: against the page's origin and
+  // path, never its URL, which may carry credentials
+  // (http://user:password@host/locks/), and a fetch of a URL with
+  // credentials is refused. The path keeps a console mounted under a prefix.
+  const here = (path) => new URL(path, location.origin + location.pathname).href;
 
   const el = (tag, attrs, ...kids) => {
     const e = document.createElement(tag);
@@ -26,7 +37,6 @@
   const secs = (ms) => ms < 0 ? 'no expiry' : ms >= 100000 ? Math.round(ms / 1000) + ' s' : (ms / 1000).toFixed(1) + ' s';
   const ago = (ms) => ms < 60000 ? Math.round(ms / 1000) + ' s' : ms < 3600000 ? Math.round(ms / 60000) + ' min' : (ms / 3600000).toFixed(1) + ' h';
   const clock = (t) => new Date(t).toLocaleTimeString();
-  const elapsed = (k) => performance.now() - rows.get(k).recv;
 
   function setConn(text, cls) {
     const c = document.getElementById('conn');
@@ -34,7 +44,24 @@
     c.className = cls;
   }
 
-  function put(row) { rows.set(row.key, { row, recv: performance.now() }); }
+  function put(row) {
+    const entry = rows.get(row.key);
+    if (entry) { entry.row = row; entry.recv = performance.now(); } else rows.set(row.key, { row, recv: performance.now() });
+  }
+
+  // Rows in view are counted down and redrawn; the others wait until
+  // they come into view (by scrolling, or the filter).
+  const seen = 'IntersectionObserver' in window ? new IntersectionObserver((changes) => {
+    for (const c of changes) {
+      const entry = rows.get(c.target.dataset.key);
+      if (!entry || entry.tr !== c.target) continue;
+      if (c.isIntersecting) {
+        inView.add(entry);
+        if (performance.now() - entry.drawn > 2000) drawTimeline(entry);
+        tickRow(entry, performance.now(), Date.now());
+      } else inView.delete(entry);
+    }
+  }) : null;
 
   function kind(r) {
     if (!r.held) return el('span', { class: 'free', text: r.waiters.length ? 'free, waiters queued' : 'free' });
@@ -156,32 +183,115 @@
     old.hidden = tr.hidden;
   }
 
-  function render(key) {
-    const old = tbody.querySelector('tr[data-key="' + CSS.escape(key) + '"]');
-    const entry = rows.get(key);
-    if (!entry) { if (old) old.remove(); return count(); }
-    const tr = rowElement(entry.row);
+  // where returns the index of key in order, or where it would go.
+  function where(key) {
+    let lo = 0, hi = order.length;
+    while (lo < hi) { const mid = (lo + hi) >> 1; if (order[mid] < key) lo = mid + 1; else hi = mid; }
+    return lo;
+  }
+
+  // build gives entry the element of its row (patching the one it has),
+  // and keeps the parts that tick changes; it returns a new element.
+  function build(entry) {
+    const tr = rowElement(entry.row), key = entry.row.key;
     tr.hidden = filter !== '' && !key.toLowerCase().includes(filter);
-    if (old) { patch(old, tr); } else {
-      const after = [...tbody.children].find((t) => t.dataset.key > key);
-      tbody.insertBefore(tr, after || null);
+    const old = entry.tr;
+    if (old) patch(old, tr); else { entry.tr = tr; if (seen) seen.observe(tr); else inView.add(entry); }
+    const e = entry.tr;
+    entry.ttl = e.querySelector('.ttl');
+    entry.ages = [...e.querySelectorAll('[data-since]')];
+    entry.waited = [...e.querySelectorAll('[data-waited]')];
+    entry.drawn = performance.now();
+    tickRow(entry, performance.now(), Date.now());
+    return old ? null : tr;
+  }
+
+  function remove(key) {
+    const entry = rows.get(key);
+    if (!entry) return;
+    rows.delete(key);
+    inView.delete(entry);
+    if (entry.tr) { if (seen) seen.unobserve(entry.tr); entry.tr.remove(); }
+    const i = where(key);
+    if (order[i] === key) order.splice(i, 1);
+  }
+
+  // render puts one row on the page, or updates it.
+  function render(key) {
+    const entry = rows.get(key);
+    const tr = build(entry);
+    if (!tr) return;
+    const i = where(key);
+    const next = rows.get(order[i]);
+    tbody.insertBefore(tr, next ? next.tr : null);
+    order.splice(i, 0, key);
+  }
+
+  // renderAll brings the table up to the rows known, in key order: built
+  // in one fragment on a first load, patching the rows already on the
+  // page on a reconnect (which keeps the focus).
+  function renderAll(fresh) {
+    for (const k of [...order]) if (!fresh.has(k)) remove(k);
+    const keys = [...fresh.keys()].sort();
+    if (!order.length) {
+      const frag = document.createDocumentFragment();
+      for (const k of keys) { put(fresh.get(k)); frag.append(build(rows.get(k))); }
+      tbody.append(frag);
+      order = keys;
+    } else {
+      for (const k of keys) { put(fresh.get(k)); render(k); }
     }
-    tick();
     count();
   }
 
-  // renderAll brings the table up to the rows known, in key order,
-  // patching the rows already on the page (a reconnect keeps the focus).
-  function renderAll() {
-    for (const tr of [...tbody.children]) if (!rows.has(tr.dataset.key)) tr.remove();
-    for (const k of [...rows.keys()].sort()) render(k);
+  // Row events are applied once a frame, the last of each key's.
+  const pending = new Map(); // key -> row, or null: gone
+  let flushing = false;
+  function later(key, row) {
+    pending.set(key, row);
+    if (flushing) return;
+    flushing = true;
+    requestAnimationFrame(flush);
+    setTimeout(flush, 250); // a tab in the background has no frames
+  }
+  function flush() {
+    if (!flushing) return;
+    flushing = false;
+    for (const [k, r] of pending) { if (r) { put(r); render(k); } else remove(k); }
+    pending.clear();
     count();
   }
 
-  let problems = [];
+  let problems = [], cut = null;
   function count() {
-    document.getElementById('count').textContent = '(' + rows.size + ')';
+    document.getElementById('count').textContent = '(' + rows.size + (cut ? ', list cut short' : '') + ')';
     document.getElementById('empty').hidden = rows.size > 0 || problems.length > 0;
+    matches();
+  }
+
+  // matches says when the filter hides every row.
+  function matches() {
+    const none = filter !== '' && rows.size > 0 && ![...tbody.children].some((tr) => !tr.hidden);
+    const box = document.getElementById('no-match');
+    box.textContent = 'No key shown matches the filter.' + (cut ? ' The list is cut short: a key past the limit is not searched; narrow the pattern to see it.' : '');
+    box.hidden = !none;
+  }
+
+  // renderCut says that the list stops at the console's limit, how many
+  // keys match, and how to see the others.
+  function renderCut(c) {
+    cut = c || null;
+    const box = document.getElementById('cut');
+    box.hidden = !cut;
+    if (cut) {
+      const n = (x) => x.toLocaleString('en');
+      box.replaceChildren(
+        el('p', {}, el('strong', { text: 'The list is cut short.' }), ' ' + n(cut.found) + (cut.at_least ? ' or more' : '') + ' keys match ',
+          el('code', { text: state.pattern || '*' }), '; this console shows at most the first ' + n(cut.limit) + ' of each node\'s (some may be keys of another kind than a lock).'),
+        el('p', {}, 'To see the others, watch a narrower pattern (', el('code', { text: "dlock ui 'orders:*'" }), ', or Config.Pattern) or raise the limit (',
+          el('code', { text: 'dlock ui --limit ' + (cut.at_least ? cut.found : Math.ceil(cut.found / 1000) * 1000) }), ', or Config.Limit). The filter searches the keys shown only.'));
+    }
+    count();
   }
 
   // renderProblems says what Redis would not let the console read: the
@@ -195,28 +305,44 @@
     count();
   }
 
-  // redraw draws every timeline again, as time moves on.
-  function redraw() {
-    for (const tr of tbody.children) {
-      const entry = rows.get(tr.dataset.key), box = tr.querySelector('.tl');
-      if (entry && box) box.replaceChildren(timeline(entry.row));
-    }
+  // drawTimeline draws a row's timeline again, as time moves on.
+  function drawTimeline(entry) {
+    const box = entry.tr && entry.tr.querySelector('.tl');
+    if (box) box.replaceChildren(timeline(entry.row));
+    entry.drawn = performance.now();
+  }
+  function redraw() { for (const entry of inView) drawTimeline(entry); }
+
+  const setText = (e, s) => { if (e.textContent !== s) e.textContent = s; };
+
+  // tickRow moves a row's countdown and ages on.
+  function tickRow(entry, now, wall) {
+    const gone = now - entry.recv, r = entry.row;
+    if (r.held) {
+      const left = r.ttl_ms < 0 ? -1 : Math.max(0, r.ttl_ms - gone);
+      setText(entry.ttl, secs(left));
+      const low = left >= 0 && left < 2000;
+      if (entry.ttl.classList.contains('low') !== low) entry.ttl.classList.toggle('low', low);
+    } else setText(entry.ttl, '—');
+    for (const a of entry.ages) setText(a, 'held ' + ago(wall - Number(a.dataset.since)));
+    for (const w of entry.waited) setText(w, 'waited ' + secs(Number(w.dataset.waited) + gone));
   }
 
-  // tick moves every countdown and every age on.
+  // tick moves the countdowns in view on.
   function tick() {
-    for (const tr of tbody.children) {
-      const entry = rows.get(tr.dataset.key);
-      if (!entry) continue;
-      const gone = performance.now() - entry.recv, r = entry.row;
-      const ttl = tr.querySelector('.ttl');
-      if (r.held) {
-        const left = r.ttl_ms < 0 ? -1 : Math.max(0, r.ttl_ms - gone);
-        ttl.textContent = secs(left);
-        ttl.classList.toggle('low', left >= 0 && left < 2000);
-      } else ttl.textContent = '—';
-      for (const a of tr.querySelectorAll('[data-since]')) a.textContent = 'held ' + ago(Date.now() - Number(a.dataset.since));
-      for (const w of tr.querySelectorAll('[data-waited]')) w.textContent = 'waited ' + secs(Number(w.dataset.waited) + gone);
+    const now = performance.now(), wall = Date.now();
+    for (const entry of inView) tickRow(entry, now, wall);
+  }
+
+  // renewed takes a "ttl" event's TTLs: nothing but a countdown changes.
+  function renewed(ttls) {
+    const now = performance.now();
+    for (const [k, ms] of Object.entries(ttls)) {
+      const r = pending.get(k) || rows.get(k)?.row;
+      if (!r) continue;
+      r.ttl_ms = ms;
+      const entry = rows.get(k);
+      if (entry && entry.row === r) { entry.recv = now; if (inView.has(entry)) tickRow(entry, now, Date.now()); }
     }
   }
 
@@ -258,10 +384,20 @@
     document.getElementById('revoke-result').textContent = '';
     document.getElementById('revoke-token-field').hidden = state.auth !== 'token';
     document.getElementById('revoke-confirm').disabled = false;
+    sizeReason();
     dialog.showModal();
     document.getElementById('revoke-reason').focus();
   }
   document.getElementById('revoke-cancel').addEventListener('click', () => dialog.close());
+  // The reason is limited in bytes, as the library counts it (Revocation:
+  // 512 bytes), not in characters: a "€" takes three.
+  const reasonMax = 512, utf8 = new TextEncoder();
+  function sizeReason() {
+    const input = document.getElementById('revoke-reason'), n = utf8.encode(input.value).length;
+    document.getElementById('revoke-reason-size').textContent = n + ' of ' + reasonMax + ' bytes';
+    input.setCustomValidity(n > reasonMax ? 'At most ' + reasonMax + ' bytes of UTF-8: this reason has ' + n + '.' : '');
+  }
+  document.getElementById('revoke-reason').addEventListener('input', sizeReason);
   document.getElementById('revoke-form').addEventListener('submit', async (ev) => {
     ev.preventDefault();
     const result = document.getElementById('revoke-result');
@@ -272,7 +408,7 @@
     document.getElementById('revoke-confirm').disabled = true;
     result.textContent = 'Revoking… the holder has ' + grace + ' s to let go.';
     try {
-      const res = await fetch('api/revoke', { method: 'POST', headers, credentials: 'same-origin',
+      const res = await fetch(here('api/revoke'), { method: 'POST', headers, credentials: 'same-origin',
         body: JSON.stringify({ key: target.key, holder: target.holder, reason: document.getElementById('revoke-reason').value, grace_ms: grace * 1000 }) });
       const body = await res.json();
       result.textContent = res.ok
@@ -287,26 +423,29 @@
   document.getElementById('filter').addEventListener('input', (e) => {
     filter = e.target.value.toLowerCase();
     for (const tr of tbody.children) tr.hidden = filter !== '' && !tr.dataset.key.toLowerCase().includes(filter);
+    matches();
   });
 
   function connect() {
-    const es = new EventSource('events');
+    const es = new EventSource(here('events'));
     es.addEventListener('state', (e) => {
       state = JSON.parse(e.data);
-      rows.clear();
-      for (const r of state.rows) put(r);
-      renderAll();
+      pending.clear();
+      renderAll(new Map(state.rows.map((r) => [r.key, r])));
       renderDoctor({ findings: state.findings, notes: state.notes });
       renderProblems(state.problems);
+      renderCut(state.cut);
       renderAudit(state.audit);
       document.getElementById('meta').textContent = 'Redis ' + (state.nodes || []).join(', ') + ' · keys ' + state.pattern + ' · ' + (state.revoke ? 'revoke enabled' : 'read-only');
       setConn('live', 'live');
     });
-    es.addEventListener('row', (e) => { const r = JSON.parse(e.data); put(r); render(r.key); });
-    es.addEventListener('gone', (e) => { const k = JSON.parse(e.data); rows.delete(k); render(k); });
+    es.addEventListener('row', (e) => { const r = JSON.parse(e.data); later(r.key, r); });
+    es.addEventListener('gone', (e) => later(JSON.parse(e.data), null));
+    es.addEventListener('ttl', (e) => renewed(JSON.parse(e.data)));
     es.addEventListener('audit', (e) => renderAudit(JSON.parse(e.data)));
     es.addEventListener('doctor', (e) => renderDoctor(JSON.parse(e.data)));
     es.addEventListener('problems', (e) => renderProblems(JSON.parse(e.data)));
+    es.addEventListener('cut', (e) => renderCut(JSON.parse(e.data)));
     es.onerror = () => setConn('reconnecting…', 'down');
     es.onopen = () => setConn('live', 'live');
   }
