@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -326,8 +327,9 @@ func TestRevokeNeedsToBeEnabledTheOriginTheCSRFTokenAndAuthorization(t *testing.
 			html, _ := io.ReadAll(page.Body)
 			page.Body.Close()
 			csrf := strings.SplitN(strings.SplitN(string(html), `name="csrf-token" content="`, 2)[1], `"`, 2)[0]
+			graceMS := int64(5000)
 			post := func(token, site string, auth bool) (int, string) {
-				body := fmt.Sprintf(`{"key":%q,"holder":%q,"reason":"wedged","grace_ms":5000}`, k, holder)
+				body := fmt.Sprintf(`{"key":%q,"holder":%q,"reason":"wedged","grace_ms":%d}`, k, holder, graceMS)
 				req, _ := http.NewRequest("POST", srv.URL+"/api/revoke", strings.NewReader(body))
 				req.Header.Set("Content-Type", "application/json")
 				req.Header.Set("X-CSRF-Token", token)
@@ -368,6 +370,15 @@ func TestRevokeNeedsToBeEnabledTheOriginTheCSRFTokenAndAuthorization(t *testing.
 					t.Fatalf("%+v: %d %s, want %d", bad, code, body, bad.code)
 				}
 			}
+			// A grace above dlock.MaxGrace, or one whose milliseconds overflow
+			// a Duration, is refused, not turned into a revoke that does nothing.
+			for _, g := range []int64{-1, dlock.MaxGrace.Milliseconds() + 1, math.MaxInt64, 18446744073710} {
+				graceMS = g
+				if code, body := post(csrf, "same-origin", true); code != http.StatusBadRequest {
+					t.Fatalf("grace_ms %d: %d %s, want 400", g, code, body)
+				}
+			}
+			graceMS = 5000
 			if l.Context().Err() != nil {
 				t.Fatal("a refused request revoked the lock")
 			}

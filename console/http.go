@@ -7,6 +7,7 @@ import (
 	"embed"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"html/template"
 	"io/fs"
 	"net/http"
@@ -113,6 +114,10 @@ func (c *Console) revoke(w http.ResponseWriter, r *http.Request) {
 	var req revokeRequest
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&req); err != nil || req.Key == "" || req.Holder == "" {
 		fail(w, http.StatusBadRequest, "want a JSON object with key and holder")
+		return
+	}
+	if req.Grace < 0 || req.Grace > dlock.MaxGrace.Milliseconds() { // before it is multiplied: it could wrap
+		fail(w, http.StatusBadRequest, fmt.Sprintf("grace_ms must be 0 to %d", dlock.MaxGrace.Milliseconds()))
 		return
 	}
 	// The console's context, not the request's: a page closed, or a proxy
