@@ -14,7 +14,7 @@ const doctorHelp = `
 Audit a live Redis for the mistakes in the troubleshooting table that ends
 the Redis guidance on locks, read-only: SCAN with TYPE (never KEYS), PTTL,
 GET, ZRANGE, HGET, TIME and CONFIG GET; nothing is written. PATTERN
-(default *lock*, as for ls) selects the lock keys to audit, dlock's or
+(default '*', every key, as for ls) selects the keys to audit, dlock's or
 anyone's; dlock's own keys (dlock:*) are read for what they say about the
 locks.
 

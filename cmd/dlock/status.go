@@ -146,7 +146,7 @@ func statusMain(args []string, stdout, stderr io.Writer) int {
 
 const lsHelp = `
 List the locks whose keys match PATTERN (a Redis glob, as in SCAN MATCH;
-default *lock*, as for doctor: '*' lists every lock), with their holders,
+default '*', every key, as for doctor and the console), with their holders,
 TTLs, fences and waiters. Keys are found with SCAN, never KEYS, so a large
 database is not blocked. Only dlock's locks are listed: a key with a fence
 counter or a queue of dlock's beside it, or a semaphore's or read-write
@@ -247,5 +247,7 @@ func scanNodes(ctx context.Context, rdbs []*redis.Client, pattern string, limit 
 	return keys, answered
 }
 
-// defaultPattern is the PATTERN of ls and doctor when none is given.
-const defaultPattern = "*lock*"
+// defaultPattern is the PATTERN of ls and doctor when none is given: every
+// key, as the console's. A lock's name need not say "lock" (backup,
+// deploy), and both already tell dlock's locks from other keys.
+const defaultPattern = "*"
