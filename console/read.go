@@ -27,7 +27,7 @@ func (v *view) read(ctx context.Context, key string) *Row {
 	if !st.IsDlock() {
 		return row // a value dlock did not write: a key of the user's, not shown
 	}
-	row.Kind, row.Held, row.Fence, row.Permits, row.Leader = st.Kind, st.Held, st.Fence, st.Permits, st.Leader
+	row.Kind, row.Mode, row.Held, row.Fence, row.Permits, row.Leader = st.Kind, st.Mode, st.Held, st.Fence, st.Permits, st.Leader
 	row.TTL = st.TTL.Milliseconds()
 	if st.Held {
 		row.Holds = v.holds(ctx, st)

@@ -36,6 +36,7 @@ type statusResult struct {
 	Waiters int           `json:"waiters"`
 	Holders int           `json:"holders"`
 	Kind    string        `json:"kind,omitempty"`
+	Mode    string        `json:"mode,omitempty"`
 	Permits int           `json:"permits,omitempty"`
 	Leader  string        `json:"leader,omitempty"`
 	Owners  []ownerResult `json:"owners,omitempty"`
@@ -53,7 +54,7 @@ type ownerResult struct {
 }
 
 func toResult(st dlock.Status) statusResult {
-	r := statusResult{Key: st.Key, Held: st.Held, TTLms: st.TTL.Milliseconds(), Fence: st.Fence, Holder: st.Holder, Waiters: st.Waiters, Holders: st.Holders, Kind: st.Kind, Permits: st.Permits, Leader: st.Leader}
+	r := statusResult{Key: st.Key, Held: st.Held, TTLms: st.TTL.Milliseconds(), Fence: st.Fence, Holder: st.Holder, Waiters: st.Waiters, Holders: st.Holders, Kind: st.Kind, Mode: st.Mode, Permits: st.Permits, Leader: st.Leader}
 	for _, o := range st.Owners {
 		r.Owners = append(r.Owners, ownerResult{Host: o.Host, PID: o.PID, Program: o.Program, Label: o.Label, Holder: o.Holder,
 			Since: o.Since, HeldMS: time.Since(o.Since).Milliseconds()})
@@ -100,9 +101,10 @@ func describe(st dlock.Status) string {
 	switch st.Kind {
 	case "semaphore":
 		return fmt.Sprintf("%s: semaphore, %d of %d permits taken (%s, …), longest ttl %s, fence %d%s", st.Key, st.Holders, st.Permits, st.Holder, ttl, st.Fence, waiting) + owners(st)
-	case "read":
-		return fmt.Sprintf("%s: read-write lock, %d readers (%s, …), longest ttl %s, fence %d%s", st.Key, st.Holders, st.Holder, ttl, st.Fence, waiting) + owners(st)
-	case "write":
+	case "rwmutex":
+		if st.Mode == "read" {
+			return fmt.Sprintf("%s: read-write lock, %d readers (%s, …), longest ttl %s, fence %d%s", st.Key, st.Holders, st.Holder, ttl, st.Fence, waiting) + owners(st)
+		}
 		return fmt.Sprintf("%s: read-write lock, written by %s, ttl %s, fence %d%s", st.Key, st.Holder, ttl, st.Fence, waiting) + owners(st)
 	case "election":
 		return fmt.Sprintf("%s: election, led by %q (%s), ttl %s, term %d%s", st.Key, st.Leader, st.Holder, ttl, st.Fence, waiting) + owners(st)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -71,6 +72,39 @@ func TestLsListsEveryLockByDefault(t *testing.T) {
 	for _, name := range []string{"ls", "doctor"} {
 		if _, help, _ := run(t, name, "--help"); !strings.Contains(help, "default '*'") {
 			t.Errorf("dlock %s --help does not say the default pattern is every key:\n%s", name, help)
+		}
+	}
+}
+
+// status names a read-write lock's kind as the docs do, "rwmutex", and
+// says in mode whether it is held for reading or for writing.
+func TestStatusOfARWMutexSaysItsKindAndMode(t *testing.T) {
+	s := redistest.Start(t)
+	c := dlock.New(s.Client(t))
+	defer c.Close()
+	ctx := context.Background()
+	rk, wk := key(t)+":r", key(t)+":w"
+	r, err := c.RWMutex(rk).TryRLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Unlock(ctx)
+	w, err := c.RWMutex(wk).TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Unlock(ctx)
+	for k, want := range map[string]struct{ mode, human string }{
+		rk: {"read", "read-write lock, 1 readers"},
+		wk: {"write", "read-write lock, written by"},
+	} {
+		out, err := dlockOn(s, "status", "--json", k).Output()
+		var st statusResult
+		if err != nil || json.Unmarshal(out, &st) != nil || st.Kind != "rwmutex" || st.Mode != want.mode {
+			t.Errorf("status --json %s: %s %v; want kind rwmutex, mode %s", k, out, err, want.mode)
+		}
+		if human, _ := dlockOn(s, "status", k).Output(); !strings.Contains(string(human), want.human) {
+			t.Errorf("status %s: %q, want %q", k, human, want.human)
 		}
 	}
 }
