@@ -24,6 +24,9 @@ and DLOCK_TOKEN in its environment. If the leadership is lost while CMD
 runs, dlock says so, sends SIGTERM to CMD's process group (SIGKILL after
 --kill-after) and exits 76, as 'dlock run' does.
 
+The leadership's owner record is labelled with CMD's name alone, as for
+'dlock run' (--label, --label-args: see 'dlock run --help').
+
 --wait 0 makes one try, as for 'dlock run': elected if nobody leads, else
 exit 75 at once, without waiting in line; a longer --wait waits in line
 that long.
@@ -51,6 +54,8 @@ func electMain(args []string, stdout, stderr io.Writer) int {
 		killAfter = durationFlag(fs, "kill-after", 10*time.Second, "after a lost leadership, SIGKILL CMD this long after SIGTERM")
 	)
 	rf.register(fs)
+	var lf labelFlags
+	lf.register(fs)
 	var of otlpFlag
 	of.register(fs)
 	fs.Var(&wait, "wait", "how long to campaign (0: one try, as for run; default: until elected)")
@@ -90,7 +95,7 @@ func electMain(args []string, stdout, stderr io.Writer) int {
 			return e.TryCampaign(ctx, *value, opts...)
 		}, func(ctx context.Context, opts ...dlock.Option) (*dlock.Lock, error) {
 			return e.Campaign(ctx, *value, opts...)
-		}, []dlock.Option{dlock.WithTTL(*ttl), commandOwner("dlock elect", fs.Args())})
+		}, []dlock.Option{dlock.WithTTL(*ttl), commandOwner("dlock elect", lf.of(cmdArgs))})
 	})
 	if err != nil {
 		if errors.Is(err, dlock.ErrNotObtained) && !errors.Is(err, dlock.ErrNoQuorum) {

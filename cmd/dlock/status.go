@@ -3,14 +3,17 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/owner"
 )
 
 const statusHelp = `
@@ -63,13 +66,44 @@ func toResult(st dlock.Status) statusResult {
 }
 
 // commandOwner is the owner record the command leaves beside its holds:
-// this host and process, program, and the command it runs (shortened).
-func commandOwner(program string, args []string) dlock.Option {
-	label := strings.Join(args, " ")
+// this host and process, program, and label (labelFlags.of), its secrets
+// masked before it is shortened, so that no part of one is left.
+func commandOwner(program, label string) dlock.Option {
+	label = owner.Redact(label)
 	if len(label) > 200 {
 		label = label[:200] + "…"
 	}
 	return dlock.WithOwner(dlock.Owner{Program: program, Label: label})
+}
+
+// labelFlags are run's and elect's --label and --label-args: what the
+// owner record, which anyone who can read the lock can read (status, ls,
+// the console, a revocation's audit entry), says the hold is for.
+type labelFlags struct {
+	text string
+	args bool
+}
+
+func (l *labelFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&l.text, "label", "", "what the hold is for, as status, ls and the console show it (default: CMD's name, without its arguments)")
+	fs.BoolVar(&l.args, "label-args", false, "label the hold with CMD and its arguments, URL passwords and PASSWORD=/TOKEN=/SECRET= values masked")
+}
+
+// of returns the label for a hold that runs cmdArgs: --label, else CMD
+// with its arguments for --label-args, else CMD's name alone. Arguments
+// stay out unless asked for: a password given as an argument of its own
+// cannot be told from any other (owner.Redact masks only those it can
+// recognise).
+func (l labelFlags) of(cmdArgs []string) string {
+	switch {
+	case l.text != "":
+		return l.text
+	case l.args:
+		return strings.Join(cmdArgs, " ")
+	case len(cmdArgs) > 0:
+		return filepath.Base(cmdArgs[0])
+	}
+	return ""
 }
 
 // owners is the human lines of st's owner records, each on a line of its own.
