@@ -9,7 +9,7 @@ import (
 // the rest of a command line as it was.
 func TestRedactMasksPasswordsAndSecretAssignments(t *testing.T) {
 	for in, want := range map[string]string{
-		"mysql://root:S3cr3t@db/prod":                     "mysql://root:xxxxx@db/prod",
+		"mysql://root:S3cr3t@db/prod":                      "mysql://root:xxxxx@db/prod",
 		"psql postgres://u:p%40ss@h:5432/db -c 'select 1'": "psql postgres://u:xxxxx@h:5432/db -c 'select 1'",
 		"curl https://u:a@b/c@host/x":                      "curl https://u:xxxxx@host/x",
 		"env PGPASSWORD=hunter2 pg_dump":                   "env PGPASSWORD=xxxxx pg_dump",
