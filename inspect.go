@@ -54,11 +54,7 @@ type Status struct {
 // one was set by someone else (a cache entry, another library's lock).
 // `dlock ls` and the console show only these.
 func (st Status) IsDlock() bool {
-	switch st.Kind {
-	case "semaphore", "rwmutex":
-		return true
-	}
-	return st.Fence > 0 || st.Waiters > 0
+	return tokens.IsDlock(st.Kind, st.Fence, st.Waiters)
 }
 
 // describeHolder fills in st's Kind, Mode, Permits and Leader from a

@@ -132,3 +132,15 @@ func Mode(t string) string {
 	}
 	return ""
 }
+
+// IsDlock is the rule of dlock.Status.IsDlock, shared with the doctor
+// (which cannot import dlock): a key held by a semaphore or a read-write
+// lock (kind, as Primitive names it), or one beside which dlock keeps a
+// fence counter (fence > 0) or a wait queue (waiters > 0), is dlock's.
+func IsDlock(kind string, fence int64, waiters int) bool {
+	switch kind {
+	case "semaphore", "rwmutex":
+		return true
+	}
+	return fence > 0 || waiters > 0
+}
