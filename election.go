@@ -56,12 +56,26 @@ func (c *Client) Election(key string) *Election { return &Election{c: c, key: ke
 // leader blocks its standbys, WithMaxHold how long one may lead. value (at
 // most 1024 bytes) is what Leader and Observe report for this leader.
 func (e *Election) Campaign(ctx context.Context, value string, opts ...Option) (*Lock, error) {
+	return e.campaign(ctx, value, opts, e.c.Lock)
+}
+
+// TryCampaign makes one attempt to be elected, as TryLock does: the
+// leadership if the election is free, else an error matching
+// ErrNotObtained at once, without joining the line. The leadership is
+// Campaign's.
+func (e *Election) TryCampaign(ctx context.Context, value string, opts ...Option) (*Lock, error) {
+	return e.campaign(ctx, value, opts, e.c.TryLock)
+}
+
+// campaign is Campaign and TryCampaign: obtain is how the leadership's
+// lock is taken.
+func (e *Election) campaign(ctx context.Context, value string, opts []Option, obtain func(context.Context, string, ...Option) (*Lock, error)) (*Lock, error) {
 	needContext(ctx)
 	if len(value) > maxCandidateValue {
 		return nil, invalid("candidate value of %d bytes: at most %d", len(value), maxCandidateValue)
 	}
 	opts = append(append([]Option{WithAutoRenew()}, opts...), candidate(value))
-	l, err := e.c.Lock(ctx, e.key, opts...)
+	l, err := obtain(ctx, e.key, opts...)
 	if err != nil {
 		return nil, err
 	}

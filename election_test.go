@@ -303,3 +303,22 @@ func TestALongLeadershipKeepsItsTerm(t *testing.T) {
 		t.Fatalf("Leader after five TTLs: %+v %v, want term %d", ld, err, l.Fence())
 	}
 }
+
+// TryCampaign is one try: elected in a free election, not obtained at once
+// where someone leads, the leader unchanged.
+func TestTryCampaignIsElectedOnlyInAFreeElection(t *testing.T) {
+	a, _ := newClient(t, shared())
+	b, _ := newClient(t, shared())
+	k := key(t)
+	l, err := a.Election(k).TryCampaign(ctxT(t), "host-a")
+	if err != nil {
+		t.Fatalf("TryCampaign in a free election: %v", err)
+	}
+	defer l.Unlock(ctxT(t))
+	if _, err := b.Election(k).TryCampaign(ctxT(t), "host-b"); !errors.Is(err, dlock.ErrNotObtained) {
+		t.Fatalf("TryCampaign with a leader: %v, want ErrNotObtained", err)
+	}
+	if ld, err := b.Election(k).Leader(ctxT(t)); err != nil || ld.Value != "host-a" || ld.Term != l.Fence() {
+		t.Fatalf("Leader after a failed try: %+v %v, want host-a at term %d", ld, err, l.Fence())
+	}
+}

@@ -34,8 +34,12 @@ type Status struct {
 	Holders int
 	// Kind is what holds the key, while Held: "lock" (a Lock), "election"
 	// (a campaign's leadership; Leader is its value), "semaphore" (with
-	// Permits), "read" or "write" (holds of a read-write lock).
-	Kind    string
+	// Permits) or "rwmutex" (a read-write lock; Mode says how it is held).
+	// Event.Primitive and the command's --json use the same words.
+	Kind string
+	// Mode is how an rwmutex is held: "read" (Holders readers) or "write"
+	// (one writer); "" for every other Kind.
+	Mode    string
 	Permits int
 	Leader  string
 	// Owners are the owner records (WithOwner) of the holds that have one,
@@ -50,17 +54,14 @@ type Status struct {
 // one was set by someone else (a cache entry, another library's lock).
 // `dlock ls` and the console show only these.
 func (st Status) IsDlock() bool {
-	switch st.Kind {
-	case "semaphore", "read", "write":
-		return true
-	}
-	return st.Fence > 0 || st.Waiters > 0
+	return tokens.IsDlock(st.Kind, st.Fence, st.Waiters)
 }
 
-// describeHolder fills in st's Kind, Permits and Leader from a holder's
-// token (its kind prefix, or a campaign's value: never its secret part).
+// describeHolder fills in st's Kind, Mode, Permits and Leader from a
+// holder's token (its kind prefix, or a campaign's value: never its secret
+// part).
 func (st *Status) describeHolder(token string) {
-	st.Kind = tokens.Primitive(token)
+	st.Kind, st.Mode = tokens.Primitive(token), tokens.Mode(token)
 	switch st.Kind {
 	case "semaphore":
 		n, _, _ := strings.Cut(token[2:], "~")

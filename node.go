@@ -341,34 +341,145 @@ type keyState struct {
 	owners []owner.Record // the live holds' owner records (WithOwner), oldest first
 }
 
-// inspect reads key's value, TTL and fencing counter atomically; token, if
-// not "", is a shared holder to look for (scripts/inspect.lua).
+// inspect reads key's value, TTL and fencing counter, the queue's length and
+// the server's time in one MULTI/EXEC of plain read commands (atomic, as a
+// script would be), and the owner records beside it, in one round trip: a
+// read-only Redis user (docs/console.md) needs no EVAL, which would let it
+// run any script, an endless one too. token, if not "", is a shared holder
+// to look for.
 func (n *node) inspect(ctx context.Context, key, token string) (keyState, error) {
-	keys := []string{key, keyspace.Fence(key), keyspace.Queue(key), keyspace.Owner(key)}
-	res, err := n.Run(ctx, inspectScript, keys, token).Slice()
+	st, err := n.readKey(ctx, key, token)
+	if errors.Is(err, ErrWrongKind) {
+		return keyState{}, err
+	}
 	if err != nil {
 		return keyState{}, n.fail("inspect", err)
 	}
-	if len(res) != 7 {
-		return keyState{}, n.fail("inspect", errors.New("unexpected reply from the inspect script"))
-	}
-	var st keyState
-	st.value, st.exists = res[0].(string)
-	st.value = strings.TrimSuffix(st.value, "+") // the holder's mark (scripts/mark.lua): no token ends with one
-	pttl, _ := res[1].(int64)
-	st.pttl = time.Duration(pttl) * time.Millisecond
-	if pttl < 0 {
-		st.pttl = time.Duration(pttl)
-	}
-	if s, ok := res[2].(string); ok {
-		st.fence, _ = strconv.ParseInt(s, 10, 64)
-	}
-	st.queued, _ = res[3].(int64)
-	st.held, _ = res[4].(int64)
-	now, _ := res[5].(int64)
-	records, _ := res[6].([]any)
-	st.owners = owner.Live(records, now)
 	return st, nil
+}
+
+// readKey is inspect's reads and what they say.
+func (n *node) readKey(ctx context.Context, key, token string) (st keyState, err error) {
+	var rdb transport.Client = n.RDB
+	if n.Cluster != nil { // every read on the key's master: TIME has no key to route it by
+		if rdb, err = n.Cluster.MasterForKey(ctx, key); err != nil {
+			return st, err
+		}
+	}
+	var queued []*redis.Cmd
+	var exec, owners *redis.Cmd
+	_, _ = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, args := range [][]any{
+			{"MULTI"},
+			{"GET", key},                         // WRONGTYPE for a sorted set
+			{"PTTL", key},                        // ms; -1: no expiry, -2: none
+			{"ZRANGE", key, 0, -1, "WITHSCORES"}, // a semaphore's or read-write lock's holders; WRONGTYPE for a string
+			{"GET", keyspace.Fence(key)},
+			{"ZCARD", keyspace.Queue(key)},
+			{"TIME"},
+		} {
+			queued = append(queued, p.Do(ctx, args...))
+		}
+		exec = p.Do(ctx, "EXEC")
+		owners = p.Do(ctx, "HVALS", keyspace.Owner(key)) // apart: HVALS is in WithOwner's ACL alone
+		return nil
+	})
+	r, err := exec.Slice()
+	if err != nil {
+		for _, q := range queued { // the cause of an EXECABORT: NOPERM, say
+			if qerr := q.Err(); qerr != nil {
+				return st, qerr
+			}
+		}
+		return st, err
+	}
+	if len(r) != 6 {
+		return st, fmt.Errorf("unexpected reply to inspect's reads: %d values", len(r))
+	}
+	value, holders := r[0], r[2]
+	if e, ok := value.(error); ok && !isWrongType(e) {
+		return st, e
+	}
+	ms := serverMillis(r[5])
+	if f, ok := r[3].(string); ok {
+		st.fence, _ = strconv.ParseInt(strings.TrimPrefix(f, "+"), 10, 64) // a marked counter: scripts/mark.lua
+	}
+	st.queued, _ = r[4].(int64)
+	records, _ := owners.Slice() // an error (NOPERM) is no records
+	st.owners = owner.Live(records, ms)
+	if v, ok := value.(string); ok {
+		d, _ := r[1].(int64)
+		st.value, st.exists, st.held = strings.TrimSuffix(v, "+"), true, 1 // "+": the holder's mark
+		st.pttl = time.Duration(d) * time.Millisecond
+		if d < 0 {
+			st.pttl = time.Duration(d) // -1: no expiry
+		}
+		return st, nil
+	}
+	zs, ok := holders.([]any)
+	if e, isErr := holders.(error); isErr && value != nil { // neither a string nor a sorted set
+		return st, e
+	}
+	if !ok {
+		st.pttl = -2
+		return st, nil
+	}
+	return st, liveHolders(&st, zs, token, ms)
+}
+
+// isWrongType reports a WRONGTYPE reply.
+func isWrongType(err error) bool { return strings.HasPrefix(err.Error(), "WRONGTYPE") }
+
+// liveHolders fills st from a sorted set's holders zs (member, expiry in
+// server ms, lowest first) at server time ms: token's hold if it has one,
+// else the first live one, with the longest TTL any has left.
+func liveHolders(st *keyState, zs []any, token string, ms int64) error {
+	if len(zs) >= 2 && !strings.HasPrefix(fmt.Sprint(zs[0]), "~") {
+		return ErrWrongKind // a sorted set, not dlock's
+	}
+	st.pttl = -2
+	var tokens time.Duration
+	for i := 0; i+1 < len(zs); i += 2 {
+		member, exp := fmt.Sprint(zs[i]), scoreOf(zs[i+1])
+		if exp <= ms {
+			continue
+		}
+		st.held++
+		if !st.exists || member == token {
+			st.value, st.exists = member, true
+		}
+		st.pttl = time.Duration(exp-ms) * time.Millisecond
+		if member == token {
+			tokens = st.pttl
+		}
+	}
+	if tokens > 0 {
+		st.pttl = tokens // token's own TTL, not the longest
+	}
+	return nil
+}
+
+// scoreOf reads a ZRANGE WITHSCORES score (a string, or a float on RESP3).
+func scoreOf(v any) int64 {
+	switch s := v.(type) {
+	case float64:
+		return int64(s)
+	case string:
+		f, _ := strconv.ParseFloat(s, 64)
+		return int64(f)
+	}
+	return 0
+}
+
+// serverMillis is a TIME reply in milliseconds.
+func serverMillis(reply any) int64 {
+	t, _ := reply.([]any)
+	if len(t) != 2 {
+		return 0
+	}
+	sec, _ := strconv.ParseInt(fmt.Sprint(t[0]), 10, 64)
+	usec, _ := strconv.ParseInt(fmt.Sprint(t[1]), 10, 64)
+	return sec*1000 + usec/1000
 }
 
 // Direct returns rdb wrapped so that dlock sends every call through it,

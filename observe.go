@@ -48,7 +48,7 @@ func (k EventKind) String() string {
 type Event struct {
 	Kind      EventKind     // what happened
 	Key       string        // the lock's key
-	Primitive string        // what holds it: "lock", "election", "semaphore", "read" or "write" (a read-write lock's holds)
+	Primitive string        // what holds it: "lock", "election", "semaphore" or "rwmutex" (as Status.Kind)
 	Fence     int64         // 0 when no lock was obtained
 	Wait      time.Duration // EventAcquire: how long the call took
 	Held      time.Duration // EventRelease: time since the grant

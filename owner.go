@@ -32,7 +32,10 @@ type Owner struct {
 // holds a lock, and since when. It costs the acquisition one more round
 // trip to each node, and each renewal and Unlock one more script
 // (BENCHMARKS.md); without it, nothing. An owner whose fields take more
-// than 1 KiB is ErrInvalidArgument.
+// than 1 KiB is ErrInvalidArgument. Program and Label are stored with the
+// password of any URL masked (scheme://user:xxxxx@), and the value of any
+// NAME=VALUE whose name says password, secret or token: anyone who may
+// read the lock may read them.
 func WithOwner(o Owner) Option {
 	o.Since, o.Holder = time.Time{}, ""
 	return func(opts *options) { opts.owner = &o }

@@ -81,10 +81,6 @@ var (
 	//go:embed scripts/owner.lua
 	ownerSrc    string
 	ownerScript = transport.NewScript(ownerSrc)
-
-	//go:embed scripts/inspect.lua
-	inspectSrc    string
-	inspectScript = transport.NewScript(inspectSrc)
 )
 
 // slowPath puts shared in a lean script at its mark, where its slow path

@@ -193,13 +193,13 @@ func TestInspectTellsTheKinds(t *testing.T) {
 	defer l.Unlock(ctxT(t))
 	for k, want := range map[string]dlock.Status{
 		base + ":sem": {Kind: "semaphore", Permits: 3, Holders: 2},
-		base + ":rw":  {Kind: "read", Holders: 1},
-		base + ":w":   {Kind: "write", Holders: 1},
+		base + ":rw":  {Kind: "rwmutex", Mode: "read", Holders: 1},
+		base + ":w":   {Kind: "rwmutex", Mode: "write", Holders: 1},
 		base + ":e":   {Kind: "election", Leader: "host-1", Holders: 1},
 		base + ":l":   {Kind: "lock", Holders: 1},
 	} {
 		st, err := c.Inspect(ctxT(t), k)
-		if err != nil || !st.Held || st.Kind != want.Kind || st.Permits != want.Permits || st.Holders != want.Holders || st.Leader != want.Leader {
+		if err != nil || !st.Held || st.Kind != want.Kind || st.Mode != want.Mode || st.Permits != want.Permits || st.Holders != want.Holders || st.Leader != want.Leader {
 			t.Errorf("%s: %+v %v, want %+v", k, st, err, want)
 		}
 	}

@@ -135,7 +135,7 @@ func row(st state, key string) *console.Row {
 func TestTheStateShowsEveryKindWithItsHoldersOwnersAndWaiters(t *testing.T) {
 	c, _, srv := setup(t, console.Config{})
 	ctx := ctxT(t)
-	lk, sk, ek := key(t, "lock"), key(t, "sem"), key(t, "elect")
+	lk, sk, ek, rk := key(t, "lock"), key(t, "sem"), key(t, "elect"), key(t, "rw")
 	l, err := c.TryLock(ctx, lk, dlock.WithTTL(30*time.Second), dlock.WithOwner(dlock.Owner{Label: "nightly report"}))
 	if err != nil {
 		t.Fatal(err)
@@ -156,9 +156,14 @@ func TestTheStateShowsEveryKindWithItsHoldersOwnersAndWaiters(t *testing.T) {
 	if err != nil || p1 == nil || p2 == nil {
 		t.Fatal(err)
 	}
-	st := until(t, srv, "the lock with its waiter, the semaphore and the election", func(st state) bool {
+	reader, err := c.RWMutex(rk).TryRLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Unlock(ctx)
+	st := until(t, srv, "the lock with its waiter, the semaphore, the election and the read-write lock", func(st state) bool {
 		r := row(st, lk)
-		return r != nil && len(r.Waiters) == 1 && row(st, sk) != nil && row(st, ek) != nil
+		return r != nil && len(r.Waiters) == 1 && row(st, sk) != nil && row(st, ek) != nil && row(st, rk) != nil
 	})
 	r := row(st, lk)
 	if r.Kind != "lock" || !r.Held || len(r.Holds) != 1 || r.Holds[0].Owner == nil || r.Holds[0].Owner.Label != "nightly report" ||
@@ -170,6 +175,9 @@ func TestTheStateShowsEveryKindWithItsHoldersOwnersAndWaiters(t *testing.T) {
 	}
 	if el := row(st, ek); el.Kind != "election" || el.Leader != "node-a" {
 		t.Fatalf("the election's row: %+v", el)
+	}
+	if rw := row(st, rk); rw.Kind != "rwmutex" || rw.Mode != "read" || len(rw.Holds) != 1 {
+		t.Fatalf("the read-write lock's row: %+v", rw)
 	}
 	_, body := get(t, srv)
 	for _, tok := range []string{l.Token(), p1.Token(), p2.Token()} {

@@ -9,7 +9,8 @@ import (
 // redacted start (Status.Holder); no token is ever sent.
 type Row struct {
 	Key     string   `json:"key"`
-	Kind    string   `json:"kind"` // lock, election, semaphore, read, write; "" while free
+	Kind    string   `json:"kind"`           // lock, election, semaphore, rwmutex (dlock.Status.Kind); "" while free
+	Mode    string   `json:"mode,omitempty"` // an rwmutex's: read or write
 	Held    bool     `json:"held"`
 	TTL     int64    `json:"ttl_ms"` // the lease left when read (the longest hold's); -1: no expiry
 	Fence   int64    `json:"fence"`
@@ -102,7 +103,7 @@ func changes(old, now *Row, t time.Time) []Event {
 // same reports whether the page would show a and b alike, but for the
 // TTLs counting down (renewed says whether those moved).
 func same(a, b *Row) bool {
-	if a.Key != b.Key || a.Kind != b.Kind || a.Held != b.Held || a.Fence != b.Fence || a.Permits != b.Permits ||
+	if a.Key != b.Key || a.Kind != b.Kind || a.Mode != b.Mode || a.Held != b.Held || a.Fence != b.Fence || a.Permits != b.Permits ||
 		a.Leader != b.Leader || a.Error != b.Error || len(a.Holds) != len(b.Holds) ||
 		!slices.Equal(waiterIDs(a), waiterIDs(b)) || len(a.History) != len(b.History) {
 		return false

@@ -5,14 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
+	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/internal/keyspace"
-	"github.com/dlock-go/dlock/internal/owner"
 	"github.com/dlock-go/dlock/internal/tokens"
 	"github.com/redis/go-redis/v9"
 )
@@ -20,212 +18,39 @@ import (
 // read returns what the page shows of key now (History left empty).
 func (v *view) read(ctx context.Context, key string) *Row {
 	row := &Row{Key: key, At: time.Now().UnixMilli(), Holds: []Hold{}, Waiters: []Waiter{}}
-	st, err := v.inspect(ctx, key)
+	st, err := v.cfg.Locks.Inspect(ctx, key)
 	switch {
-	case errors.Is(err, errNotALock):
+	case errors.Is(err, dlock.ErrWrongKind) || (err != nil && strings.Contains(err.Error(), "WRONGTYPE")):
 		return row // a key of another type that matches: not a lock
-	case err != nil:
+	case err != nil && !errors.Is(err, dlock.ErrProtocol):
 		row.Error = err.Error()
 		return row
 	}
-	if !st.isDlock() {
+	if !st.IsDlock() {
 		return row // a value dlock did not write: a key of the user's, not shown
 	}
-	row.Kind, row.Held, row.Fence, row.Permits, row.Leader = st.kind, st.held, st.fence, st.permits, st.leader
-	row.TTL = st.ttl
-	if st.held {
+	row.Kind, row.Mode, row.Held, row.Fence, row.Permits, row.Leader = st.Kind, st.Mode, st.Held, st.Fence, st.Permits, st.Leader
+	row.TTL = st.TTL.Milliseconds()
+	if st.Held {
 		row.Holds = v.holds(ctx, st)
 	}
 	row.Waiters = v.waiters(ctx, key)
 	return row
 }
 
-// status is what the console reads of a key, as dlock's Inspect reports
-// it (Status), but read with plain read commands: a read-only Redis user
-// needs no EVAL, which would let it run any script, an endless one too.
-type status struct {
-	key           string
-	held          bool
-	ttl           int64 // ms; -1: no expiry
-	fence         int64
-	holder, token string // holder: the token's redacted start
-	waiters       int
-	kind, leader  string
-	permits       int
-	owners        []owner.Record
-}
-
-// isDlock is Status.IsDlock: a semaphore's or read-write lock's holders,
-// or a key beside which dlock keeps a fence counter or a wait queue.
-func (st status) isDlock() bool {
-	return st.kind == "semaphore" || st.kind == "read" || st.kind == "write" || st.fence > 0 || st.waiters > 0
-}
-
-// errNotALock is a key of a lock's type that dlock did not write.
-var errNotALock = errors.New("console: not a lock")
-
-// nodeState is one node's answer for a key.
-type nodeState struct {
-	value  string // the holder's token; a sorted set's first live member
-	exists bool
-	pttl   int64 // ms; a sorted set's longest hold's
-	fence  int64
-	queued int64
-	owners []owner.Record
-	err    error
-}
-
-// inspect reads key on every node at once and decides as Inspect does: held
-// when a majority of nodes hold the same token, with the majority-th
-// longest TTL of theirs; the highest fence and the longest queue of any.
-func (v *view) inspect(ctx context.Context, key string) (status, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	answers := make([]nodeState, len(v.cfg.Nodes))
-	var wg sync.WaitGroup
-	for i, n := range v.cfg.Nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			answers[i] = readNode(ctx, n, key)
-		}()
-	}
-	wg.Wait()
-	st := status{key: key}
-	answered, quorum := 0, len(answers)/2+1
-	var firstErr error
-	for _, a := range answers {
-		switch {
-		case errors.Is(a.err, errNotALock):
-			return st, a.err
-		case a.err != nil:
-			firstErr = cmp.Or(firstErr, a.err)
-			continue
-		}
-		answered++
-		st.fence, st.waiters = max(st.fence, a.fence), max(st.waiters, int(a.queued))
-	}
-	for _, a := range answers {
-		if a.err != nil || !a.exists {
-			continue
-		}
-		var ttls []int64
-		for _, b := range answers {
-			if b.err == nil && b.exists && b.value == a.value {
-				ttls = append(ttls, b.pttl)
-			}
-		}
-		if len(ttls) < quorum {
-			continue
-		}
-		slices.SortFunc(ttls, func(x, y int64) int { return cmp.Compare(y, x) })
-		st.held, st.token, st.holder, st.ttl = true, a.value, tokens.Redact(a.value), ttls[quorum-1]
-		st.kind = tokens.Primitive(a.value)
-		switch st.kind {
-		case "semaphore":
-			n, _, _ := strings.Cut(a.value[2:], "~")
-			st.permits, _ = strconv.Atoi(n)
-		case "election":
-			st.leader, _ = tokens.Value(a.value)
-		}
-		seen := map[owner.Record]bool{}
-		for _, b := range answers {
-			for _, r := range b.owners {
-				if b.err == nil && !seen[r] && (tokens.Shared(a.value) || r.Holder == st.holder) {
-					seen[r] = true
-					st.owners = append(st.owners, r)
-				}
-			}
-		}
-		owner.Sort(st.owners)
-		return st, nil
-	}
-	if answered < quorum {
-		return st, fmt.Errorf("%d of %d nodes answered: %w", answered, len(answers), firstErr)
-	}
-	return st, nil
-}
-
-// readNode reads key's state on n in one MULTI/EXEC of read commands, as
-// scripts/inspect.lua does in one script: the value or the holders, the
-// TTL, the fence, the queue's length, the owner records and the time.
-func readNode(ctx context.Context, n redis.UniversalClient, key string) nodeState {
-	var c *redis.Client
-	switch n := n.(type) {
-	case *redis.ClusterClient:
-		m, err := n.MasterForKey(ctx, key)
-		if err != nil {
-			return nodeState{err: err}
-		}
-		c = m
-	case *redis.Client:
-		c = n
-	default:
-		return nodeState{err: fmt.Errorf("console: a %T is not a node it can read", n)}
-	}
-	var get, fence *redis.StringCmd
-	var holders *redis.ZSliceCmd
-	var queued *redis.IntCmd
-	var pttl *redis.Cmd
-	var records *redis.StringSliceCmd
-	var now *redis.TimeCmd
-	_, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		get = p.Get(ctx, key) // WRONGTYPE for a sorted set: its holders are read next
-		holders = p.ZRangeWithScores(ctx, key, 0, -1)
-		pttl = p.Do(ctx, "PTTL", key) // in ms; -1: no expiry
-		fence = p.Get(ctx, keyspace.Fence(key))
-		queued = p.ZCard(ctx, keyspace.Queue(key))
-		records = p.HVals(ctx, keyspace.Owner(key))
-		now = p.Time(ctx)
-		return nil
-	})
-	if err := now.Err(); err != nil { // the transaction failed whole: NOPERM, a lost connection
-		return nodeState{err: err}
-	}
-	_ = err // one command's error (WRONGTYPE, nil) is read below, with its command
-	var st nodeState
-	ms := now.Val().UnixMilli()
-	st.fence, _ = strconv.ParseInt(fence.Val(), 10, 64)
-	st.queued = queued.Val()
-	values := make([]any, len(records.Val()))
-	for i, r := range records.Val() {
-		values[i] = r
-	}
-	st.owners = owner.Live(values, ms)
-	switch {
-	case get.Err() == nil:
-		ttl, _ := pttl.Int64()
-		st.value, st.exists, st.pttl = strings.TrimSuffix(get.Val(), "+"), true, ttl // "+": the holder's mark
-	case holders.Err() == nil:
-		zs := holders.Val()
-		if len(zs) > 0 && !strings.HasPrefix(zs[0].Member.(string), "~") {
-			return nodeState{err: errNotALock} // a sorted set, not dlock's
-		}
-		for _, z := range zs {
-			if int64(z.Score) > ms {
-				st.value, st.exists, st.pttl = z.Member.(string), true, int64(zs[len(zs)-1].Score)-ms
-				break
-			}
-		}
-	case !errors.Is(get.Err(), redis.Nil):
-		return nodeState{err: errNotALock} // a key of another type
-	}
-	return st
-}
-
 // holds lists st's holders with their TTLs and owner records: a mutex's
 // one, or every member of a semaphore's or read-write lock's set.
-func (v *view) holds(ctx context.Context, st status) []Hold {
+func (v *view) holds(ctx context.Context, st dlock.Status) []Hold {
 	owners := map[string]*Owner{}
-	for _, o := range st.owners {
-		owners[o.Holder] = &Owner{Host: o.Host, PID: o.PID, Program: o.Program, Label: o.Label, Since: o.Since}
+	for _, o := range st.Owners {
+		owners[o.Holder] = &Owner{Host: o.Host, PID: o.PID, Program: o.Program, Label: o.Label, Since: o.Since.UnixMilli()}
 	}
-	if st.kind == "lock" || st.kind == "election" || st.kind == "" {
-		return []Hold{{Holder: st.holder, TTL: st.ttl, Owner: owners[st.holder]}}
+	if st.Kind == "lock" || st.Kind == "election" || st.Kind == "" {
+		return []Hold{{Holder: st.Holder, TTL: st.TTL.Milliseconds(), Owner: owners[st.Holder]}}
 	}
 	var out []Hold
 	for _, n := range v.cfg.Nodes {
-		members, now, err := zrangeAt(ctx, n, st.key)
+		members, now, err := zrangeAt(ctx, n, st.Key)
 		if err != nil {
 			continue
 		}
@@ -235,7 +60,7 @@ func (v *view) holds(ctx context.Context, st status) []Hold {
 		}
 		return out
 	}
-	return []Hold{{Holder: st.holder, TTL: st.ttl, Owner: owners[st.holder]}}
+	return []Hold{{Holder: st.Holder, TTL: st.TTL.Milliseconds(), Owner: owners[st.Holder]}}
 }
 
 // waiters lists key's queue on the node with the longest one.
@@ -319,8 +144,10 @@ func Check(ctx context.Context, nodes []redis.UniversalClient, pattern string) e
 					return fmt.Errorf("SCAN: %w", err)
 				}
 			}
-			if st := readNode(ctx, c, "dlock:console:check"); st.err != nil && !errors.Is(st.err, errNotALock) {
-				return fmt.Errorf("reading a key: %w", st.err)
+			locks := dlock.New(dlock.Direct(c))
+			defer locks.Close()
+			if _, err := locks.Inspect(ctx, "dlock:console:check"); err != nil {
+				return fmt.Errorf("reading a key: %w", err)
 			}
 			if err := c.XRevRangeN(ctx, keyspace.Audit, "+", "-", 1).Err(); err != nil && !errors.Is(err, redis.Nil) {
 				return fmt.Errorf("reading the audit stream: %w", err)

@@ -39,7 +39,7 @@ const ScopeName = "github.com/dlock-go/dlock/dlockotel"
 // The attributes dlockotel records.
 const (
 	AttrLock      = attribute.Key("dlock.lock")           // the key as Options.Classify names it; absent from spans when ""
-	AttrPrimitive = attribute.Key("dlock.primitive")      // lock, election, semaphore, read or write
+	AttrPrimitive = attribute.Key("dlock.primitive")      // lock, election, semaphore or rwmutex (dlock.Event.Primitive)
 	AttrResult    = attribute.Key("dlock.result")         // dlock.Event.Outcome: obtained, contended, error; ok, not_held, token_mismatch
 	AttrCause     = attribute.Key("dlock.cause")          // a loss's cause: token_gone, lease_expired, max_hold
 	AttrContended = attribute.Key("dlock.contended")      // the acquisition found the lock held by someone else

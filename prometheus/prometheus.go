@@ -7,8 +7,9 @@
 // Lock keys are not labels by default: there can be one per order, job or
 // user, and every label value is a time series. Options.Classify may map
 // keys to a small, fixed set of names, which become the "lock" label. The
-// "primitive" label says what was taken: lock, election, semaphore, read or
-// write (dlock.Event.Primitive), a fixed set of five.
+// "primitive" label says what was taken: lock, election, semaphore or
+// rwmutex (dlock.Event.Primitive, as dlock.Status.Kind), a fixed set of
+// four; a read-write lock's reads and writes share "rwmutex".
 //
 // Counters and histograms record what ended; two gauges show the holds
 // while they last (dlock_holds, dlock_oldest_hold_seconds), so that a

@@ -14,9 +14,19 @@ const doctorHelp = `
 Audit a live Redis for the mistakes in the troubleshooting table that ends
 the Redis guidance on locks, read-only: SCAN with TYPE (never KEYS), PTTL,
 GET, ZRANGE, HGET, TIME and CONFIG GET; nothing is written. PATTERN
-(default *lock*, as for ls) selects the lock keys to audit, dlock's or
+(default '*', every key, as for ls) selects the keys to audit, dlock's or
 anyone's; dlock's own keys (dlock:*) are read for what they say about the
 locks.
+
+A string key that matches is audited as a lock only if it is one: dlock's
+(a fence counter or a wait queue of dlock's beside it), or a hand-written
+lock by its look: a word of its name is lock, locks, locked, mutex or mtx
+(report_lock, jobLock, lock:42; not block, clock or nolock) AND its value
+is a token or owner id (no spaces, not JSON, not a number: a random
+string, a UUID, host:pid), a Unix time (the old SETNX recipe's expiry) or
+a flag (1, true, locked). Other keys, a counter or a cache entry without
+expiry, are the user's data and left alone. Each finding says which rule
+picked its keys (basis).
 
 Each finding names the table's row, the keys (values shortened: a token is
 never printed whole) and the fix:
@@ -101,7 +111,7 @@ func doctorMain(args []string, stdout, stderr io.Writer) int {
 			printJSON(stdout, f)
 			continue
 		}
-		fmt.Fprintf(stdout, "%s: %s\n  %s\n  keys: %s\n  fix: %s\n", f.Check, f.Row, f.What, strings.Join(f.Keys, ", "), f.Fix)
+		fmt.Fprintf(stdout, "%s: %s\n  %s\n  keys: %s\n  judged as: %s\n  fix: %s\n", f.Check, f.Row, f.What, strings.Join(f.Keys, ", "), f.Basis, f.Fix)
 	}
 	if len(all) > 0 {
 		if !*asJSON {

@@ -129,3 +129,43 @@ func TestDoctorWarnsOfAnEvictionPolicyThatDropsLocks(t *testing.T) {
 		t.Errorf("a user without CONFIG: exit %d, want 0 and a word that the policy was not checked:\n%s%s", code, out, errOut)
 	}
 }
+
+// On a shared Redis, doctor reports dlock's locks and keys that look like
+// hand-written locks (a name that says lock, a value like a token, owner
+// id, expiry time or flag), never a user's plain data; each finding says
+// how its keys were judged.
+func TestDoctorLeavesPlainKeysAloneAndSaysHowItJudged(t *testing.T) {
+	s := redistest.Start(t)
+	rdb := s.Client(t)
+	ctx := context.Background()
+	for k, v := range map[string]string{
+		"counter:42":     "7",
+		"counter:nolock": "12",
+		"lock:attempts":  "42",
+		"cache:user:1":   `{"name":"ann","locked":true}`,
+		"greeting":       "hello world",
+	} {
+		if err := rdb.Set(ctx, k, v, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := dlock.New(rdb)
+	defer c.Close()
+	l, err := c.TryLock(ctx, "backup", dlock.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock(ctx)
+	if code, out, errOut := run(t, "doctor", "--redis", "redis://"+s.Addr()); code != 0 || !strings.Contains(out, "no findings") {
+		t.Fatalf("plain keys without expiry: exit %d, want 0 and no findings:\n%s%s", code, out, errOut)
+	}
+	if err := rdb.Set(ctx, "report_lock", "host-a:4242", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := run(t, "doctor", "--redis", "redis://"+s.Addr(), "--json")
+	var f doctor.Finding
+	if code != 1 || json.Unmarshal([]byte(strings.TrimSpace(out)), &f) != nil || f.Check != "no-expiry" ||
+		len(f.Keys) != 1 || f.Keys[0] != "report_lock" || !strings.Contains(f.Basis, "hand-written") {
+		t.Fatalf("a hand-written lock without expiry: exit %d, want one no-expiry finding that says it looks hand-written:\n%s%s", code, out, errOut)
+	}
+}

@@ -24,6 +24,13 @@ and DLOCK_TOKEN in its environment. If the leadership is lost while CMD
 runs, dlock says so, sends SIGTERM to CMD's process group (SIGKILL after
 --kill-after) and exits 76, as 'dlock run' does.
 
+The leadership's owner record is labelled with CMD's name alone, as for
+'dlock run' (--label, --label-args: see 'dlock run --help').
+
+--wait 0 makes one try, as for 'dlock run': elected if nobody leads, else
+exit 75 at once, without waiting in line; a longer --wait waits in line
+that long.
+
 Exit codes: CMD's status (128+N if killed by signal N); 76 leadership lost
 while CMD ran; 75 not elected within --wait (the election has a leader);
 130 interrupted (SIGINT, SIGTERM, SIGHUP) while campaigning; 69 Redis
@@ -47,9 +54,11 @@ func electMain(args []string, stdout, stderr io.Writer) int {
 		killAfter = durationFlag(fs, "kill-after", 10*time.Second, "after a lost leadership, SIGKILL CMD this long after SIGTERM")
 	)
 	rf.register(fs)
+	var lf labelFlags
+	lf.register(fs)
 	var of otlpFlag
 	of.register(fs)
-	fs.Var(&wait, "wait", "how long to campaign (default: until elected)")
+	fs.Var(&wait, "wait", "how long to campaign (0: one try, as for run; default: until elected)")
 	if stop, code := parse(fs, args); stop {
 		return code
 	}
@@ -64,8 +73,6 @@ func electMain(args []string, stdout, stderr io.Writer) int {
 		return usageError(stderr, "elect: no command given (dlock elect --key NAME -- CMD ARGS...)")
 	case *killAfter <= 0:
 		return usageError(stderr, "elect: --kill-after must be positive")
-	case wait.set && wait.d == 0:
-		return usageError(stderr, "elect: --wait must be positive: a campaign waits in line")
 	}
 	c, rdbs, closeAll, err := rf.connect(stderr)
 	if err != nil {
@@ -83,12 +90,12 @@ func electMain(args []string, stdout, stderr io.Writer) int {
 	sigs := notifySignals()
 	defer signal.Stop(sigs)
 	lock, err := untilSignalled(root, sigs, func(ctx context.Context) (*dlock.Lock, error) {
-		if wait.set {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, wait.d)
-			defer cancel()
-		}
-		return c.Election(*key).Campaign(ctx, *value, dlock.WithTTL(*ttl), commandOwner("dlock elect", fs.Args()))
+		e := c.Election(*key)
+		return waitFor(ctx, wait, func(ctx context.Context, opts ...dlock.Option) (*dlock.Lock, error) {
+			return e.TryCampaign(ctx, *value, opts...)
+		}, func(ctx context.Context, opts ...dlock.Option) (*dlock.Lock, error) {
+			return e.Campaign(ctx, *value, opts...)
+		}, []dlock.Option{dlock.WithTTL(*ttl), commandOwner("dlock elect", lf.of(cmdArgs))})
 	})
 	if err != nil {
 		if errors.Is(err, dlock.ErrNotObtained) && !errors.Is(err, dlock.ErrNoQuorum) {

@@ -109,7 +109,7 @@ func lockMain(args []string, stdout, stderr io.Writer) int {
 	// until it expires, and print nothing).
 	sigs := notifySignals()
 	l, err := untilSignalled(context.Background(), sigs, func(ctx context.Context) (*dlock.Lock, error) {
-		return acquire(ctx, c, *key, wait, dlock.WithTTL(*ttl), commandOwner("dlock lock", nil))
+		return acquire(ctx, c, *key, wait, dlock.WithTTL(*ttl), commandOwner("dlock lock", ""))
 	})
 	// Once the lock is obtained the signals stay caught, and ignored, until
 	// the process exits: one that came between printing the token and the

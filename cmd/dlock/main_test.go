@@ -819,3 +819,24 @@ func TestDemoFitsEightyColumnsOrTheTerminal(t *testing.T) {
 		}
 	}
 }
+
+// elect --wait 0 is one try, as for run: elected at once when nobody
+// leads, not elected (75, the leader named) at once when someone does.
+func TestElectWithWaitZeroTriesOnce(t *testing.T) {
+	k := key(t)
+	if code, out, stderr := run(t, "elect", "--key", k, "--wait", "0", "--", "echo", "led"); code != exitOK || !strings.Contains(out, "led") {
+		t.Fatalf("elect --wait 0 with nobody leading: exit %d, %q %q; want 0 and the command run", code, out, stderr)
+	}
+	c := dlock.New(rdb(t))
+	defer c.Close()
+	ctx := context.Background()
+	l, err := c.Election(k).Campaign(ctx, "leader-host:8080")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock(ctx)
+	code, out, stderr := run(t, "elect", "--key", k, "--wait", "0", "--", "echo", "led")
+	if code != exitConflict || strings.Contains(out, "led") || !strings.Contains(stderr, `has a leader: "leader-host:8080"`) {
+		t.Fatalf("elect --wait 0 with a leader: exit %d, %q %q; want %d and the leader named", code, out, stderr, exitConflict)
+	}
+}

@@ -39,6 +39,13 @@ Exit codes: CMD's status (128+N if killed by signal N); 75 not obtained (see
 SIGTERM, SIGHUP) while waiting; 69 Redis unavailable; 64 usage; 126/127 CMD
 not runnable/found; 70 internal error (CMD's status unreadable).
 
+The hold's owner record (host, pid, "dlock run" and a label), which status,
+ls and the console show, labels it with CMD's name alone: a command line
+may hold secrets. --label TEXT says what it is for instead; --label-args
+adds the arguments, with URL passwords (scheme://user:xxxxx@) and the
+values of NAME=VALUE whose NAME says password, secret or token masked (a
+password given as an argument of its own is not recognised).
+
 With --permits N, up to N copies run at once (a semaphore on NAME, like
 consul lock -n): each holds one permit while its command runs.
 
@@ -72,6 +79,8 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 		permits    = fs.Int("permits", 0, "run up to `N` copies at once (a semaphore on NAME; 0: one, a plain lock)")
 	)
 	rf.register(fs)
+	var lf labelFlags
+	lf.register(fs)
 	var mf metricsFlag
 	mf.register(fs)
 	mf.registerLinger(fs)
@@ -95,7 +104,7 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 	if err := exitCodeOK(*conflict); err != nil {
 		return usageError(stderr, "run: %v", err)
 	}
-	opts := append(runOptions(*ttl, *maxHold, *nodeTimout), commandOwner("dlock run", fs.Args()))
+	opts := append(runOptions(*ttl, *maxHold, *nodeTimout), commandOwner("dlock run", lf.of(cmdArgs)))
 	c, rdbs, closeAll, err := rf.connect(stderr)
 	if err != nil {
 		return usageError(stderr, "%v", err)

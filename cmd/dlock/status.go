@@ -3,14 +3,17 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/owner"
 )
 
 const statusHelp = `
@@ -36,6 +39,7 @@ type statusResult struct {
 	Waiters int           `json:"waiters"`
 	Holders int           `json:"holders"`
 	Kind    string        `json:"kind,omitempty"`
+	Mode    string        `json:"mode,omitempty"`
 	Permits int           `json:"permits,omitempty"`
 	Leader  string        `json:"leader,omitempty"`
 	Owners  []ownerResult `json:"owners,omitempty"`
@@ -53,7 +57,7 @@ type ownerResult struct {
 }
 
 func toResult(st dlock.Status) statusResult {
-	r := statusResult{Key: st.Key, Held: st.Held, TTLms: st.TTL.Milliseconds(), Fence: st.Fence, Holder: st.Holder, Waiters: st.Waiters, Holders: st.Holders, Kind: st.Kind, Permits: st.Permits, Leader: st.Leader}
+	r := statusResult{Key: st.Key, Held: st.Held, TTLms: st.TTL.Milliseconds(), Fence: st.Fence, Holder: st.Holder, Waiters: st.Waiters, Holders: st.Holders, Kind: st.Kind, Mode: st.Mode, Permits: st.Permits, Leader: st.Leader}
 	for _, o := range st.Owners {
 		r.Owners = append(r.Owners, ownerResult{Host: o.Host, PID: o.PID, Program: o.Program, Label: o.Label, Holder: o.Holder,
 			Since: o.Since, HeldMS: time.Since(o.Since).Milliseconds()})
@@ -62,13 +66,44 @@ func toResult(st dlock.Status) statusResult {
 }
 
 // commandOwner is the owner record the command leaves beside its holds:
-// this host and process, program, and the command it runs (shortened).
-func commandOwner(program string, args []string) dlock.Option {
-	label := strings.Join(args, " ")
+// this host and process, program, and label (labelFlags.of), its secrets
+// masked before it is shortened, so that no part of one is left.
+func commandOwner(program, label string) dlock.Option {
+	label = owner.Redact(label)
 	if len(label) > 200 {
 		label = label[:200] + "…"
 	}
 	return dlock.WithOwner(dlock.Owner{Program: program, Label: label})
+}
+
+// labelFlags are run's and elect's --label and --label-args: what the
+// owner record, which anyone who can read the lock can read (status, ls,
+// the console, a revocation's audit entry), says the hold is for.
+type labelFlags struct {
+	text string
+	args bool
+}
+
+func (l *labelFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&l.text, "label", "", "what the hold is for, as status, ls and the console show it (default: CMD's name, without its arguments)")
+	fs.BoolVar(&l.args, "label-args", false, "label the hold with CMD and its arguments, URL passwords and PASSWORD=/TOKEN=/SECRET= values masked")
+}
+
+// of returns the label for a hold that runs cmdArgs: --label, else CMD
+// with its arguments for --label-args, else CMD's name alone. Arguments
+// stay out unless asked for: a password given as an argument of its own
+// cannot be told from any other (owner.Redact masks only those it can
+// recognise).
+func (l labelFlags) of(cmdArgs []string) string {
+	switch {
+	case l.text != "":
+		return l.text
+	case l.args:
+		return strings.Join(cmdArgs, " ")
+	case len(cmdArgs) > 0:
+		return filepath.Base(cmdArgs[0])
+	}
+	return ""
 }
 
 // owners is the human lines of st's owner records, each on a line of its own.
@@ -100,9 +135,10 @@ func describe(st dlock.Status) string {
 	switch st.Kind {
 	case "semaphore":
 		return fmt.Sprintf("%s: semaphore, %d of %d permits taken (%s, …), longest ttl %s, fence %d%s", st.Key, st.Holders, st.Permits, st.Holder, ttl, st.Fence, waiting) + owners(st)
-	case "read":
-		return fmt.Sprintf("%s: read-write lock, %d readers (%s, …), longest ttl %s, fence %d%s", st.Key, st.Holders, st.Holder, ttl, st.Fence, waiting) + owners(st)
-	case "write":
+	case "rwmutex":
+		if st.Mode == "read" {
+			return fmt.Sprintf("%s: read-write lock, %d readers (%s, …), longest ttl %s, fence %d%s", st.Key, st.Holders, st.Holder, ttl, st.Fence, waiting) + owners(st)
+		}
 		return fmt.Sprintf("%s: read-write lock, written by %s, ttl %s, fence %d%s", st.Key, st.Holder, ttl, st.Fence, waiting) + owners(st)
 	case "election":
 		return fmt.Sprintf("%s: election, led by %q (%s), ttl %s, term %d%s", st.Key, st.Leader, st.Holder, ttl, st.Fence, waiting) + owners(st)
@@ -146,7 +182,7 @@ func statusMain(args []string, stdout, stderr io.Writer) int {
 
 const lsHelp = `
 List the locks whose keys match PATTERN (a Redis glob, as in SCAN MATCH;
-default *lock*, as for doctor: '*' lists every lock), with their holders,
+default '*', every key, as for doctor and the console), with their holders,
 TTLs, fences and waiters. Keys are found with SCAN, never KEYS, so a large
 database is not blocked. Only dlock's locks are listed: a key with a fence
 counter or a queue of dlock's beside it, or a semaphore's or read-write
@@ -247,5 +283,7 @@ func scanNodes(ctx context.Context, rdbs []*redis.Client, pattern string, limit 
 	return keys, answered
 }
 
-// defaultPattern is the PATTERN of ls and doctor when none is given.
-const defaultPattern = "*lock*"
+// defaultPattern is the PATTERN of ls and doctor when none is given: every
+// key, as the console's. A lock's name need not say "lock" (backup,
+// deploy), and both already tell dlock's locks from other keys.
+const defaultPattern = "*"

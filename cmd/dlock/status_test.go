@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -11,7 +12,7 @@ import (
 )
 
 // plantLocks starts a server holding a dlock lock, a semaphore permit and
-// a lock that "*lock*" does not match, beside a plain string key that is
+// a lock whose name does not say "lock", beside a plain string key that is
 // no lock of dlock's; it returns the server's URL.
 func plantLocks(t *testing.T) string {
 	t.Helper()
@@ -51,19 +52,59 @@ func TestLsListsOnlyDlocksLocks(t *testing.T) {
 	}
 }
 
-// ls and doctor default to the same PATTERN.
-func TestLsAndDoctorShareTheirDefaultPattern(t *testing.T) {
+// ls without a PATTERN lists every lock of dlock's, whatever its name (the
+// README's keys, backup or deploy, have no "lock" in them), as the console
+// does; doctor audits the same keys by default.
+func TestLsListsEveryLockByDefault(t *testing.T) {
 	u := plantLocks(t)
 	code, out, stderr := run(t, "ls", "--redis", u)
 	if code != 0 {
 		t.Fatalf("ls without a pattern: exit %d, %q", code, stderr)
 	}
-	if !strings.Contains(out, "job:lock:a") || !strings.Contains(out, "sem:lock") || strings.Contains(out, "other") {
-		t.Errorf("ls without a pattern listed:\n%s\nwant the locks matching *lock*, as doctor audits", out)
+	for _, k := range []string{"job:lock:a", "sem:lock", "other"} {
+		if !strings.Contains(out, k+":") {
+			t.Errorf("ls without a pattern does not list %s:\n%s", k, out)
+		}
+	}
+	if strings.Contains(out, "plain:lock") {
+		t.Errorf("ls without a pattern lists a plain string key as a lock:\n%s", out)
 	}
 	for _, name := range []string{"ls", "doctor"} {
-		if _, help, _ := run(t, name, "--help"); !strings.Contains(help, "default *lock*") {
-			t.Errorf("dlock %s --help does not give the default pattern:\n%s", name, help)
+		if _, help, _ := run(t, name, "--help"); !strings.Contains(help, "default '*'") {
+			t.Errorf("dlock %s --help does not say the default pattern is every key:\n%s", name, help)
+		}
+	}
+}
+
+// status names a read-write lock's kind as the docs do, "rwmutex", and
+// says in mode whether it is held for reading or for writing.
+func TestStatusOfARWMutexSaysItsKindAndMode(t *testing.T) {
+	s := redistest.Start(t)
+	c := dlock.New(s.Client(t))
+	defer c.Close()
+	ctx := context.Background()
+	rk, wk := key(t)+":r", key(t)+":w"
+	r, err := c.RWMutex(rk).TryRLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Unlock(ctx)
+	w, err := c.RWMutex(wk).TryLock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Unlock(ctx)
+	for k, want := range map[string]struct{ mode, human string }{
+		rk: {"read", "read-write lock, 1 readers"},
+		wk: {"write", "read-write lock, written by"},
+	} {
+		out, err := dlockOn(s, "status", "--json", k).Output()
+		var st statusResult
+		if err != nil || json.Unmarshal(out, &st) != nil || st.Kind != "rwmutex" || st.Mode != want.mode {
+			t.Errorf("status --json %s: %s %v; want kind rwmutex, mode %s", k, out, err, want.mode)
+		}
+		if human, _ := dlockOn(s, "status", k).Output(); !strings.Contains(string(human), want.human) {
+			t.Errorf("status %s: %q, want %q", k, human, want.human)
 		}
 	}
 }

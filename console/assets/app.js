@@ -67,7 +67,7 @@
     if (!r.held) return el('span', { class: 'free', text: r.waiters.length ? 'free, waiters queued' : 'free' });
     if (r.kind === 'semaphore') return r.holds.length + ' of ' + r.permits + ' permits';
     if (r.kind === 'election') return el('span', {}, 'election', el('br'), el('span', { class: 'muted', text: 'leader ' + r.leader }));
-    if (r.kind === 'read' || r.kind === 'write') return 'read-write lock (' + r.kind + ')';
+    if (r.kind === 'rwmutex') return 'read-write lock (' + r.mode + ')';
     return r.kind || 'lock (not dlock\'s)';
   }
 

@@ -11,20 +11,36 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/dlock-go/dlock/internal/keyspace"
-	"github.com/redis/go-redis/v9"
+	"github.com/dlock-go/dlock/internal/tokens"
 )
 
 // Finding is one thing the audit found: the check, the Redis guidance's
-// row (the symptom), the keys (values shortened), what is wrong and the fix.
+// row (the symptom), the keys (values shortened), what is wrong, the fix,
+// and how the keys were judged to be locks.
 type Finding struct {
 	Check string   `json:"check"` // no-expiry, huge-ttl, fixed-value, long-hold, dead-waiters, kept-fence, eviction
 	Row   string   `json:"row"`   // the guidance's symptom
 	Keys  []string `json:"keys"`
 	What  string   `json:"what"`
 	Fix   string   `json:"fix"`
+	Basis string   `json:"basis"` // how the finding was decided: BasisDlock, BasisHandWritten, BasisBookkeeping, BasisConfig
 }
+
+// What a finding's keys were judged to be. A string key is audited as a
+// lock only when it is one of dlock's (dlock.Status.IsDlock) or looks like
+// a hand-written lock (handWritten): on a shared Redis, the other keys
+// without expiry (counters, caches) are the user's data, not locks.
+const (
+	BasisDlock       = "dlock's locks: each has a fence counter or a wait queue of dlock's beside it (dlock.Status.IsDlock)"
+	BasisHandWritten = "hand-written locks, by their look: a word of the name is lock, locks, locked, mutex or mtx, and the value is a token or owner id, a Unix time or a flag (1, true, locked)"
+	BasisBookkeeping = "dlock's own keys (dlock:fence:*, dlock:queue:*, dlock:waiters:*)"
+	BasisConfig      = "the server's configuration (CONFIG GET maxmemory*)"
+)
 
 // The audit's limits.
 const (
@@ -56,19 +72,24 @@ func Audit(ctx context.Context, rdb *redis.Client, pattern string, limit int) ([
 	if err != nil {
 		return nil, err
 	}
-	var locks []string
+	var candidates []string
 	for _, k := range keys {
 		if !strings.HasPrefix(k, "dlock:") {
-			locks = append(locks, k)
+			candidates = append(candidates, k)
 		}
 	}
-	ttls, values, err := readLocks(ctx, rdb, locks)
+	read, err := readLocks(ctx, rdb, candidates)
 	if err != nil {
 		return nil, err
 	}
 	var out []Finding
-	out = append(out, expiryFindings(locks, ttls)...)
-	out = append(out, sharedValues(locks, values)...)
+	for _, g := range judge(candidates, read) {
+		more := append(expiryFindings(g.keys, g.ttls), sharedValues(g.keys, g.values)...)
+		for i := range more {
+			more[i].Basis = g.basis
+		}
+		out = append(out, more...)
+	}
 	// dlock's own bookkeeping: fence counters, wait queues.
 	for _, audit := range []struct {
 		pattern, typ string
@@ -90,28 +111,146 @@ func Audit(ctx context.Context, rdb *redis.Client, pattern string, limit int) ([
 	return out, nil
 }
 
-// readLocks reads the keys' TTLs and values, pipelined a thousand at a
-// time.
-func readLocks(ctx context.Context, rdb *redis.Client, keys []string) ([]time.Duration, []string, error) {
-	ttls, values := make([]time.Duration, len(keys)), make([]string, len(keys))
+// keyState is what readLocks reads of a key: its TTL and value, and
+// whether dlock keeps a fence counter or a wait queue beside it.
+type keyState struct {
+	ttl     time.Duration
+	value   string
+	fence   int64
+	waiters int64
+}
+
+// readLocks reads the keys' TTLs, values, fence counters and queue
+// lengths, pipelined a thousand keys at a time.
+func readLocks(ctx context.Context, rdb *redis.Client, keys []string) ([]keyState, error) {
+	out := make([]keyState, len(keys))
 	for lo := 0; lo < len(keys); lo += 1000 {
 		batch := keys[lo:min(len(keys), lo+1000)]
 		var pttl []*redis.DurationCmd
-		var get []*redis.StringCmd
+		var get, fence []*redis.StringCmd
+		var queued []*redis.IntCmd
 		if _, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for _, k := range batch {
 				pttl = append(pttl, p.PTTL(ctx, k))
 				get = append(get, p.Get(ctx, k))
+				fence = append(fence, p.Get(ctx, keyspace.Fence(k)))
+				queued = append(queued, p.ZCard(ctx, keyspace.Queue(k)))
 			}
 			return nil
-		}); err != nil && !errors.Is(err, redis.Nil) {
-			return nil, nil, err
+		}); err != nil && !errors.Is(err, redis.Nil) && !strings.Contains(err.Error(), "WRONGTYPE") {
+			return nil, err
 		}
 		for i := range batch {
-			ttls[lo+i], values[lo+i] = pttl[i].Val(), get[i].Val()
+			f, _ := strconv.ParseInt(fence[i].Val(), 10, 64)
+			out[lo+i] = keyState{ttl: pttl[i].Val(), value: get[i].Val(), fence: f, waiters: queued[i].Val()}
 		}
 	}
-	return ttls, values, nil
+	return out, nil
+}
+
+// group is keys judged alike, with their TTLs and values.
+type group struct {
+	basis  string
+	keys   []string
+	ttls   []time.Duration
+	values []string
+}
+
+// judge sorts the keys into dlock's locks and hand-written ones; the rest
+// are no locks, and are left alone.
+func judge(keys []string, read []keyState) []group {
+	groups := []group{{basis: BasisDlock}, {basis: BasisHandWritten}}
+	for i, k := range keys {
+		r := read[i]
+		g := &groups[1]
+		switch {
+		case tokens.IsDlock(tokens.Primitive(r.value), r.fence, int(r.waiters)): // as dlock.Status.IsDlock
+			g = &groups[0]
+		case !handWritten(k, r.value):
+			continue
+		}
+		g.keys, g.ttls, g.values = append(g.keys, k), append(g.ttls, r.ttl), append(g.values, r.value)
+	}
+	return groups
+}
+
+// handWritten reports whether a key that is not dlock's looks like a lock
+// someone wrote by hand (SET NX, SETNX): both its name and its value must
+// say so, as neither alone does (a counter "lock:attempts" holds 42; a
+// cache entry holds a token-like id). The name: one of its words (split
+// at punctuation, digits and camelCase) is lock, locks, locked, mutex or
+// mtx; "block", "clock" or "nolock" are not. The value: a token or owner
+// id (1 to 256 printable characters without spaces, not JSON, not a
+// number: a random string, a UUID, host:pid), a Unix time in seconds or
+// milliseconds (the old SETNX recipe stores the expiry), or a flag (1,
+// true, yes, locked, held, taken, busy).
+func handWritten(key, value string) bool {
+	named := false
+	for _, w := range words(key) {
+		switch w {
+		case "lock", "locks", "locked", "mutex", "mtx":
+			named = true
+		}
+	}
+	return named && lockValue(value)
+}
+
+// words splits a key's name at anything but letters, and before each
+// capital that follows a small letter (jobLock: job, lock), in lower case.
+func words(key string) []string {
+	var out []string
+	var w []rune
+	prev := rune(0)
+	flush := func() {
+		if len(w) > 0 {
+			out = append(out, strings.ToLower(string(w)))
+			w = w[:0]
+		}
+	}
+	for _, r := range key {
+		switch {
+		case !unicode.IsLetter(r):
+			flush()
+		case unicode.IsUpper(r) && unicode.IsLower(prev):
+			flush()
+			w = append(w, r)
+		default:
+			w = append(w, r)
+		}
+		prev = r
+	}
+	flush()
+	return out
+}
+
+// lockValue reports whether a value looks like what a hand-written lock
+// holds (handWritten says what).
+func lockValue(v string) bool {
+	switch strings.ToLower(v) {
+	case "1", "true", "yes", "locked", "held", "taken", "busy":
+		return true
+	case "":
+		return false
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		return unixTime(n)
+	}
+	if _, err := strconv.ParseFloat(v, 64); err == nil || len(v) > 256 || strings.ContainsAny(v[:1], `{["`) {
+		return false
+	}
+	for _, r := range v {
+		if r <= ' ' || r > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+// unixTime reports whether n reads as a Unix time between 2001 and 2100,
+// in seconds or milliseconds.
+func unixTime(n int64) bool {
+	const from, to = 1_000_000_000, 4_102_444_800 // 2001-09-09, 2100-01-01
+	return (n >= from && n < to) || (n >= from*1000 && n < to*1000)
 }
 
 // expiryFindings: lock keys without expiry, and TTLs far above the rest.
@@ -216,12 +355,12 @@ func fenceFindings(ctx context.Context, rdb *redis.Client, fences []string, now 
 	var out []Finding
 	if len(long) > 0 {
 		out = append(out, Finding{Check: "long-hold", Row: "renewal that never ends",
-			Keys: long, What: fmt.Sprintf("lock(s) held for over %d of their TTLs and %v, renewed all along", longHoldFactor, longHoldMin),
+			Keys: long, What: fmt.Sprintf("lock(s) held for over %d of their TTLs and %v, renewed all along", longHoldFactor, longHoldMin), Basis: BasisBookkeeping,
 			Fix: "bound the hold: WithMaxHold(d) ends renewal at d, and the holder's Context tells it; look for a stuck holder"})
 	}
 	if len(kept) > 0 {
 		out = append(out, Finding{Check: "kept-fence", Row: "keys that outlive their locks",
-			Keys: kept, What: fmt.Sprintf("%d fence counter(s) without expiry", len(kept)),
+			Keys: kept, What: fmt.Sprintf("%d fence counter(s) without expiry", len(kept)), Basis: BasisBookkeeping,
 			Fix: "dlock keeps a counter for the TTL plus the fence margin (WithFenceMargin); PEXPIRE these to that, or let a new grant set it"})
 	}
 	return out, nil
@@ -268,7 +407,7 @@ func deadWaiters(ctx context.Context, rdb *redis.Client, queues []string, now ti
 	if len(dead) == 0 {
 		return nil, nil
 	}
-	return []Finding{{Check: "dead-waiters", Row: "waiters that never get the lock",
+	return []Finding{{Check: "dead-waiters", Row: "waiters that never get the lock", Basis: BasisBookkeeping,
 		Keys: dead, What: fmt.Sprintf("queued waiters whose client has shown no sign of life for %v (crashed processes)", deadAfter),
 		Fix: "nothing to do for dlock's queue (a dead waiter is skipped when reached, and its queue expires); find out why those processes died while waiting"}}, nil
 }
@@ -296,7 +435,7 @@ func Eviction(ctx context.Context, rdb *redis.Client) (f *Finding, note string, 
 	if strings.HasPrefix(policy, "volatile-") {
 		what = "keys with a TTL, which every dlock key has"
 	}
-	return &Finding{Check: "eviction", Row: "occasional double entry",
+	return &Finding{Check: "eviction", Row: "occasional double entry", Basis: BasisConfig,
 		Keys: []string{fmt.Sprintf("%s (maxmemory %d, maxmemory-policy %s)", rdb.Options().Addr, limit, policy)},
 		What: fmt.Sprintf("with memory full, %s evicts %s: an evicted lock key lets a second holder in, an evicted fence counter, wait queue or guard record breaks fencing and the wait order", policy, what),
 		Fix:  "CONFIG SET maxmemory-policy noeviction, and maxmemory-policy noeviction in redis.conf (or CONFIG REWRITE) so that a restart keeps it; writes then fail when memory is full, which dlock reports, instead of dropping locks; keep locks on a Redis apart from a cache that needs eviction"}, "", nil

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -37,8 +38,11 @@ var this = sync.OnceValue(func() Record {
 })
 
 // Encode returns r as stored, its empty Host, PID and Program this
-// process's; a record above MaxRecord bytes is an error.
+// process's, and the secrets in its Label and Program masked (Redact): a
+// record is read by anyone who may read the lock (status, the console, a
+// revocation's audit entry); a record above MaxRecord bytes is an error.
 func Encode(r Record) (string, error) {
+	r.Label, r.Program = Redact(r.Label), Redact(r.Program)
 	p := this()
 	if r.Host == "" {
 		r.Host = p.Host
@@ -89,3 +93,28 @@ func Sort(rs []Record) {
 
 // Time returns a record's Since as a time.
 func (r Record) Time() time.Time { return time.UnixMilli(r.Since) }
+
+// Masked is what Redact puts in place of a secret.
+const Masked = "xxxxx"
+
+var (
+	// urlPassword is a URL's user:password@ (RFC 3986 userinfo); the
+	// password runs to the last '@' of the word, so a password with an
+	// unencoded '@' or '/' is masked whole.
+	urlPassword = regexp.MustCompile(`\b([A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*):\S*@`)
+	// secretAssignment is NAME=VALUE where NAME says it holds a secret
+	// (PGPASSWORD=, --db-password=, API_TOKEN=, client_secret=).
+	secretAssignment = regexp.MustCompile(`(?i)((?:^|[\s])[A-Za-z0-9_.-]*(?:pass|pwd|secret|token|api[_-]?key|credential)[A-Za-z0-9_.-]*=)\S*`)
+)
+
+// Redact masks the secrets a command line or a label may carry, so that
+// no owner record stores them: a URL's password (scheme://user:password@
+// becomes scheme://user:xxxxx@) and the value of an assignment whose name
+// says it is secret (PGPASSWORD=hunter2 becomes PGPASSWORD=xxxxx). It
+// cannot know a secret given as an argument of its own (--password
+// hunter2): `dlock run` labels a hold with the command's name only,
+// unless asked for more.
+func Redact(s string) string {
+	s = urlPassword.ReplaceAllString(s, "${1}:"+Masked+"@")
+	return secretAssignment.ReplaceAllString(s, "${1}"+Masked)
+}

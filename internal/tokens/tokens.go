@@ -105,14 +105,13 @@ func Value(t string) (string, bool) {
 	return string(v), err == nil
 }
 
-// Primitive names what a token was granted for: "semaphore", "read",
-// "write" (its kind prefix), "election" (it carries a value) or "lock".
+// Primitive names what a token was granted for, in the vocabulary of
+// Status.Kind and Event.Primitive: "semaphore", "rwmutex" (its kind prefix;
+// Mode says read or write), "election" (it carries a value) or "lock".
 func Primitive(t string) string {
 	switch {
-	case strings.HasPrefix(t, Read):
-		return "read"
-	case strings.HasPrefix(t, Write):
-		return "write"
+	case strings.HasPrefix(t, Read), strings.HasPrefix(t, Write):
+		return "rwmutex"
 	case strings.HasPrefix(t, "~s"):
 		return "semaphore"
 	}
@@ -120,4 +119,28 @@ func Primitive(t string) string {
 		return "election"
 	}
 	return "lock"
+}
+
+// Mode says how a read-write lock's token holds it: "read" or "write";
+// "" for any other token.
+func Mode(t string) string {
+	switch {
+	case strings.HasPrefix(t, Read):
+		return "read"
+	case strings.HasPrefix(t, Write):
+		return "write"
+	}
+	return ""
+}
+
+// IsDlock is the rule of dlock.Status.IsDlock, shared with the doctor
+// (which cannot import dlock): a key held by a semaphore or a read-write
+// lock (kind, as Primitive names it), or one beside which dlock keeps a
+// fence counter (fence > 0) or a wait queue (waiters > 0), is dlock's.
+func IsDlock(kind string, fence int64, waiters int) bool {
+	switch kind {
+	case "semaphore", "rwmutex":
+		return true
+	}
+	return fence > 0 || waiters > 0
 }
