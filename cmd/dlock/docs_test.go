@@ -27,7 +27,7 @@ func TestTheCommandReferenceMatchesTheBinary(t *testing.T) {
 	doc := string(data)
 	top := helpOf(t)
 	commands := strings.Split(strings.SplitN(top, "Commands:\n", 2)[1], "\n\n")[0]
-	flagLine := regexp.MustCompile(`(?m)^  -([a-z-]+)`)
+	flagLine := regexp.MustCompile(`(?m)^  --([a-z-]+)`)
 	documented := regexp.MustCompile("(?m)^- `--([a-z-]+)")
 	n := 0
 	for _, line := range strings.Split(commands, "\n") {

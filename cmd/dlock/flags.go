@@ -3,12 +3,13 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strconv"
 	"strings"
 	"time"
+
+	flag "github.com/spf13/pflag"
 
 	"github.com/dlock-go/dlock"
 )
@@ -26,6 +27,9 @@ func (w *waitFlag) String() string {
 	return w.d.String()
 }
 
+// Type names what --wait takes, in help.
+func (w *waitFlag) Type() string { return "duration" }
+
 func (w *waitFlag) Set(v string) error {
 	d, err := parseDuration(v)
 	if err != nil {
@@ -39,10 +43,13 @@ func (w *waitFlag) Set(v string) error {
 }
 
 // durationValue is a duration flag whose error says what a duration looks
-// like (flag.Duration says only "parse error").
+// like (time.ParseDuration's does not suggest a unit).
 type durationValue time.Duration
 
 func (d *durationValue) String() string { return time.Duration(*d).String() }
+
+// Type names what a duration flag takes, in help.
+func (d *durationValue) Type() string { return "duration" }
 
 func (d *durationValue) Set(v string) error {
 	p, err := parseDuration(v)

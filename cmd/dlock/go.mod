@@ -11,6 +11,7 @@ require (
 	github.com/dlock-go/dlock/prometheus v0.0.0-20261201200455-9ec0a15ed62c
 	github.com/prometheus/client_golang v1.23.2
 	github.com/redis/go-redis/v9 v9.23.0
+	github.com/spf13/pflag v1.1.0
 	modernc.org/sqlite v1.62.0
 )
 

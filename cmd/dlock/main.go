@@ -20,7 +20,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -28,6 +27,7 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+	flag "github.com/spf13/pflag"
 )
 
 // Exit codes. They are part of the interface: scripts test for them, and
@@ -142,15 +142,14 @@ runnable/found; 130 interrupted (SIGINT, SIGTERM, SIGHUP) while waiting
 `)
 }
 
-// newFlagSet returns a flag set for subcommand name. --help prints the
-// synopsis, help, the flags and the examples; a bad flag prints only the
-// flag package's one-line error and a hint to --help.
+// newFlagSet returns a flag set for subcommand name, GNU style
+// (github.com/spf13/pflag): --key NAME or --key=NAME. --help prints the
+// synopsis, help, the flags and the examples; a bad flag prints its error,
+// in dlock's words (parse), and a hint to --help.
 func newFlagSet(name, synopsis, help string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Run 'dlock %s --help' for its flags and examples.\n", name)
-	}
+	fs.Usage = func() {} // parse reports errors
 	helps[fs] = func(out io.Writer) {
 		fmt.Fprintf(out, "Usage: dlock %s %s\n\n%s\n\nFlags:\n", name, synopsis, strings.TrimSpace(help))
 		printDefaults(fs, out)
@@ -158,30 +157,23 @@ func newFlagSet(name, synopsis, help string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
-// printDefaults is flag's PrintDefaults, naming what the command's own
-// flag types take (a duration) where flag would say only "value".
+// printDefaults lists fs's flags as the docs write them, --name TYPE, each
+// with its usage and default.
 func printDefaults(fs *flag.FlagSet, w io.Writer) {
 	fs.VisitAll(func(f *flag.Flag) {
-		var b strings.Builder
-		fmt.Fprintf(&b, "  -%s", f.Name)
-		name, usage := flag.UnquoteUsage(f)
-		switch f.Value.(type) {
-		case *durationValue, *waitFlag:
-			if name == "value" {
-				name = "duration"
-			}
+		if f.Hidden {
+			return
 		}
-		if name != "" {
+		var b strings.Builder
+		fmt.Fprintf(&b, "  --%s", f.Name)
+		if name, _ := flag.UnquoteUsage(f); name != "" {
 			b.WriteString(" " + name)
 		}
-		if b.Len() <= 4 { // a one-letter bool flag: the usage fits beside it
-			b.WriteString("\t")
-		} else {
-			b.WriteString("\n    \t")
-		}
+		_, usage := flag.UnquoteUsage(f)
+		b.WriteString("\n    \t")
 		b.WriteString(strings.ReplaceAll(usage, "\n", "\n    \t"))
 		if zero := reflect.New(reflect.TypeOf(f.Value).Elem()).Interface().(flag.Value); f.DefValue != zero.String() {
-			if fmt.Sprintf("%T", f.Value) == "*flag.stringValue" {
+			if f.Value.Type() == "string" {
 				fmt.Fprintf(&b, " (default %q)", f.DefValue)
 			} else {
 				fmt.Fprintf(&b, " (default %v)", f.DefValue)
@@ -198,7 +190,8 @@ var helps = map[*flag.FlagSet]func(io.Writer){}
 // should stop (help asked for, or bad flags). Help goes to standard output
 // (it was asked for); errors to stderr. Flags may follow the positional
 // arguments (dlock status KEY --json), up to a "--", after which everything
-// is the command's.
+// is the command's; run's command line begins at its first positional
+// argument too, so that CMD's own flags stay CMD's.
 func parse(fs *flag.FlagSet, args []string) (stop bool, code int) {
 	for _, a := range args {
 		if a == "--" {
@@ -209,58 +202,110 @@ func parse(fs *flag.FlagSet, args []string) (stop bool, code int) {
 			return true, exitOK
 		}
 	}
-	if err := fs.Parse(interspersed(fs, args)); err != nil {
+	fs.SetInterspersed(fs.Name() != "run")
+	if err := fs.Parse(doubleDashed(fs, args)); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return true, exitOK
 		}
+		fmt.Fprintf(fs.Output(), "dlock: %s: %s\nRun 'dlock %s --help' for its flags and examples.\n", fs.Name(), flagError(fs, err), fs.Name())
 		return true, exitUsage
 	}
 	return false, 0
 }
 
-// interspersed moves the flags among args (before any "--") ahead of the
-// positional arguments, keeping each flag's value with it, so that the flag
-// package, which stops at the first positional argument, sees them all. A
-// "--" and what follows stay at the end, as given. A subcommand whose
-// positional arguments are a command line (run) has them after "--" or as
-// the first non-flag, from which on nothing is moved.
-func interspersed(fs *flag.FlagSet, args []string) []string {
-	var flags, positional []string
+// doubleDashed returns args with each flag written with one dash (-key),
+// as Go's flag package took them and scripts written for earlier dlocks
+// may, written with two (--key): dlock has no one-letter flags for "-key"
+// to mean "-k -e -y". Flags' values, and what follows "--" (or, for a
+// flag set that stops at its first positional argument, that argument),
+// are left as they are.
+func doubleDashed(fs *flag.FlagSet, args []string) []string {
+	out := make([]string, 0, len(args))
 	for i := 0; i < len(args); i++ {
 		a := args[i]
-		if a == "--" || (fs.Name() == "run" && !strings.HasPrefix(a, "-")) {
-			positional = append(positional, args[i:]...)
-			break
+		positional := !strings.HasPrefix(a, "-") || a == "-"
+		if a == "--" || (positional && fs.Name() == "run") {
+			return append(out, args[i:]...)
 		}
-		if !strings.HasPrefix(a, "-") || a == "-" {
-			positional = append(positional, a)
-			continue
+		if !positional && !strings.HasPrefix(a, "--") && isLetter(a[1]) {
+			a = "-" + a
 		}
-		flags = append(flags, a)
-		name := strings.TrimLeft(a, "-")
-		if strings.Contains(name, "=") {
-			continue
-		}
-		if f := fs.Lookup(name); f != nil && !isBoolFlag(f) && i+1 < len(args) {
-			flags = append(flags, args[i+1])
+		out = append(out, a)
+		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if f := fs.Lookup(name); !positional && f != nil && f.NoOptDefVal == "" && !hasValue && i+1 < len(args) {
+			out = append(out, args[i+1]) // the flag's value, whatever it looks like
 			i++
 		}
 	}
-	if len(positional) > 0 && positional[0] != "--" && fs.Name() != "run" {
-		// The flag package stops at the first positional argument:
-		// put a "--" before them only if one of them looks like a flag.
-		for _, p := range positional {
-			if strings.HasPrefix(p, "-") && p != "-" {
-				return append(append(flags, "--"), positional...)
+	return out
+}
+
+func isLetter(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' }
+
+// flagError says what is wrong with the flags in dlock's words: an
+// unknown flag with the nearest one fs has, a value a flag refused.
+func flagError(fs *flag.FlagSet, err error) string {
+	var unknown *flag.NotExistError
+	var invalid *flag.InvalidValueError
+	var missing *flag.ValueRequiredError
+	switch {
+	case errors.As(err, &unknown):
+		name := unknown.GetSpecifiedName()
+		if name == "" {
+			name = unknown.GetSpecifiedShortnames()
+		}
+		if near := nearestFlag(fs, name); near != "" {
+			return fmt.Sprintf("unknown flag --%s (did you mean --%s?)", name, near)
+		}
+		return fmt.Sprintf("unknown flag --%s", name)
+	case errors.As(err, &invalid):
+		return fmt.Sprintf("invalid value %q for --%s: %v", invalid.GetValue(), invalid.GetFlag().Name, errors.Unwrap(invalid))
+	case errors.As(err, &missing):
+		return fmt.Sprintf("--%s needs a value", missing.GetSpecifiedName())
+	}
+	return err.Error()
+}
+
+// nearestFlag returns the name of fs's flag nearest to name by edit
+// distance (a swap of two letters counts one), or "" if none is near
+// enough to be what was meant.
+func nearestFlag(fs *flag.FlagSet, name string) string {
+	best, bestD := "", 0
+	fs.VisitAll(func(f *flag.Flag) {
+		if d := editDistance(name, f.Name); !f.Hidden && (best == "" || d < bestD) {
+			best, bestD = f.Name, d
+		}
+	})
+	if best == "" || bestD > max(2, len(name)/3) {
+		return ""
+	}
+	return best
+}
+
+// editDistance is the optimal string alignment distance of a and b:
+// insertions, deletions, substitutions and swaps of adjacent bytes.
+func editDistance(a, b string) int {
+	d := make([][]int, len(a)+1)
+	for i := range d {
+		d[i] = make([]int, len(b)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
 			}
 		}
 	}
-	return append(flags, positional...)
-}
-
-func isBoolFlag(f *flag.Flag) bool {
-	b, ok := f.Value.(interface{ IsBoolFlag() bool })
-	return ok && b.IsBoolFlag()
+	return d[len(a)][len(b)]
 }
 
 // usageError prints a usage problem and returns exitUsage.

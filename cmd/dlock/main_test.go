@@ -691,21 +691,21 @@ func TestVersionSaysTheModuleAndGoVersions(t *testing.T) {
 // Every flag's help names what a duration flag takes, and gives its
 // default once.
 func TestHelpNamesDurationsAndGivesEachDefaultOnce(t *testing.T) {
-	untyped := regexp.MustCompile(`(?m)^\s+-[a-z-]+ value\b`)
+	untyped := regexp.MustCompile(`(?m)^\s+--[a-z-]+ value\b`)
 	for _, c := range commands {
 		_, out, _ := run(t, c.name, "--help")
 		if m := untyped.FindAllString(out, -1); len(m) > 0 {
 			t.Errorf("dlock %s --help shows flags without a type: %q", c.name, m)
 		}
-		for _, para := range strings.Split(out, "\n  -") {
+		for _, para := range strings.Split(out, "\n  --") {
 			if n := strings.Count(para, "(default"); n > 1 {
-				t.Errorf("dlock %s --help gives a default %d times: -%s", c.name, n, para)
+				t.Errorf("dlock %s --help gives a default %d times: --%s", c.name, n, para)
 			}
 		}
 	}
 	for _, name := range []string{"run", "lock", "elect"} {
-		if _, out, _ := run(t, name, "--help"); !strings.Contains(out, "-ttl duration") || !strings.Contains(out, "-wait duration") {
-			t.Errorf("dlock %s --help does not say -ttl and -wait take a duration:\n%s", name, out)
+		if _, out, _ := run(t, name, "--help"); !strings.Contains(out, "--ttl duration") || !strings.Contains(out, "--wait duration") {
+			t.Errorf("dlock %s --help does not say --ttl and --wait take a duration:\n%s", name, out)
 		}
 	}
 }
@@ -838,5 +838,42 @@ func TestElectWithWaitZeroTriesOnce(t *testing.T) {
 	code, out, stderr := run(t, "elect", "--key", k, "--wait", "0", "--", "echo", "led")
 	if code != exitConflict || strings.Contains(out, "led") || !strings.Contains(stderr, `has a leader: "leader-host:8080"`) {
 		t.Fatalf("elect --wait 0 with a leader: exit %d, %q %q; want %d and the leader named", code, out, stderr, exitConflict)
+	}
+}
+
+// A mistyped flag is a usage error that says so in dlock's words, with
+// the nearest flag; help writes every flag with two dashes, as the docs do.
+func TestAMistypedFlagIsNamedWithTheNearestOne(t *testing.T) {
+	code, _, stderr := run(t, "run", "--kye", "x", "--", "true")
+	if code != exitUsage || !strings.HasPrefix(stderr, "dlock: run: unknown flag --kye (did you mean --key?)") {
+		t.Errorf("run --kye: exit %d, %q; want %d and the nearest flag", code, stderr, exitUsage)
+	}
+	if code, _, stderr := run(t, "status", "--jsno", "k"); code != exitUsage || !strings.Contains(stderr, "did you mean --json?") {
+		t.Errorf("status --jsno: exit %d, %q", code, stderr)
+	}
+	for _, c := range commands {
+		_, help, _ := run(t, c.name, "--help")
+		if m := regexp.MustCompile(`(?m)^  -[a-z]`).FindAllString(help, -1); len(m) > 0 {
+			t.Errorf("dlock %s --help lists flags with one dash: %q", c.name, m)
+		}
+	}
+	if _, help, _ := run(t, "run", "--help"); !strings.Contains(help, "\n  --key NAME\n") {
+		t.Errorf("dlock run --help does not list --key NAME:\n%s", help)
+	}
+}
+
+// Flags written with one dash, as Go's flag package took them, still work
+// (scripts written for earlier dlocks): dlock has no one-letter flags.
+func TestOneDashFlagsStillWork(t *testing.T) {
+	k := key(t)
+	if code, out, stderr := run(t, "run", "-key", k, "-wait=0", "--", "echo", "ran"); code != 0 || !strings.Contains(out, "ran") {
+		t.Fatalf("run -key K -wait=0: exit %d, %q %q", code, out, stderr)
+	}
+	if code, out, stderr := run(t, "status", k, "-json"); code != exitFree || !strings.Contains(out, `"held":false`) {
+		t.Fatalf("status K -json: exit %d, %q %q", code, out, stderr)
+	}
+	// run's command line is CMD's from its first word: its flags stay its own.
+	if code, out, stderr := run(t, "run", "--key", k, "echo", "-json", "--wait"); code != 0 || !strings.Contains(out, "-json --wait") {
+		t.Fatalf("run --key K echo -json --wait: exit %d, %q %q", code, out, stderr)
 	}
 }

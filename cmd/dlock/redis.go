@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	flag "github.com/spf13/pflag"
 
 	"github.com/dlock-go/dlock"
 )
@@ -37,6 +37,9 @@ type redisFlags struct {
 }
 
 func (r *redisFlags) String() string { return strings.Join(redactAll(r.urls), ",") }
+
+// Type names what --redis takes, in help (its usage names it too).
+func (r *redisFlags) Type() string { return "URL" }
 
 func (r *redisFlags) Set(v string) error {
 	r.urls = append(r.urls, v)

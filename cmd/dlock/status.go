@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	flag "github.com/spf13/pflag"
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/internal/owner"
