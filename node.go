@@ -434,6 +434,7 @@ func isWrongType(err error) bool { return strings.HasPrefix(err.Error(), "WRONGT
 // server ms, lowest first) at server time ms: token's hold if it has one,
 // else the first live one, with the longest TTL any has left.
 func liveHolders(st *keyState, zs []any, token string, ms int64) error {
+	zs = flatPairs(zs)
 	if len(zs) >= 2 && !strings.HasPrefix(fmt.Sprint(zs[0]), "~") {
 		return ErrWrongKind // a sorted set, not dlock's
 	}
@@ -457,6 +458,23 @@ func liveHolders(st *keyState, zs []any, token string, ms int64) error {
 		st.pttl = tokens // token's own TTL, not the longest
 	}
 	return nil
+}
+
+// flatPairs flattens a ZRANGE WITHSCORES reply of RESP3 ([member, score]
+// pairs) into RESP2's (member, score, member, score, ...).
+func flatPairs(zs []any) []any {
+	if len(zs) == 0 {
+		return zs
+	}
+	if _, nested := zs[0].([]any); !nested {
+		return zs
+	}
+	flat := make([]any, 0, 2*len(zs))
+	for _, p := range zs {
+		pair, _ := p.([]any)
+		flat = append(flat, pair...)
+	}
+	return flat
 }
 
 // scoreOf reads a ZRANGE WITHSCORES score (a string, or a float on RESP3).

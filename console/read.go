@@ -146,7 +146,7 @@ func Check(ctx context.Context, nodes []redis.UniversalClient, pattern string) e
 			}
 			locks := dlock.New(dlock.Direct(c))
 			defer locks.Close()
-			if _, err := locks.Inspect(ctx, "dlock:console:check"); err != nil {
+			if _, err := locks.Inspect(ctx, "dlock-console-check"); err != nil {
 				return fmt.Errorf("reading a key: %w", err)
 			}
 			if err := c.XRevRangeN(ctx, keyspace.Audit, "+", "-", 1).Err(); err != nil && !errors.Is(err, redis.Nil) {
