@@ -353,6 +353,7 @@
       box.append(el('div', { class: 'finding' },
         el('p', {}, el('strong', { text: f.check }), ' — ' + f.row),
         el('p', { text: f.what }), el('p', {}, 'Keys: ', el('code', { text: (f.keys || []).join(', ') })),
+        f.basis ? el('p', { class: 'muted', text: 'Judged as: ' + f.basis }) : null,
         el('p', {}, el('strong', { text: 'Fix: ' }), f.fix)));
     }
     for (const n of d.notes || []) box.append(el('p', { class: 'muted', text: n }));
