@@ -21,13 +21,13 @@ func (c *Client) TryLock(ctx context.Context, key string, opts ...Option) (*Lock
 	start := h.acquireStart()
 	o, err := c.prepare(key, opts)
 	if err != nil {
-		c.observeAcquire(h, key, o.primitiveFor(h), start, nil, false, err, nil, nil)
+		c.observeAcquire(h, key, o, start, nil, false, err, nil, nil)
 		return nil, err
 	}
 	o.note = newAcquireNote(h)
 	sctx, end := h.startSpan(ctx, SpanAcquire, key, o.primitiveFor(h))
 	l, _, err := c.try(sctx, key, o, false)
-	c.observeAcquire(h, key, o.primitiveFor(h), start, l, false, err, o.note, end)
+	c.observeAcquire(h, key, o, start, l, false, err, o.note, end)
 	c.startHold(h, ctx, l)
 	c.recordOwner(ctx, l, o)
 	return l, err
@@ -58,7 +58,7 @@ func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (l *Lock,
 		if l != nil && contended {
 			l.waited.Store(true)
 		}
-		c.observeAcquire(h, key, o.primitiveFor(h), start, l, contended, err, o.note, end)
+		c.observeAcquire(h, key, o, start, l, contended, err, o.note, end)
 		c.startHold(h, outer, l)
 		c.recordOwner(outer, l, o)
 	}()

@@ -306,7 +306,7 @@ func (l *Lock) releaseOn(ctx context.Context, n *node) (bool, error) {
 
 // event is an Event about l: its key, primitive, fence and node count.
 func (l *Lock) event(kind EventKind, err error) Event {
-	return Event{Kind: kind, Key: l.Key(), Primitive: tokens.Primitive(l.token), Fence: l.fence, Nodes: len(l.c.nodes), Err: err}
+	return Event{Kind: kind, Key: l.Key(), Primitive: tokens.Primitive(l.token), Mode: tokens.Mode(l.token), Fence: l.fence, Nodes: len(l.c.nodes), Err: err}
 }
 
 // gone records a release's answer: released (ok), or found gone.

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"log/slog"
 	"time"
+
+	"github.com/dlock-go/dlock/internal/tokens"
 )
 
 // EventKind says what an Event reports.
@@ -49,6 +51,7 @@ type Event struct {
 	Kind      EventKind     // what happened
 	Key       string        // the lock's key
 	Primitive string        // what holds it: "lock", "election", "semaphore" or "rwmutex" (as Status.Kind)
+	Mode      string        // an rwmutex's hold: "read" or "write" (as Status.Mode); "" for the others
 	Fence     int64         // 0 when no lock was obtained
 	Wait      time.Duration // EventAcquire: how long the call took
 	Held      time.Duration // EventRelease: time since the grant
@@ -167,11 +170,11 @@ func (h *hooks) acquireStart() time.Time {
 
 // observeAcquire reports the end of an acquisition call to h (loaded when
 // it began) and to end, its span (nil: none); note is the attempts' record.
-func (c *Client) observeAcquire(h *hooks, key, primitive string, start time.Time, l *Lock, contended bool, err error, note *acquireNote, end func(Event)) {
+func (c *Client) observeAcquire(h *hooks, key string, o options, start time.Time, l *Lock, contended bool, err error, note *acquireNote, end func(Event)) {
 	if h == nil {
 		return
 	}
-	e := Event{Kind: EventAcquire, Key: key, Primitive: primitive, Wait: time.Since(start), Contended: contended || errors.Is(err, ErrNotObtained) && !errors.Is(err, ErrNoQuorum), Err: err, Nodes: len(c.nodes)}
+	e := Event{Kind: EventAcquire, Key: key, Primitive: o.primitive(), Mode: tokens.Mode(o.kind), Wait: time.Since(start), Contended: contended || errors.Is(err, ErrNotObtained) && !errors.Is(err, ErrNoQuorum), Err: err, Nodes: len(c.nodes)}
 	if l != nil {
 		e.Fence = l.fence
 	}

@@ -115,10 +115,10 @@ func TestEventsNameThePrimitive(t *testing.T) {
 	var got []string
 	for _, ev := range evs.got {
 		if ev.Kind != dlock.EventRenew { // the campaign's watchdog may renew
-			got = append(got, ev.Kind.String()+":"+ev.Primitive)
+			got = append(got, strings.TrimSuffix(ev.Kind.String()+":"+ev.Primitive+":"+ev.Mode, ":"))
 		}
 	}
-	want := "acquire:semaphore acquire:semaphore release:semaphore acquire:read release:read acquire:write release:write acquire:election release:election acquire:lock release:lock"
+	want := "acquire:semaphore acquire:semaphore release:semaphore acquire:rwmutex:read release:rwmutex:read acquire:rwmutex:write release:rwmutex:write acquire:election release:election acquire:lock release:lock"
 	if strings.Join(got, " ") != want {
 		t.Fatalf("events:\n got %s\nwant %s", strings.Join(got, " "), want)
 	}
