@@ -187,3 +187,38 @@ func TestClusterSemaphoreAndRWMutex(t *testing.T) {
 	}
 	w.Unlock(ctxT(t))
 }
+
+// wrappedClient hides a client's type, as a user's instrumenting wrapper
+// does: dlock cannot tell a cluster behind it.
+type wrappedClient struct{ redis.UniversalClient }
+
+// Inspect on a cluster client behind a wrapper reads the key's master, as
+// on the cluster client itself, for every kind and RESP version, and
+// leaves no connection inside a transaction (found by review: its MULTI,
+// EXEC and TIME went to other masters than its reads, left a connection in
+// MULTI and failed every later call).
+func TestClusterInspectThroughAWrapper(t *testing.T) {
+	cl := redistest.StartCluster(t, 3)
+	for _, protocol := range []int{2, 3} {
+		rdb := cl.Client(t)
+		rdb.Options().Protocol = protocol
+		c := dlock.New(wrappedClient{rdb})
+		t.Cleanup(func() { c.Close() })
+		for i, k := range []string{"lock:a", "lock:b", "sem:{x}", "x{}y", "plain"} {
+			k := fmt.Sprintf("%s:%d:%d", k, protocol, i)
+			l := mustLock(t, c, k)
+			sem, err := c.Semaphore(k+":sem", 2).TryAcquire(ctxT(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 3 {
+				if st, err := c.Inspect(ctxT(t), k); err != nil || !st.Held || st.Kind != "lock" || st.Fence != l.Fence() {
+					t.Fatalf("RESP%d %q: %+v, %v; want held by the lock", protocol, k, st, err)
+				}
+				if st, err := c.Inspect(ctxT(t), sem.Key()); err != nil || !st.Held || st.Kind != "semaphore" || st.Holders != 1 {
+					t.Fatalf("RESP%d %q: %+v, %v; want one permit held", protocol, sem.Key(), st, err)
+				}
+			}
+		}
+	}
+}

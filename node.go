@@ -19,7 +19,8 @@ import (
 
 // RedisClient is what dlock needs of a go-redis client: scripts (EVALSHA,
 // then EVAL if the server lacks the script), single commands, a pipeline
-// (WithReplicaAck sends the acquire and WAIT together) and pub/sub.
+// (WithReplicaAck sends the acquire and WAIT together), a transaction
+// (Inspect's reads) and pub/sub.
 // *redis.Client, *redis.ClusterClient, a Sentinel client
 // (redis.NewFailoverClient), go-redis's AutoPipeliner and any client that
 // wraps one (a fault injector, an instrumented client) have all of it. A
@@ -31,6 +32,7 @@ type RedisClient interface {
 	redis.Scripter
 	Do(ctx context.Context, args ...any) *redis.Cmd
 	Pipelined(ctx context.Context, fn func(redis.Pipeliner) error) ([]redis.Cmder, error)
+	TxPipelined(ctx context.Context, fn func(redis.Pipeliner) error) ([]redis.Cmder, error)
 	Subscribe(ctx context.Context, channels ...string) *redis.PubSub
 }
 
@@ -341,12 +343,12 @@ type keyState struct {
 	owners []owner.Record // the live holds' owner records (WithOwner), oldest first
 }
 
-// inspect reads key's value, TTL and fencing counter, the queue's length and
-// the server's time in one MULTI/EXEC of plain read commands (atomic, as a
-// script would be), and the owner records beside it, in one round trip: a
-// read-only Redis user (docs/console.md) needs no EVAL, which would let it
-// run any script, an endless one too. token, if not "", is a shared holder
-// to look for.
+// inspect reads key's value, TTL and fencing counter, the queue's length,
+// the owner records and the server's time with plain read commands in one
+// MULTI/EXEC (atomic, as a script would be; go-redis routes a cluster's by
+// the key's slot), so that a read-only Redis user (docs/console.md) needs no
+// EVAL, which would let it run any script, an endless one too. token, if not
+// "", is a shared holder to look for.
 func (n *node) inspect(ctx context.Context, key, token string) (keyState, error) {
 	st, err := n.readKey(ctx, key, token)
 	if errors.Is(err, ErrWrongKind) {
@@ -359,56 +361,30 @@ func (n *node) inspect(ctx context.Context, key, token string) (keyState, error)
 }
 
 // readKey is inspect's reads and what they say.
-func (n *node) readKey(ctx context.Context, key, token string) (st keyState, err error) {
-	var rdb transport.Client = n.RDB
-	if n.Cluster != nil { // every read on the key's master: TIME has no key to route it by
-		if rdb, err = n.Cluster.MasterForKey(ctx, key); err != nil {
-			return st, err
-		}
-	}
-	var queued []*redis.Cmd
-	var exec, owners *redis.Cmd
-	_, _ = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for _, args := range [][]any{
-			{"MULTI"},
-			{"GET", key},                         // WRONGTYPE for a sorted set
-			{"PTTL", key},                        // ms; -1: no expiry, -2: none
-			{"ZRANGE", key, 0, -1, "WITHSCORES"}, // a semaphore's or read-write lock's holders; WRONGTYPE for a string
-			{"GET", keyspace.Fence(key)},
-			{"ZCARD", keyspace.Queue(key)},
-			{"TIME"},
-		} {
-			queued = append(queued, p.Do(ctx, args...))
-		}
-		exec = p.Do(ctx, "EXEC")
-		owners = p.Do(ctx, "HVALS", keyspace.Owner(key)) // apart: HVALS is in WithOwner's ACL alone
+func (n *node) readKey(ctx context.Context, key, token string) (keyState, error) {
+	var get, pttl, holders, fence, queued, owners, now *redis.Cmd
+	_, err := n.RDB.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		get = p.Do(ctx, "GET", key)                             // first: a cluster's keyless TIME goes to its slot
+		pttl = p.Do(ctx, "PTTL", key)                           // ms; -1: no expiry, -2: none
+		holders = p.Do(ctx, "ZRANGE", key, 0, -1, "WITHSCORES") // a semaphore's or read-write lock's
+		fence, queued = p.Do(ctx, "GET", keyspace.Fence(key)), p.Do(ctx, "ZCARD", keyspace.Queue(key))
+		owners, now = p.Do(ctx, "HVALS", keyspace.Owner(key)), p.Do(ctx, "TIME")
 		return nil
 	})
-	r, err := exec.Slice()
-	if err != nil {
-		for _, q := range queued { // the cause of an EXECABORT: NOPERM, say
-			if qerr := q.Err(); qerr != nil {
-				return st, qerr
-			}
-		}
-		return st, err
+	if failed := txFailure(err, get, pttl, holders, fence, queued, owners, now); failed != nil {
+		return keyState{}, failed
 	}
-	if len(r) != 6 {
-		return st, fmt.Errorf("unexpected reply to inspect's reads: %d values", len(r))
-	}
-	value, holders := r[0], r[2]
-	if e, ok := value.(error); ok && !isWrongType(e) {
-		return st, e
-	}
-	ms := serverMillis(r[5])
-	if f, ok := r[3].(string); ok {
+	t, _ := now.Slice()
+	ms := serverMillis(t)
+	var st keyState
+	if f, _ := fence.Text(); f != "" {
 		st.fence, _ = strconv.ParseInt(strings.TrimPrefix(f, "+"), 10, 64) // a marked counter: scripts/mark.lua
 	}
-	st.queued, _ = r[4].(int64)
-	records, _ := owners.Slice() // an error (NOPERM) is no records
+	st.queued, _ = queued.Int64()
+	records, _ := owners.Slice()
 	st.owners = owner.Live(records, ms)
-	if v, ok := value.(string); ok {
-		d, _ := r[1].(int64)
+	if v, err := get.Text(); err == nil {
+		d, _ := pttl.Int64()
 		st.value, st.exists, st.held = strings.TrimSuffix(v, "+"), true, 1 // "+": the holder's mark
 		st.pttl = time.Duration(d) * time.Millisecond
 		if d < 0 {
@@ -416,15 +392,32 @@ func (n *node) readKey(ctx context.Context, key, token string) (st keyState, err
 		}
 		return st, nil
 	}
-	zs, ok := holders.([]any)
-	if e, isErr := holders.(error); isErr && value != nil { // neither a string nor a sorted set
-		return st, e
+	if get.Err() != redis.Nil && holders.Err() != nil { // neither a string nor a sorted set
+		return keyState{}, holders.Err()
 	}
-	if !ok {
-		st.pttl = -2
-		return st, nil
-	}
+	zs, _ := holders.Slice()
 	return st, liveHolders(&st, zs, token, ms)
+}
+
+// txFailure returns why inspect's transaction failed, if it did: err (the
+// transaction's), or the first command's error that is not the key's absence nor the other
+// type's WRONGTYPE (GET of a sorted set, ZRANGE of a string), preferring
+// the cause of an EXECABORT (NOPERM, say) to the abort itself.
+func txFailure(err error, cmds ...*redis.Cmd) error {
+	var abort error
+	for _, c := range cmds {
+		switch e := c.Err(); {
+		case e == nil || e == redis.Nil || isWrongType(e):
+		case strings.HasPrefix(e.Error(), "EXECABORT"):
+			abort = e
+		default:
+			return e
+		}
+	}
+	if abort == nil && err != nil && err != redis.Nil && !isWrongType(err) {
+		return err // the connection's setup failed (SELECT, AUTH): no command has its error
+	}
+	return abort
 }
 
 // isWrongType reports a WRONGTYPE reply.
@@ -490,8 +483,7 @@ func scoreOf(v any) int64 {
 }
 
 // serverMillis is a TIME reply in milliseconds.
-func serverMillis(reply any) int64 {
-	t, _ := reply.([]any)
+func serverMillis(t []any) int64 {
 	if len(t) != 2 {
 		return 0
 	}

@@ -17,7 +17,7 @@ import (
 // Client is what dlock needs of a go-redis client (dlock.RedisClient):
 // scripts (EVALSHA, with EVAL when the server does not have the script
 // yet), single commands, a pipeline (WithReplicaAck sends the acquire and
-// WAIT together) and pub/sub. *redis.Client, *redis.ClusterClient, a
+// WAIT together), a transaction (Inspect's reads) and pub/sub. *redis.Client, *redis.ClusterClient, a
 // Sentinel-managed client (redis.NewFailoverClient) and go-redis's
 // AutoPipeliner have all of it, as does any client that wraps one (a fault
 // injector, an instrumented client).
@@ -31,6 +31,7 @@ type Client interface {
 	redis.Scripter
 	Do(ctx context.Context, args ...any) *redis.Cmd
 	Pipelined(ctx context.Context, fn func(redis.Pipeliner) error) ([]redis.Cmder, error)
+	TxPipelined(ctx context.Context, fn func(redis.Pipeliner) error) ([]redis.Cmder, error)
 	Subscribe(ctx context.Context, channels ...string) *redis.PubSub
 }
 
