@@ -58,8 +58,9 @@ type Revoked struct {
 //     later holder's fence is above every revoked hold's, so its writes
 //     make every guard refuse the revoked holder's from then on.
 //
-// Revoke returns when that is done, or when ctx ends (the marks stand: the
-// holds end with their leases). It fails with an error matching ErrNotHeld
+// Revoke returns when that is done, or when ctx ends or the Client is
+// closed (the marks stand: the holds end with their leases; the error is
+// ctx's, or ErrClosed). Close waits for it to return. It fails with an error matching ErrNotHeld
 // when key has no live hold of dlock's that r names (a key dlock did not
 // write is never touched). The console (module dlock/console) calls it.
 func (c *Client) Revoke(ctx context.Context, key string, r Revocation) (Revoked, error) {
@@ -71,6 +72,13 @@ func (c *Client) Revoke(ctx context.Context, key string, r Revocation) (Revoked,
 	if r.Grace < 0 || r.Grace > MaxGrace || len(r.By) > 512 || len(r.Reason) > 512 {
 		return Revoked{}, invalid("revoke: Grace %v outside 0 to %v, or By or Reason over 512 bytes", r.Grace, MaxGrace)
 	}
+	done, ok := c.begin()
+	if !ok {
+		return Revoked{}, ErrClosed
+	}
+	defer done()
+	ctx, unbind := c.bind(ctx)
+	defer unbind()
 	st, err := c.Inspect(ctx, key)
 	if err != nil && !errors.Is(err, ErrProtocol) {
 		return Revoked{}, err
@@ -91,8 +99,8 @@ func (c *Client) Revoke(ctx context.Context, key string, r Revocation) (Revoked,
 	for _, t := range toks {
 		out.Holds = append(out.Holds, tokens.Redact(t))
 	}
-	if err := ctx.Err(); err != nil {
-		return out, err
+	if ctx.Err() != nil {
+		return out, context.Cause(ctx) // ErrClosed, or ctx's error
 	}
 	return c.removeRevoked(ctx, nm, toks, st, r, o.fenceKeep(), out), nil
 }

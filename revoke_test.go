@@ -270,3 +270,34 @@ func TestRevokeRefusesAGraceAboveMaxGrace(t *testing.T) {
 		t.Fatal("a refused Revoke took the lock")
 	}
 }
+
+// A Revoke waiting out its grace ends with ErrClosed when its Client is
+// closed, and Close waits for it: nothing of the Client's goes on changing
+// Redis after Close returns (found by review: Revoke removed the hold
+// seconds after Close had returned).
+func TestCloseEndsARevokeInItsGraceAndWaitsForIt(t *testing.T) {
+	c, _ := newClient(t, shared())
+	k := key(t)
+	mustLock(t, c, k, dlock.WithTTL(time.Minute)) // never renews: it would be removed after the grace
+	got := make(chan error, 1)
+	go func() {
+		_, err := c.Revoke(context.Background(), k, dlock.Revocation{By: "ops", Grace: time.Minute})
+		got <- err
+	}()
+	eventually(t, "the hold is marked revoked", func() bool {
+		return len(auditEntries(t, shared().Client(t), k)) == 1
+	})
+	c.Close()
+	select {
+	case err := <-got:
+		if !errors.Is(err, dlock.ErrClosed) {
+			t.Fatalf("Revoke after Close: %v, want ErrClosed", err)
+		}
+	default:
+		t.Fatal("Close returned while the Revoke went on")
+	}
+	other, _ := newClient(t, shared())
+	if st, _ := other.Inspect(ctxT(t), k); !st.Held {
+		t.Fatal("the hold was removed after Close")
+	}
+}
