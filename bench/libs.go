@@ -51,10 +51,32 @@ func dlockLock(c *dlock.Client) func(ctx context.Context, key string) (func() er
 // (make bench-pair) the base build's beside it.
 func dlocks(addrs []string) []locker {
 	libs := []locker{dlockLocker(addrs)}
+	if *transports && len(addrs) == 1 {
+		libs = append(libs, dlockTransports(addrs[0])...)
+	}
 	for _, b := range baseLockers {
 		libs = append(libs, b.lock(addrs))
 	}
 	return libs
+}
+
+// dlockTransports are dlock on addr with its scripts sent otherwise than
+// by default (-transports): every one through the user's client
+// (dlock.Direct: its hooks see all), and through go-redis's AutoPipeliner
+// made from the user's client (its hooks fire per command).
+func dlockTransports(addr string) []locker {
+	direct := newRedis(addr)
+	dc := dlock.New(dlock.Direct(direct))
+	piped := newRedis(addr)
+	ap, err := piped.AutoPipeline()
+	if err != nil {
+		panic(err)
+	}
+	pc := dlock.New(ap)
+	return []locker{
+		{name: "dlock Direct", lock: dlockLock(dc), close: func() { dc.Close(); direct.Close() }},
+		{name: "dlock AutoPipeline", lock: dlockLock(pc), close: func() { pc.Close(); ap.Close(); piped.Close() }},
+	}
 }
 
 // dlockTryLockers are dlock's TryLock lockers on addr, as dlocks.

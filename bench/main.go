@@ -38,6 +38,7 @@ var (
 	rounds     = flag.Int("rounds", 3, "interleaved rounds per scenario (each library runs once per round)")
 	cpuProfile = flag.String("cpuprofile", "", "write the bench process's CPU profile to this file")
 	herdBound  = flag.Duration("herd-bound", 60*time.Second, "the longest a herd round may take before its waiters give up")
+	transports = flag.Bool("transports", false, "add dlock through dlock.Direct and through go-redis's AutoPipeliner beside dlock on one node (no report is written)")
 )
 
 // result is one library in one scenario.
@@ -258,7 +259,7 @@ func main() {
 		}
 		admin.Close()
 	}
-	if *only != "" || *libsOnly != "" {
+	if *only != "" || *libsOnly != "" || *transports {
 		return
 	}
 
