@@ -33,9 +33,11 @@ type Owner struct {
 // trip to each node, and each renewal and Unlock one more script
 // (BENCHMARKS.md); without it, nothing. An owner whose fields take more
 // than 1 KiB is ErrInvalidArgument. Program and Label are stored with the
-// password of any URL masked (scheme://user:xxxxx@), and the value of any
-// NAME=VALUE whose name says password, secret or token: anyone who may
-// read the lock may read them.
+// password of user:password@ (a URL's or not) masked as user:xxxxx@, and
+// the value given to a name that says secret (PGPASSWORD=, --api-key=,
+// JSON's "token":): anyone who may read the lock may read them. A secret
+// given as an argument of its own (--password hunter2) cannot be told
+// from any other argument; docs/command.md lists what is masked.
 func WithOwner(o Owner) Option {
 	o.Since, o.Holder = time.Time{}, ""
 	return func(opts *options) { opts.owner = &o }

@@ -20,13 +20,20 @@ locks.
 
 A string key that matches is audited as a lock only if it is one: dlock's
 (a fence counter or a wait queue of dlock's beside it), or a hand-written
-lock by its look: a word of its name is lock, locks, locked, mutex or mtx
-(report_lock, jobLock, lock:42; not block, clock or nolock) AND its value
-is a token or owner id (no spaces, not JSON, not a number: a random
-string, a UUID, host:pid), a Unix time (the old SETNX recipe's expiry) or
-a flag (1, true, locked). Other keys, a counter or a cache entry without
-expiry, are the user's data and left alone. Each finding says which rule
-picked its keys (basis).
+lock by its look. Its name: a word of it (split at punctuation, digits and
+camelCase, any case) is lock, locks, mutex or mtx, or ends in lock
+(report_lock, jobLock, lock:42, mylock, ORDERLOCK; not block, clock,
+unlock, nolock, deadlock, gridlock or padlock, nor locked: user:1:locked is
+an account's state). AND its value: a token or owner id (no spaces, not a
+number: a random string, a UUID, host:pid), a Unix time in s or ms, whole
+or fractional (the old SETNX recipe's expiry, Python's time.time()+ttl),
+or a JSON object with an owner's or expiry's field (owner, holder, token,
+until, expires, lease, deadline). A flag (1, true, yes, locked, held,
+taken, busy) counts only when a segment of the name between ':', '.' or
+'/' is one such word alone (lock:x, jobs:lock, mylock:report; not
+settings:1:screen_lock). Other keys, a counter, a setting or a cache entry
+without expiry, are the user's data and left alone. Each finding says
+which rule picked its keys (basis).
 
 Each finding names the table's row, the keys (values shortened: a token is
 never printed whole) and the fix:

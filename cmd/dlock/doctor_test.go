@@ -169,3 +169,29 @@ func TestDoctorLeavesPlainKeysAloneAndSaysHowItJudged(t *testing.T) {
 		t.Fatalf("a hand-written lock without expiry: exit %d, want one no-expiry finding that says it looks hand-written:\n%s%s", code, out, errOut)
 	}
 }
+
+// An account's or a setting's flag is no lock (user:1:locked true,
+// settings:1:screen_lock 1: exit 0), and a lock whose value is a
+// fractional Unix time (Python's time.time()+ttl) is one.
+func TestDoctorTellsFlagsFromLocksByTheName(t *testing.T) {
+	s := redistest.Start(t)
+	rdb := s.Client(t)
+	ctx := context.Background()
+	for k, v := range map[string]string{"user:1:locked": "true", "settings:1:screen_lock": "1"} {
+		if err := rdb.Set(ctx, k, v, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code, out, errOut := run(t, "doctor", "--redis", "redis://"+s.Addr()); code != 0 || !strings.Contains(out, "no findings") {
+		t.Fatalf("flags without expiry: exit %d, want 0 and no findings:\n%s%s", code, out, errOut)
+	}
+	if err := rdb.SetNX(ctx, "lock:order:2", "1796608340.95", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := run(t, "doctor", "--redis", "redis://"+s.Addr(), "--json")
+	var f doctor.Finding
+	if code != 1 || json.Unmarshal([]byte(strings.TrimSpace(out)), &f) != nil || f.Check != "no-expiry" ||
+		len(f.Keys) != 1 || f.Keys[0] != "lock:order:2" {
+		t.Fatalf("a lock holding a fractional Unix time, without expiry: exit %d, want one no-expiry finding for it:\n%s%s", code, out, errOut)
+	}
+}

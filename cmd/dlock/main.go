@@ -193,71 +193,92 @@ var helps = map[*flag.FlagSet]func(io.Writer){}
 // is the command's; run's command line begins at its first positional
 // argument too, so that CMD's own flags stay CMD's.
 func parse(fs *flag.FlagSet, args []string) (stop bool, code int) {
-	for _, a := range args {
-		if a == "--" {
-			break
-		}
-		if a == "-h" || a == "-help" || a == "--help" {
-			helps[fs](os.Stdout)
-			return true, exitOK
-		}
-	}
 	fs.SetInterspersed(fs.Name() != "run")
-	if err := fs.Parse(doubleDashed(fs, args)); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return true, exitOK
-		}
+	args, help, err := doubleDashed(fs, args)
+	if help {
+		helps[fs](os.Stdout)
+		return true, exitOK
+	}
+	if err == nil {
+		err = fs.Parse(args)
+	}
+	if err != nil {
 		fmt.Fprintf(fs.Output(), "dlock: %s: %s\nRun 'dlock %s --help' for its flags and examples.\n", fs.Name(), flagError(fs, err), fs.Name())
 		return true, exitUsage
 	}
 	return false, 0
 }
 
-// doubleDashed returns args with each flag written with one dash (-key),
-// as Go's flag package took them and scripts written for earlier dlocks
-// may, written with two (--key): dlock has no one-letter flags for "-key"
-// to mean "-k -e -y". Flags' values, and what follows "--" (or, for a
-// flag set that stops at its first positional argument, that argument),
-// are left as they are.
-func doubleDashed(fs *flag.FlagSet, args []string) []string {
-	out := make([]string, 0, len(args))
+// takesCommand reports whether fs's positional arguments are a command to
+// run (run's and elect's CMD), whose own flags, -h and --help among them,
+// are the command's, never a request for dlock's help.
+func takesCommand(fs *flag.FlagSet) bool { return fs.Name() == "run" || fs.Name() == "elect" }
+
+// unknownFlagError is a word that names none of a flag set's flags, as it
+// was written (-d stays -d), without its value.
+type unknownFlagError struct {
+	word, name   string
+	afterCommand bool // it follows elect's command's first word: the command's own flag
+}
+
+func (e *unknownFlagError) Error() string { return "unknown flag " + e.word }
+
+// doubleDashed returns args with each of fs's flags written with one dash
+// (-key), as Go's flag package took them and scripts written for earlier
+// dlocks may, written with two (--key): dlock has no one-letter flags for
+// "-key" to mean "-k -e -y". It reports help for -h, -help or --help before
+// a "--" and, for a command that takes a command (takesCommand), before
+// that command's first word. A word that names none of fs's flags is an
+// *unknownFlagError, named as written. Flags' values, and what follows
+// "--" (or, for run, its first positional argument), are left as they are.
+func doubleDashed(fs *flag.FlagSet, args []string) (out []string, help bool, err error) {
+	out = make([]string, 0, len(args))
+	afterCommand := false // elect's command's first word came before: what follows is the command's
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		positional := !strings.HasPrefix(a, "-") || a == "-"
 		if a == "--" || (positional && fs.Name() == "run") {
-			return append(out, args[i:]...)
+			return append(out, args[i:]...), false, nil
 		}
-		if !positional && !strings.HasPrefix(a, "--") && isLetter(a[1]) {
+		if positional {
+			afterCommand = takesCommand(fs)
+			out = append(out, a)
+			continue
+		}
+		word, _, hasValue := strings.Cut(a, "=")
+		name := strings.TrimLeft(word, "-")
+		f := fs.Lookup(name)
+		switch {
+		case (word == "-h" || name == "help") && !afterCommand:
+			return nil, true, nil
+		case f == nil:
+			return nil, false, &unknownFlagError{word: word, name: name, afterCommand: afterCommand}
+		case !strings.HasPrefix(a, "--"):
 			a = "-" + a
 		}
 		out = append(out, a)
-		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		if f := fs.Lookup(name); !positional && f != nil && f.NoOptDefVal == "" && !hasValue && i+1 < len(args) {
+		if f.NoOptDefVal == "" && !hasValue && i+1 < len(args) {
 			out = append(out, args[i+1]) // the flag's value, whatever it looks like
 			i++
 		}
 	}
-	return out
+	return out, false, nil
 }
-
-func isLetter(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' }
 
 // flagError says what is wrong with the flags in dlock's words: an
 // unknown flag with the nearest one fs has, a value a flag refused.
 func flagError(fs *flag.FlagSet, err error) string {
-	var unknown *flag.NotExistError
+	var unknown *unknownFlagError
 	var invalid *flag.InvalidValueError
 	var missing *flag.ValueRequiredError
 	switch {
+	case errors.As(err, &unknown) && unknown.afterCommand:
+		return fmt.Sprintf("unknown flag %s: a command goes after --, as in dlock %s --key NAME [flags] -- CMD [ARGS...]", unknown.word, fs.Name())
 	case errors.As(err, &unknown):
-		name := unknown.GetSpecifiedName()
-		if name == "" {
-			name = unknown.GetSpecifiedShortnames()
+		if near := nearestFlag(fs, unknown.name); near != "" {
+			return fmt.Sprintf("unknown flag %s (did you mean --%s?)", unknown.word, near)
 		}
-		if near := nearestFlag(fs, name); near != "" {
-			return fmt.Sprintf("unknown flag --%s (did you mean --%s?)", name, near)
-		}
-		return fmt.Sprintf("unknown flag --%s", name)
+		return err.Error()
 	case errors.As(err, &invalid):
 		return fmt.Sprintf("invalid value %q for --%s: %v", invalid.GetValue(), invalid.GetFlag().Name, errors.Unwrap(invalid))
 	case errors.As(err, &missing):

@@ -877,3 +877,55 @@ func TestOneDashFlagsStillWork(t *testing.T) {
 		t.Fatalf("run --key K echo -json --wait: exit %d, %q %q", code, out, stderr)
 	}
 }
+
+// run's command line is CMD's from its first word: a -h or --help there
+// is CMD's to answer, not dlock's.
+func TestRunLeavesItsCommandsHelpToTheCommand(t *testing.T) {
+	k := key(t)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--key", k, "--wait", "0", "echo", "-h", "/tmp"}, "-h /tmp\n"},
+		{[]string{"run", "--key", k, "echo", "x", "--help"}, "x --help\n"},
+		{[]string{"run", "--key", k, "sh", "-c", "echo $0", "--help"}, "--help\n"},
+		{[]string{"run", "--key", k, "--", "echo", "-h"}, "-h\n"},
+	} {
+		code, out, stderr := run(t, c.args...)
+		if code != exitOK || out != c.want {
+			t.Errorf("dlock %q: exit %d, %.80q %q; want 0 and the command's %q", c.args, code, out, stderr, c.want)
+		}
+	}
+	if code, out, _ := run(t, "run", "--key", k, "--help", "echo", "x"); code != exitOK || !strings.HasPrefix(out, "Usage: dlock run") {
+		t.Errorf("dlock run --key K --help echo x: exit %d, %q; want run's help", code, out)
+	}
+}
+
+// elect wants its command after "--": a command's flag before it is an
+// unknown flag of elect's, named as written, with a hint to "--"; a --help
+// there is the command's, so it is no request for elect's help.
+func TestElectWantsItsCommandAfterTheDoubleDash(t *testing.T) {
+	k := key(t)
+	code, out, stderr := run(t, "elect", "--key", k, "--wait", "0", "ls", "-d", "/tmp")
+	if code != exitUsage || !strings.HasPrefix(stderr, "dlock: elect: unknown flag -d:") || !strings.Contains(stderr, "after --") {
+		t.Errorf("elect ... ls -d /tmp: exit %d, %q %q; want %d, -d named as written and a hint to --", code, out, stderr, exitUsage)
+	}
+	code, out, stderr = run(t, "elect", "--key", k, "--wait", "0", "grep", "--help")
+	if code != exitUsage || strings.Contains(out, "Usage: dlock elect") || !strings.Contains(stderr, "after --") {
+		t.Errorf("elect ... grep --help: exit %d, %.80q %q; want %d and a hint to --", code, out, stderr, exitUsage)
+	}
+	if code, out, stderr := run(t, "elect", "--key", k, "--wait", "0", "--", "echo", "-d", "--help"); code != exitOK || out != "-d --help\n" {
+		t.Errorf("elect ... -- echo -d --help: exit %d, %q %q; want 0 and the command run", code, out, stderr)
+	}
+}
+
+// A mistyped flag written with one dash is named as it was written.
+func TestAMistypedOneDashFlagIsNamedAsWritten(t *testing.T) {
+	code, _, stderr := run(t, "run", "-kye", "x", "--", "true")
+	if code != exitUsage || !strings.HasPrefix(stderr, "dlock: run: unknown flag -kye (did you mean --key?)") {
+		t.Errorf("run -kye: exit %d, %q; want %d and the nearest flag", code, stderr, exitUsage)
+	}
+	if code, _, stderr := run(t, "status", "-hello", "k"); code != exitUsage || !strings.HasPrefix(stderr, "dlock: status: unknown flag -hello") {
+		t.Errorf("status -hello: exit %d, %q; want %d, not help", code, stderr, exitUsage)
+	}
+}

@@ -42,9 +42,13 @@ not runnable/found; 70 internal error (CMD's status unreadable).
 The hold's owner record (host, pid, "dlock run" and a label), which status,
 ls and the console show, labels it with CMD's name alone: a command line
 may hold secrets. --label TEXT says what it is for instead; --label-args
-adds the arguments, with URL passwords (scheme://user:xxxxx@) and the
-values of NAME=VALUE whose NAME says password, secret or token masked (a
-password given as an argument of its own is not recognised).
+adds the arguments, masked: the password of user:password@ (a URL's or
+not: user:xxxxx@), and the value given to a name that holds pass, pwd,
+secret, token, auth or credential or ends in key after more (API_KEY, not
+--key), as NAME=VALUE, --name=VALUE (a quoted value whole) or JSON's
+"name": "value". Not recognised: a password given as an argument of its
+own (--password hunter2, -p hunter2), a URL's password that holds a
+blank, a secret under a name that does not say so.
 
 With --permits N, up to N copies run at once (a semaphore on NAME, like
 consul lock -n): each holds one permit while its command runs.

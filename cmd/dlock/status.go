@@ -86,7 +86,7 @@ type labelFlags struct {
 
 func (l *labelFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&l.text, "label", "", "what the hold is for, as status, ls and the console show it (default: CMD's name, without its arguments)")
-	fs.BoolVar(&l.args, "label-args", false, "label the hold with CMD and its arguments, URL passwords and PASSWORD=/TOKEN=/SECRET= values masked")
+	fs.BoolVar(&l.args, "label-args", false, "label the hold with CMD and its arguments, user:PASSWORD@ and the values of secret-named NAME=, --name= and \"name\": masked")
 }
 
 // of returns the label for a hold that runs cmdArgs: --label, else CMD

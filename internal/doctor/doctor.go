@@ -5,8 +5,10 @@ package doctor
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -37,7 +39,7 @@ type Finding struct {
 // without expiry (counters, caches) are the user's data, not locks.
 const (
 	BasisDlock       = "dlock's locks: each has a fence counter or a wait queue of dlock's beside it (dlock.Status.IsDlock)"
-	BasisHandWritten = "hand-written locks, by their look: a word of the name is lock, locks, locked, mutex or mtx, and the value is a token or owner id, a Unix time or a flag (1, true, locked)"
+	BasisHandWritten = "hand-written locks, by their look: a word of the name is lock, locks, mutex or mtx or ends in lock (mylock; not block, clock, unlock, nolock, deadlock, gridlock, padlock, nor locked), and the value is a token or owner id, a Unix time (whole or fractional, s or ms) or a JSON object with an owner's or expiry's field; a flag (1, true, locked) only when a segment of the name between ':', '.' or '/' is such a word alone (lock:x, jobs:lock)"
 	BasisBookkeeping = "dlock's own keys (dlock:fence:*, dlock:queue:*, dlock:waiters:*)"
 	BasisConfig      = "the server's configuration (CONFIG GET maxmemory*)"
 )
@@ -178,21 +180,51 @@ func judge(keys []string, read []keyState) []group {
 // someone wrote by hand (SET NX, SETNX): both its name and its value must
 // say so, as neither alone does (a counter "lock:attempts" holds 42; a
 // cache entry holds a token-like id). The name: one of its words (split
-// at punctuation, digits and camelCase) is lock, locks, locked, mutex or
-// mtx; "block", "clock" or "nolock" are not. The value: a token or owner
-// id (1 to 256 printable characters without spaces, not JSON, not a
-// number: a random string, a UUID, host:pid), a Unix time in seconds or
-// milliseconds (the old SETNX recipe stores the expiry), or a flag (1,
-// true, yes, locked, held, taken, busy).
+// at punctuation, digits and camelCase) names a lock (lockWord: report_lock,
+// jobLock, mylock, ORDERLOCK; not block, clock, unlock, nolock, deadlock,
+// gridlock, padlock, nor locked, which is an account's or a door's state).
+// The value (lockValue): a token or owner id, a Unix time, or a JSON
+// object with an owner's or an expiry's field. A flag (1, true, yes,
+// locked, held, taken, busy), which any setting may hold, counts only when
+// a segment of the name (between ':', '.' and '/') is one word that names
+// a lock: lock:x, jobs:lock, mylock:report, not settings:1:screen_lock.
 func handWritten(key, value string) bool {
-	named := false
-	for _, w := range words(key) {
-		switch w {
-		case "lock", "locks", "locked", "mutex", "mtx":
-			named = true
+	if !slices.ContainsFunc(words(key), lockWord) {
+		return false
+	}
+	switch strings.ToLower(value) {
+	case "1", "true", "yes", "locked", "held", "taken", "busy":
+		return slices.ContainsFunc(segments(key), func(seg string) bool {
+			return !strings.ContainsFunc(seg, func(r rune) bool { return !unicode.IsLetter(r) }) && lockWord(strings.ToLower(seg))
+		})
+	}
+	return lockValue(value)
+}
+
+// segments splits a key's name where keys' names are usually split:
+// ':', '.' and '/'.
+func segments(key string) []string {
+	return strings.FieldsFunc(key, func(r rune) bool { return r == ':' || r == '.' || r == '/' })
+}
+
+// lockWord reports whether w, a word of a key's name in lower case, names
+// a lock: lock, locks, mutex, mtx, or a word that ends in lock or locks
+// (mylock, spinlocks) but none of those that end so and are no lock.
+func lockWord(w string) bool {
+	switch w {
+	case "mutex", "mutexes", "mtx":
+		return true
+	}
+	w = strings.TrimSuffix(w, "s")
+	if !strings.HasSuffix(w, "lock") {
+		return false
+	}
+	for _, not := range []string{"block", "clock", "unlock", "nolock", "deadlock", "gridlock", "padlock"} {
+		if strings.HasSuffix(w, not) {
+			return false
 		}
 	}
-	return named && lockValue(value)
+	return true
 }
 
 // words splits a key's name at anything but letters, and before each
@@ -224,18 +256,35 @@ func words(key string) []string {
 }
 
 // lockValue reports whether a value looks like what a hand-written lock
-// holds (handWritten says what).
+// holds, besides a flag: a token or owner id (1 to 256 printable
+// characters without spaces, not a number: a random string, a UUID,
+// host:pid); a Unix time in seconds or milliseconds, whole or fractional
+// (the old SETNX recipe stores the expiry; Python's time.time()+ttl has a
+// fraction); or a JSON object with a field whose name says owner, holder,
+// token, until, expires, lease or deadline.
 func lockValue(v string) bool {
-	switch strings.ToLower(v) {
-	case "1", "true", "yes", "locked", "held", "taken", "busy":
-		return true
-	case "":
+	if v == "" {
 		return false
 	}
-	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+	if n, err := strconv.ParseFloat(v, 64); err == nil {
 		return unixTime(n)
 	}
-	if _, err := strconv.ParseFloat(v, 64); err == nil || len(v) > 256 || strings.ContainsAny(v[:1], `{["`) {
+	if v[0] == '{' {
+		var fields map[string]any
+		if json.Unmarshal([]byte(v), &fields) != nil {
+			return false
+		}
+		for name := range fields {
+			name = strings.ToLower(name)
+			for _, w := range []string{"owner", "holder", "token", "until", "expir", "lease", "deadline"} {
+				if strings.Contains(name, w) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	if len(v) > 256 || strings.ContainsAny(v[:1], `["`) {
 		return false
 	}
 	for _, r := range v {
@@ -248,7 +297,7 @@ func lockValue(v string) bool {
 
 // unixTime reports whether n reads as a Unix time between 2001 and 2100,
 // in seconds or milliseconds.
-func unixTime(n int64) bool {
+func unixTime(n float64) bool {
 	const from, to = 1_000_000_000, 4_102_444_800 // 2001-09-09, 2100-01-01
 	return (n >= from && n < to) || (n >= from*1000 && n < to*1000)
 }

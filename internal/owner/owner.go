@@ -98,23 +98,36 @@ func (r Record) Time() time.Time { return time.UnixMilli(r.Since) }
 const Masked = "xxxxx"
 
 var (
-	// urlPassword is a URL's user:password@ (RFC 3986 userinfo); the
-	// password runs to the last '@' of the word, so a password with an
-	// unencoded '@' or '/' is masked whole.
-	urlPassword = regexp.MustCompile(`\b([A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*):\S*@`)
-	// secretAssignment is NAME=VALUE where NAME says it holds a secret
-	// (PGPASSWORD=, --db-password=, API_TOKEN=, client_secret=).
-	secretAssignment = regexp.MustCompile(`(?i)((?:^|[\s])[A-Za-z0-9_.-]*(?:pass|pwd|secret|token|api[_-]?key|credential)[A-Za-z0-9_.-]*=)\S*`)
+	// credentials is the password of user:password@host, a URL's
+	// (scheme://user:password@) or a bare word's (mongo --host
+	// u:password@db). It runs to the word's last '@', so a password with
+	// an unencoded '@' or '/' is masked whole; it cannot begin with '/'
+	// (a bare "scheme:" is followed by the URL's "//"), nor hold a blank.
+	credentials = regexp.MustCompile(`((?:^|://|[\s'"=;(&|,])[^\s:/@'"=;(&|,]*):[^\s/]\S*@`)
+	// secretValue is the value given to a name that says it holds a
+	// secret: one that holds pass, pwd, secret, token, auth or credential,
+	// or ends in key after more (API_KEY, STRIPE_KEY, apikey; not a bare
+	// key, as --key=NAME is a lock's name). The name stands alone (after
+	// the start or a character no name holds: a blank, ';', '(', a quote)
+	// and takes its value as NAME=VALUE or --name=VALUE, a shell word of
+	// quoted ('...', "...") and bare parts that ends at a blank or one of
+	// ;&|(); or as JSON's "name": VALUE, a string or a word up to ',' or
+	// '}'. Group 1 is what comes before the value, 2 and 3 the separator.
+	secretValue = regexp.MustCompile(`(?i)((?:^|[^\w.-])[\w.-]*(?:(?:pass|pwd|secret|token|auth|credential)[\w.-]*|[a-z0-9][_-]?key))` +
+		`(?:(=)(?:'[^']*'|"(?:[^"\\]|\\.)*"|[^\s'";&|()])+` +
+		`|(["']\s*:\s*)(?:"(?:[^"\\]|\\.)*"|'[^']*'|[^\s,}]+))`)
 )
 
 // Redact masks the secrets a command line or a label may carry, so that
-// no owner record stores them: a URL's password (scheme://user:password@
-// becomes scheme://user:xxxxx@) and the value of an assignment whose name
-// says it is secret (PGPASSWORD=hunter2 becomes PGPASSWORD=xxxxx). It
-// cannot know a secret given as an argument of its own (--password
-// hunter2): `dlock run` labels a hold with the command's name only,
-// unless asked for more.
+// no owner record stores them: the password of user:password@host, in a
+// URL or not (it becomes user:xxxxx@), and the value given to a name that
+// says it is secret (secretValue's: PGPASSWORD=hunter2, --api-key='a b'
+// and {"token":"t"} become PGPASSWORD=xxxxx, --api-key=xxxxx and
+// {"token":xxxxx}). It cannot know a secret given as an argument of its
+// own (--password hunter2, -p hunter2), a URL's password that holds a
+// blank, or a value under a name that does not say secret: `dlock run`
+// labels a hold with the command's name only, unless asked for more.
 func Redact(s string) string {
-	s = urlPassword.ReplaceAllString(s, "${1}:"+Masked+"@")
-	return secretAssignment.ReplaceAllString(s, "${1}"+Masked)
+	s = credentials.ReplaceAllString(s, "${1}:"+Masked+"@")
+	return secretValue.ReplaceAllString(s, "${1}${2}${3}"+Masked)
 }
