@@ -1,0 +1,41 @@
+-- release: leave the line, release the lock if it holds this token, and hand
+-- it to the first live waiter: K set to its token for a claim, a fence issued,
+-- and a wake message naming it. A waiter that gives up runs it too.
+-- KEYS[1]  lock K     KEYS[2]  fence counter F
+-- KEYS[3]  queue Q    KEYS[4]  waiter records W (as in acquire.lua)
+-- KEYS[5]  wake channel: the message is "id fence"
+-- ARGV[1]  token      ARGV[2]  claim_ms: how long the next waiter has to confirm
+-- ARGV[3]  keep_ms    ARGV[4]  the caller's waiter id ('' for none)
+-- Returns {1, next waiter's id or ''} RELEASED, {0, ''} NOT_HELD.
+local K, F, Q, W = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local t = redis.call('TIME')
+local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now_ms = math.floor(now_us / 1000)
+
+local function head() -- as in acquire.lua
+  for _ = 1, 16 do
+    local h = redis.call('ZRANGE', Q, 0, 0)[1]
+    if not h then return nil end
+    local rec = redis.call('HGET', W, h)
+    if rec and tonumber(string.match(rec, '^%S+ %S+ (%S+)')) >= now_ms then return h, rec end
+    redis.call('ZREM', Q, h)
+    redis.call('HDEL', W, h)
+  end
+  return redis.call('ZRANGE', Q, 0, 0)[1], nil
+end
+
+if ARGV[4] ~= '' then
+  redis.call('ZREM', Q, ARGV[4])
+  redis.call('HDEL', W, ARGV[4])
+end
+if redis.call('GET', K) ~= ARGV[1] then return {0, ''} end
+redis.call('DEL', K)
+local h, rec = head()
+if not rec then return {1, ''} end
+local fence = math.max(tonumber(redis.call('GET', F) or '0') + 1, now_us)
+fence = string.format('%.0f', fence)
+redis.call('SET', F, fence, 'PX', ARGV[3])
+redis.call('SET', K, string.match(rec, '^%S+'), 'PX', ARGV[2])
+redis.call('HSET', W, h, string.match(rec, '^%S+ %S+ %S+') .. ' ' .. fence)
+redis.call('PUBLISH', KEYS[5], h .. ' ' .. fence)
+return {1, h}

@@ -1,0 +1,301 @@
+// Package wait is the single-node mutex's wait protocol as a state machine,
+// after etcd's raft: no goroutines, channels, clocks or I/O. A driver feeds
+// a Waiter events (the caller's request, a script's reply or its failure, a
+// wake message, a timer, the caller's context ending, the holder's unlock)
+// and carries out the commands Step returns (run a script with these
+// arguments, hand the caller its lock or its error, wake me at t).
+//
+// A waiter is a ticket in the lock's queue. A holder's release hands the
+// key to the first live waiter (K set to its token for a claim, a fence
+// issued, a wake message naming it); the waiter confirms it with acquire,
+// which sets its TTL. A waiter re-runs acquire every Poll as its keepalive;
+// a waiter that gives up runs release (leaving the line and passing on a
+// grant it may hold); a crashed one is purged by the next touch once its
+// record's alive time has passed. Scripts: acquire (queue), the holder's
+// release (hand-off), acquire (confirm) for a contended hand-off; acquire and
+// release for an uncontended lock and unlock.
+//
+// States, events, commands and the next state ("in flight": one script at a
+// time; a Wake or Cancel then only marks the waiter, acted on at the reply):
+//
+//	state      event                   commands                      next
+//	Idle       Start                   Run acquire                   Acquiring
+//	Acquiring  Reply GRANTED           Grant(fence, sent+TTL)        Held
+//	Acquiring  Reply QUEUED/TAKEN      WakeAt(now+Poll)              Queued
+//	Acquiring  Reply QUEUED, woken     Run acquire                   Acquiring
+//	Acquiring  Failed (outcome unknown) WakeAt(now+Retry)            Queued
+//	Acquiring  Wake                    - (woken)                     Acquiring
+//	Acquiring  Cancel                  Fail(err) (cancelled)         Acquiring
+//	Acquiring  Reply/Failed, cancelled Run release                   Leaving
+//	Queued     Wake, or Timer due      Run acquire                   Acquiring
+//	Queued     Cancel                  Fail(err), Run release        Leaving
+//	Held       Unlock                  Run release                   Releasing
+//	Releasing  Reply/Failed            -                             Done
+//	Leaving    Reply/Failed            -                             Done
+//
+// Any other event is ignored. A lease is counted from the send of the
+// acquire that granted or confirmed it, shortened by Drift.
+package wait
+
+import (
+	_ "embed"
+	"errors"
+	"strconv"
+	"time"
+)
+
+// The scripts, for a driver to run with KEYS as their headers name them.
+var (
+	//go:embed scripts/acquire.lua
+	AcquireScript string
+	//go:embed scripts/release.lua
+	ReleaseScript string
+)
+
+// State is where a Waiter is in its protocol.
+type State int
+
+// A Waiter's states.
+const (
+	Idle      State = iota // not yet asked for the lock
+	Acquiring              // an acquire is in flight
+	Queued                 // in the line, waiting for a wake message or its timer
+	Held                   // the caller holds the lock
+	Releasing              // the holder's release is in flight
+	Leaving                // a waiter that gave up: its release is in flight
+	Done                   // finished
+)
+
+var stateNames = [...]string{"Idle", "Acquiring", "Queued", "Held", "Releasing", "Leaving", "Done"}
+
+// String names the state.
+func (s State) String() string { return stateNames[s] }
+
+// EventKind is what happened.
+type EventKind int
+
+// The events a driver feeds a Waiter.
+const (
+	Start  EventKind = iota // the caller asks for the lock
+	Reply                   // a script's reply, Event.Result
+	Failed                  // a script failed or timed out: it may or may not have run
+	Wake                    // a wake message naming this waiter, with Event.Fence
+	Timer                   // a time asked for with WakeAt has come
+	Cancel                  // the caller's context ended, with Event.Err
+	Unlock                  // the holder unlocks
+)
+
+// Event is one input to Step. Now is the waiter's own clock.
+type Event struct {
+	Kind   EventKind
+	Now    time.Time
+	Result Result // Reply
+	Fence  int64  // Wake: the fence named by the message
+	Err    error  // Cancel: the context's error
+}
+
+// Status is a script's answer.
+type Status int
+
+// The scripts' answers (the first element of their replies).
+const (
+	NotHeld  Status = 0 // release: the lock did not hold the token
+	Released Status = 1 // release: released (and maybe handed on)
+	Granted  Status = 1 // acquire: the lock is the caller's, with Result.Fence
+	Enqueued Status = 2 // acquire: the caller waits in the line
+	Taken    Status = 3 // acquire without join: held by another
+)
+
+// Result is a script's reply, parsed by ParseReply.
+type Result struct {
+	Status Status
+	Fence  int64         // acquire GRANTED
+	PTTL   time.Duration // acquire QUEUED or TAKEN: the holder's remaining TTL
+	Next   string        // release: the waiter the lock was handed to, or ""
+}
+
+// ParseReply parses a script's {code, value} reply; release says which.
+func ParseReply(release bool, code int64, value string) (Result, error) {
+	r := Result{Status: Status(code)}
+	switch {
+	case release:
+		r.Next = value
+	case r.Status == Granted:
+		f, err := strconv.ParseInt(value, 10, 64)
+		if err != nil {
+			return r, errors.New("wait: bad fence " + strconv.Quote(value))
+		}
+		r.Fence = f
+	default:
+		ms, _ := strconv.ParseInt(value, 10, 64)
+		r.PTTL = time.Duration(ms) * time.Millisecond
+	}
+	return r, nil
+}
+
+// CommandKind is what the driver is to do.
+type CommandKind int
+
+// The commands Step returns.
+const (
+	RunAcquire CommandKind = iota // run AcquireScript with Command.Args as ARGV
+	RunRelease                    // run ReleaseScript with Command.Args as ARGV
+	Grant                         // hand the caller its lock: Fence, and Lease (its end, by the waiter's clock)
+	Fail                          // hand the caller its error, Err
+	WakeAt                        // feed a Timer event at At
+)
+
+// Command is one output of Step.
+type Command struct {
+	Kind  CommandKind
+	Args  []string
+	Fence int64
+	Lease time.Time
+	Err   error
+	At    time.Time
+}
+
+// Config is one waiter's parameters.
+type Config struct {
+	ID, Token string
+	TTL       time.Duration // the lease asked for
+	Keep      time.Duration // how long the fence counter is kept; at least TTL and Claim
+	Alive     time.Duration // a record is dead this long after its last touch
+	Poll      time.Duration // the keepalive's period, well under Alive
+	Claim     time.Duration // how long the next waiter has to confirm a hand-off; over Poll
+	Retry     time.Duration // the wait after a failed script
+	Drift     float64       // the fraction of TTL given up for clock drift
+	Defects   Defects       // test-only; all false in production
+}
+
+// Defects reintroduce known bugs, for showing that the simulator finds
+// them. Never set outside tests.
+type Defects struct {
+	NoConfirm   bool // a wake message grants without a confirming acquire
+	KeepOnLeave bool // a waiter that gives up runs no release
+	DropOnLoss  bool // after a failed acquire, a fresh token: a grant by that acquire is lost
+}
+
+// Waiter is one Lock call's protocol.
+type Waiter struct {
+	cfg              Config
+	state            State
+	sent             time.Time // the send of the acquire in flight
+	timer            time.Time // the time asked for with WakeAt
+	woken, cancelled bool
+}
+
+// New returns a waiter in state Idle.
+func New(cfg Config) *Waiter { return &Waiter{cfg: cfg} }
+
+// State is the waiter's state.
+func (w *Waiter) State() State { return w.state }
+
+// Token is the token the waiter's scripts carry now.
+func (w *Waiter) Token() string { return w.cfg.Token }
+
+// Step feeds one event and returns the commands it causes.
+func (w *Waiter) Step(ev Event) []Command {
+	switch w.state {
+	case Idle:
+		if ev.Kind == Start {
+			return w.acquire(ev.Now)
+		}
+	case Acquiring:
+		return w.stepAcquiring(ev)
+	case Queued:
+		switch ev.Kind {
+		case Wake:
+			if w.cfg.Defects.NoConfirm {
+				w.state = Held
+				return []Command{{Kind: Grant, Fence: ev.Fence, Lease: w.lease(ev.Now)}}
+			}
+			return w.acquire(ev.Now)
+		case Timer:
+			if !ev.Now.Before(w.timer) {
+				return w.acquire(ev.Now)
+			}
+		case Cancel:
+			if w.cfg.Defects.KeepOnLeave {
+				w.state = Done
+				return []Command{{Kind: Fail, Err: ev.Err}}
+			}
+			return append([]Command{{Kind: Fail, Err: ev.Err}}, w.leave()...)
+		}
+	case Held:
+		if ev.Kind == Unlock {
+			w.state = Releasing
+			return []Command{w.release(w.cfg.Claim)}
+		}
+	case Releasing, Leaving:
+		if ev.Kind == Reply || ev.Kind == Failed {
+			w.state = Done
+		}
+	}
+	return nil
+}
+
+func (w *Waiter) stepAcquiring(ev Event) []Command {
+	switch ev.Kind {
+	case Wake:
+		w.woken = true
+	case Cancel:
+		if !w.cancelled {
+			w.cancelled = true
+			return []Command{{Kind: Fail, Err: ev.Err}}
+		}
+	case Reply, Failed:
+		if w.cancelled {
+			if w.cfg.Defects.KeepOnLeave {
+				w.state = Done
+				return nil
+			}
+			return w.leave()
+		}
+		if ev.Kind == Failed {
+			if w.cfg.Defects.DropOnLoss {
+				w.cfg.Token += "'"
+			}
+			return w.wait(ev.Now.Add(w.cfg.Retry))
+		}
+		switch ev.Result.Status {
+		case Granted:
+			w.state = Held
+			return []Command{{Kind: Grant, Fence: ev.Result.Fence, Lease: w.lease(w.sent)}}
+		case Enqueued, Taken:
+			if w.woken {
+				return w.acquire(ev.Now)
+			}
+			return w.wait(ev.Now.Add(w.cfg.Poll))
+		}
+	}
+	return nil
+}
+
+// lease is the end of a lease counted from from, less the drift allowance.
+func (w *Waiter) lease(from time.Time) time.Time {
+	return from.Add(w.cfg.TTL - time.Duration(float64(w.cfg.TTL)*w.cfg.Drift))
+}
+
+func (w *Waiter) acquire(now time.Time) []Command {
+	w.state, w.sent, w.woken = Acquiring, now, false
+	return []Command{{Kind: RunAcquire, Args: []string{w.cfg.Token, ms(w.cfg.TTL), ms(w.cfg.Keep), w.cfg.ID, "1", ms(w.cfg.Alive)}}}
+}
+
+func (w *Waiter) wait(at time.Time) []Command {
+	w.state, w.timer = Queued, at
+	return []Command{{Kind: WakeAt, At: at}}
+}
+
+// leave gives up: release leaves the line and passes on a grant the waiter
+// may hold, for the claim its holder gave it.
+func (w *Waiter) leave() []Command {
+	w.state = Leaving
+	return []Command{w.release(w.cfg.Claim)}
+}
+
+func (w *Waiter) release(claim time.Duration) Command {
+	return Command{Kind: RunRelease, Args: []string{w.cfg.Token, ms(claim), ms(w.cfg.Keep), w.cfg.ID}}
+}
+
+func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
