@@ -1,7 +1,7 @@
 # dlock's build and test entry points. `make test` is what CI runs.
 GO ?= go
 
-.PHONY: test deps check bench-check bench bench-pair gobench demo timeline-png
+.PHONY: test deps check bench-check bench bench-pair gobench demo timeline-png sim
 
 # The repository's modules (go.work joins them): the library, the dlock
 # command, the console, the Prometheus and OpenTelemetry adapters and the SQL tests (internal/sqltest, with
@@ -19,6 +19,7 @@ test: deps check bench-check
 	DLOCK_REQUIRE_BROWSER=1 $(GO) test -race -count=1 -timeout 2m -run '^TestBrowser' ./cmd/dlock/  # alone: Chromium's CPU would stall the timing-sensitive tests beside it
 	$(GO) test -count=1 -run 'Allocate|GiveUpFaster' .  # allocation counts, and callers at full speed: without the race detector, which allocates and slows
 	$(GO) build -o .dlock-torture ./cmd/dlock && ./.dlock-torture torture --quick; status=$$?; rm -f .dlock-torture; exit $$status
+	$(GO) test -count=1 -timeout 2m ./sim/... -seeds 60  # the wait protocol's simulator (issue 59): 60 seeds, the defects it must find; make sim for more
 
 # deps installs what the tests need when it is missing: redis-server, a C
 # compiler (the race detector needs cgo), and the PostgreSQL and MariaDB
@@ -87,6 +88,13 @@ bench-pair: deps bench-check
 
 gobench: deps
 	$(GO) test -run '^$$' -bench . -benchtime 2s -count 1 .
+
+# sim runs the wait protocol's deterministic simulator (sim/, issue 59) over
+# SEEDS seeds; a failing seed prints the command that replays it with its
+# event log (-seed S -v).
+SEEDS ?= 1000
+sim:
+	$(GO) test -count=1 -timeout 60m -run 'TestSeeds$$' -v ./sim/ -seeds $(SEEDS)
 
 # demo reproduces the Redis guidance's experiments (embedded Redis; no setup).
 demo:

@@ -64,7 +64,7 @@ func (s *Sim) checkGrant(w *waiter) {
 	}
 	if got := s.r.get(s.now, s.cfg.KeysLock); got != w.w.Token() {
 		s.fail("%s's Lock returned, but the key holds %q", w.id, got)
-	} else if end := s.now + s.r.pttl(s.now, s.cfg.KeysLock); end < w.leaseEnd {
+	} else if end := s.now + s.r.pttl(s.now, s.cfg.KeysLock) + time.Millisecond; end < w.leaseEnd { // PTTL's ms truncate
 		s.fail("%s's lease ends at %v, the key at %v", w.id, w.leaseEnd, end)
 	}
 }
@@ -89,11 +89,11 @@ func (s *Sim) check() {
 	}
 	// Waiters do not wait long on a key nobody can use: free, or held by a
 	// token whose owner neither holds it, nor may confirm it, nor is releasing it.
-	live := false
+	live, owned := false, s.owned()
 	for _, w := range s.waiters {
 		live = live || s.waiting(w)
 	}
-	if live && !s.owned() {
+	if live && !owned {
 		if !s.chk.stalled {
 			s.chk.stalled, s.chk.stallSince = true, s.now
 		} else if s.now-s.chk.stallSince > s.cfg.StallBound {
@@ -115,6 +115,13 @@ func (s *Sim) owned() bool {
 	w := s.byID[strings.TrimSuffix(strings.TrimRight(tok, "'"), "t")]
 	if w == nil {
 		return false
+	}
+	// A waiter that gave up never holds the key past the claim of a hand-off
+	// it did not confirm.
+	if w.cancelled && w.handoffAt > w.acquiredAt {
+		if end := s.now + s.r.pttl(s.now, s.cfg.KeysLock); end > w.handoffAt+s.claim+time.Millisecond {
+			s.fail("%s gave up, and holds the key to %v, past its claim (%v)", w.id, end, w.handoffAt+s.claim)
+		}
 	}
 	if w.wk.c.crashed || s.now < w.wk.c.pausedUntil || w.holding {
 		return true

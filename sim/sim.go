@@ -27,6 +27,7 @@ type Config struct {
 	Defects                      wait.Defects  // test-only defects of the waiters
 	LongClaim                    bool          // test-only: hand-offs claim 10×TTL (defect b with KeepOnLeave)
 	StallBound, Limit            time.Duration // how long waiters may wait with no owner; the run's end
+	NoFaults                     bool          // no lost replies or wakes, restarts, pauses, crashes or cancels
 	KeysLock, KeysFence, KeysQ   string
 	KeysW, WakeChannel, LockName string
 }
@@ -85,17 +86,18 @@ type worker struct {
 
 // waiter is one Lock call: the state machine and what the checks know of it.
 type waiter struct {
-	wk                      *worker
-	w                       *wait.Waiter
-	id                      string
-	cancelled, served       bool
-	unfair                  bool // paused while waiting: its place may be lost
-	holding                 bool
-	fence                   int64
-	leaseEnd                time.Duration // simulated time
-	epoch, arrivalEpoch     int           // the server's epoch at its last script; of arrival
-	arrival                 time.Duration // its first QUEUED in arrivalEpoch; -1: none
-	writes, acquires, total int
+	wk                    *worker
+	w                     *wait.Waiter
+	id                    string
+	cancelled, served     bool
+	unfair                bool // paused while waiting: its place may be lost
+	holding               bool
+	fence                 int64
+	leaseEnd              time.Duration // simulated time
+	epoch, arrivalEpoch   int           // the server's epoch at its last script; of arrival
+	arrival               time.Duration // its first QUEUED in arrivalEpoch; -1: none
+	grants                int
+	handoffAt, acquiredAt time.Duration // server times: the last hand-off to it, its last acquire
 }
 
 // Sim is one run.
@@ -113,6 +115,7 @@ type Sim struct {
 	byID      map[string]*waiter
 	epoch     int // server restarts without data so far
 	violation string
+	claim     time.Duration // the claim the protocol promises (Config.Claim before LongClaim)
 	chk       checker
 	res       resource
 	// Stats
@@ -126,18 +129,29 @@ func New(cfg Config) *Sim {
 	}
 	n := cfg.LockName
 	cfg.KeysLock, cfg.KeysFence, cfg.KeysQ, cfg.KeysW, cfg.WakeChannel = n+":lock", n+":fence", n+":queue", n+":waiters", "dlock:wake:"+n
+	claim := cfg.Claim
 	if cfg.LongClaim {
 		cfg.Claim = 10 * cfg.TTL
 	}
-	s := &Sim{cfg: cfg, rnd: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)), r: newRedis(), byID: map[string]*waiter{}}
+	s := &Sim{cfg: cfg, claim: claim, rnd: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)), r: newRedis(), byID: map[string]*waiter{}}
 	s.chk.maxFence, s.chk.issued = 0, map[string]int64{}
 	pick := func(p ...float64) float64 { return p[s.rnd.IntN(len(p))] }
 	s.f = faults{lossP: pick(0, 0.05, 0.2), dropP: pick(0, 0.1, 0.5), lateP: pick(0, 0.2), cancelP: pick(0.1, 0.3)}
-	for range s.rnd.IntN(3) {
+	if cfg.NoFaults {
+		s.f = faults{}
+	}
+	for range s.rnd.IntN(3) * btoi(!cfg.NoFaults) {
 		s.f.restarts = append(s.f.restarts, s.dur(0, 5*time.Second))
 	}
 	s.logf("seed %d: loss %.2f drop %.2f late %.2f cancel %.2f restarts %v", cfg.Seed, s.f.lossP, s.f.dropP, s.f.lateP, s.f.cancelP, s.f.restarts)
 	return s
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func (s *Sim) dur(lo, hi time.Duration) time.Duration {
@@ -181,6 +195,9 @@ func (s *Sim) Run() string {
 		for j := range s.cfg.Workers {
 			wk := &worker{c: c, name: c.name + "w" + strconv.Itoa(j), index: len(s.clients)*10 + j}
 			s.at(s.dur(0, 50*time.Millisecond), c, func() { s.lock(wk) })
+		}
+		if cfg := s.cfg; cfg.NoFaults {
+			continue
 		}
 		if s.chance(0.3) {
 			at, d := s.dur(0, 4*time.Second), s.dur(50*time.Millisecond, 2*s.cfg.TTL)
@@ -313,7 +330,9 @@ func (s *Sim) send(w *waiter, release bool, args []string) {
 // exec runs a script at the server, now, and tells the checks what it did.
 func (s *Sim) exec(w *waiter, release bool, args []string) wait.Result {
 	s.Scripts++
-	w.total++
+	if !release {
+		w.acquiredAt = s.now
+	}
 	keys := []string{s.cfg.KeysLock, s.cfg.KeysFence, s.cfg.KeysQ, s.cfg.KeysW}
 	script := wait.AcquireScript
 	if release {
@@ -349,7 +368,7 @@ func (s *Sim) wake(msg string) {
 		s.fail("a wake message names %q, no waiter", id)
 		return
 	}
-	w.epoch = s.epoch
+	w.epoch, w.handoffAt = s.epoch, s.now
 	s.issue(w, fence)
 	if s.chance(s.f.dropP) {
 		s.logf("wake for %s dropped", id)
@@ -368,6 +387,9 @@ func (s *Sim) granted(w *waiter, cmd wait.Command) {
 	c := w.wk.c
 	w.holding, w.fence, w.leaseEnd = true, cmd.Fence, s.sim(c, cmd.Lease)
 	s.Grants++
+	if w.grants++; w.grants > 1 {
+		s.fail("%s granted twice", w.id)
+	}
 	s.checkGrant(w)
 	hold := s.dur(time.Millisecond, 150*time.Millisecond)
 	for range 1 + s.rnd.IntN(2) {

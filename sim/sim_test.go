@@ -6,21 +6,40 @@ import (
 	"os"
 	"testing"
 	"time"
-
-	"github.com/dlock-go/dlock/internal/wait"
 )
 
 var (
 	seeds   = flag.Int("seeds", 60, "how many seeds TestSeeds runs")
 	seed    = flag.Uint64("seed", 0, "replay this seed alone, printing its event log")
 	maxSeed = flag.Int("defect-seeds", 300, "the seeds a defect must be caught within")
+	defect  = flag.String("defect", "", "with -seed: reintroduce defect a, b or c")
 )
+
+// defects are the test-only switches, by name.
+var defects = []struct {
+	name, what string
+	set        func(*Config)
+}{
+	{"a", "a hand-off returns with the claim's lease, unconfirmed", func(c *Config) { c.Defects.NoConfirm = true }},
+	{"b", "a waiter that gave up keeps its grant, claimed long", func(c *Config) { c.Defects.KeepOnLeave, c.LongClaim = true, true }},
+	{"c", "a grant is thrown away after a lost reply", func(c *Config) { c.Defects.DropOnLoss = true }},
+}
+
+func config(seed uint64, defect string) Config {
+	c := Default(seed)
+	for _, d := range defects {
+		if d.name == defect {
+			d.set(&c)
+		}
+	}
+	return c
+}
 
 // A run of every seed keeps the invariants; a failing seed prints the
 // command that replays it and the end of its event log.
 func TestSeeds(t *testing.T) {
 	if *seed != 0 {
-		s := New(Default(*seed))
+		s := New(config(*seed, *defect))
 		v := s.Run()
 		fmt.Fprint(os.Stdout, s.Log())
 		if v != "" {
@@ -55,25 +74,37 @@ func TestTheSameSeedGivesTheSameHistory(t *testing.T) {
 // The simulator finds each defect reintroduced behind a test-only switch,
 // within a bound of seeds.
 func TestTheSimulatorFindsEachDefect(t *testing.T) {
-	for _, d := range []struct {
-		name string
-		set  func(*Config)
-	}{
-		{"a: a hand-off returns with the claim's lease, unconfirmed", func(c *Config) { c.Defects.NoConfirm = true }},
-		{"b: a waiter that gave up keeps its grant, claimed long", func(c *Config) { c.Defects.KeepOnLeave, c.LongClaim = true, true }},
-		{"c: a grant is thrown away after a lost reply", func(c *Config) { c.Defects.DropOnLoss = true }},
-	} {
+	for _, d := range defects {
 		caught := 0
 		for i := 1; i <= *maxSeed && caught == 0; i++ {
-			cfg := Default(uint64(i))
-			d.set(&cfg)
-			if v := New(cfg).Run(); v != "" {
+			if v := New(config(uint64(i), d.name)).Run(); v != "" {
 				caught = i
-				t.Logf("defect %s: caught by seed %d: %s", d.name, i, v)
+				t.Logf("defect %s (%s): caught by seed %d: %s\nreplay: go test ./sim -run 'TestSeeds$' -seed %d -defect %s -v", d.name, d.what, i, v, i, d.name)
 			}
 		}
 		if caught == 0 {
-			t.Errorf("defect %s: not caught within %d seeds", d.name, *maxSeed)
+			t.Errorf("defect %s (%s): not caught within %d seeds", d.name, d.what, *maxSeed)
+		}
+	}
+}
+
+// Without faults or keepalives, an uncontended lock and unlock is 2
+// scripts and a contended one at most 3 (acquire that queues, the holder's
+// release that hands off, acquire that confirms).
+func TestScriptsPerLock(t *testing.T) {
+	for _, workers := range []int{1, 4} {
+		cfg := Default(5)
+		cfg.NoFaults, cfg.Clients, cfg.Workers = true, 1, workers
+		cfg.Poll, cfg.Alive, cfg.Claim = 20*time.Second, 60*time.Second, 30*time.Second
+		cfg.StallBound = 2 * time.Minute
+		s := New(cfg)
+		if v := s.Run(); v != "" {
+			t.Fatal(v)
+		}
+		perLock := float64(s.Scripts) / float64(s.Grants)
+		t.Logf("%d callers: %d grants, %d scripts, %.2f a lock", workers, s.Grants, s.Scripts, perLock)
+		if workers == 1 && s.Scripts != 2*s.Grants || perLock > 3 {
+			t.Errorf("%d callers: %.2f scripts a lock", workers, perLock)
 		}
 	}
 }
@@ -88,5 +119,3 @@ func tail(s string, n int) string {
 	}
 	return s
 }
-
-var _ = wait.Defects{}
