@@ -55,7 +55,7 @@ deps:
 check:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
-	$(GO) vet $(PACKAGES)
+	$(GO) vet $(PACKAGES) ./sim/...
 
 bench-check:
 	cd bench && $(GO) vet ./...
