@@ -124,7 +124,7 @@ func (e *Election) leader(ctx context.Context) (Leader, time.Duration, error) {
 	switch {
 	case err != nil:
 		return Leader{}, 0, err
-	case h.token == "":
+	case !h.held:
 		return Leader{}, 0, fmt.Errorf("%w: %q", ErrNoLeader, e.key)
 	}
 	value, ok := tokens.Value(h.token)

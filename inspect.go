@@ -90,7 +90,7 @@ func (c *Client) Inspect(ctx context.Context, key string) (Status, error) {
 		}
 	}
 	h, err := majorityHolder(ctx, answers)
-	if err != nil || h.token == "" {
+	if err != nil || !h.held {
 		return st, err
 	}
 	st.Held, st.Holder, st.TTL = true, tokens.Redact(h.token), h.ttl
@@ -105,6 +105,7 @@ func (c *Client) Inspect(ctx context.Context, key string) (Status, error) {
 // holder is who holds a key on a majority of nodes: its token, its TTL
 // (holding's) and the highest fence the nodes that hold it remember.
 type holder struct {
+	held  bool // a value an empty string is still held: SET NX cannot take it
 	token string
 	ttl   time.Duration
 	fence int64
@@ -121,7 +122,7 @@ func majorityHolder(ctx context.Context, answers []answer[keyState]) (holder, er
 	}
 	for token := range values {
 		if v, d := holding(answers, token); v.Of(len(answers)) == transport.Agreed {
-			return holder{token: token, ttl: d, fence: holdersFence(answers, token)}, nil
+			return holder{held: true, token: token, ttl: d, fence: holdersFence(answers, token)}, nil
 		}
 	}
 	if answered := count(answers, func(keyState) bool { return true }); answered.Of(len(answers)) != transport.Agreed {

@@ -88,3 +88,19 @@ func TestRedlockInspectAndAttach(t *testing.T) {
 		t.Fatalf("after Unlock: %+v", st)
 	}
 }
+
+// A key that holds an empty string is held: SET NX cannot take it, so
+// Inspect does not call it free (found by review: status said free while
+// lock said held by someone else).
+func TestAnEmptyValueIsHeld(t *testing.T) {
+	c, rdb := newClient(t, shared())
+	k := key(t)
+	rdb.Set(ctxT(t), k, "", time.Minute)
+	st, err := c.Inspect(ctxT(t), k)
+	if err != nil || !st.Held || st.IsDlock() {
+		t.Fatalf("Inspect of an empty value: %+v, %v; want held, not dlock's", st, err)
+	}
+	if _, err := c.TryLock(ctxT(t), k); !errors.Is(err, dlock.ErrNotObtained) {
+		t.Fatalf("TryLock: %v, want ErrNotObtained", err)
+	}
+}

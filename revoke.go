@@ -63,7 +63,7 @@ type Revoked struct {
 // ctx's, or ErrClosed). Close waits for it to return. It fails with an error matching ErrNotHeld
 // when key has no live hold of dlock's that r names (a key dlock did not
 // write is never touched). The console (module dlock/console) calls it.
-func (c *Client) Revoke(ctx context.Context, key string, r Revocation) (Revoked, error) {
+func (c *Client) Revoke(ctx context.Context, key string, r Revocation) (_ Revoked, err error) {
 	needContext(ctx)
 	o, err := c.prepare(key, nil)
 	if err != nil {
@@ -79,6 +79,11 @@ func (c *Client) Revoke(ctx context.Context, key string, r Revocation) (Revoked,
 	defer done()
 	ctx, unbind := c.bind(ctx)
 	defer unbind()
+	defer func() {
+		if err != nil && ctx.Err() != nil { // it ended every step after: say why
+			err = context.Cause(ctx) // ErrClosed, or ctx's error
+		}
+	}()
 	st, err := c.Inspect(ctx, key)
 	if err != nil && !errors.Is(err, ErrProtocol) {
 		return Revoked{}, err
@@ -99,8 +104,8 @@ func (c *Client) Revoke(ctx context.Context, key string, r Revocation) (Revoked,
 	for _, t := range toks {
 		out.Holds = append(out.Holds, tokens.Redact(t))
 	}
-	if ctx.Err() != nil {
-		return out, context.Cause(ctx) // ErrClosed, or ctx's error
+	if err := ctx.Err(); err != nil {
+		return out, err
 	}
 	return c.removeRevoked(ctx, nm, toks, st, r, o.fenceKeep(), out), nil
 }

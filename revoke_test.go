@@ -10,6 +10,7 @@ import (
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/guard"
+	"github.com/dlock-go/dlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -299,5 +300,27 @@ func TestCloseEndsARevokeInItsGraceAndWaitsForIt(t *testing.T) {
 	other, _ := newClient(t, shared())
 	if st, _ := other.Inspect(ctxT(t), k); !st.Held {
 		t.Fatal("the hold was removed after Close")
+	}
+}
+
+// A Revoke that Close ends in any step, one waiting on a paused server
+// too, says ErrClosed, not the context error it ended with (found by
+// review).
+func TestARevokeEndedByCloseInAnyStepSaysErrClosed(t *testing.T) {
+	s := redistest.Start(t)
+	c, _ := newClient(t, s)
+	k := key(t)
+	mustLock(t, c, k, dlock.WithTTL(time.Minute))
+	s.Pause()
+	defer s.Resume()
+	got := make(chan error, 1)
+	go func() {
+		_, err := c.Revoke(context.Background(), k, dlock.Revocation{By: "ops", Grace: time.Second})
+		got <- err
+	}()
+	time.Sleep(300 * time.Millisecond) // the Revoke waits on the paused server
+	c.Close()
+	if err := <-got; !errors.Is(err, dlock.ErrClosed) {
+		t.Fatalf("Revoke ended by Close: %v, want ErrClosed", err)
 	}
 }

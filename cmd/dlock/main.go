@@ -80,6 +80,15 @@ func main() {
 	os.Exit(dispatch(os.Args[1:], os.Stdout, os.Stderr))
 }
 
+// isHelpWord reports whether arg asks for help where a command is named.
+func isHelpWord(arg string) bool {
+	switch arg {
+	case "help", "-h", "-help", "--help":
+		return true
+	}
+	return false
+}
+
 // quiet is a go-redis logger that drops everything.
 type quiet struct{}
 
@@ -92,7 +101,7 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 	}
 	switch args[0] {
 	case "help", "-h", "-help", "--help":
-		if len(args) > 1 {
+		if len(args) > 1 && !isHelpWord(args[1]) { // help help: the general usage, as help alone
 			return dispatch([]string{args[1], "--help"}, stdout, stderr)
 		}
 		usage(stdout)

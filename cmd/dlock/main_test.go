@@ -929,3 +929,14 @@ func TestAMistypedOneDashFlagIsNamedAsWritten(t *testing.T) {
 		t.Errorf("status -hello: exit %d, %q; want %d, not help", code, stderr, exitUsage)
 	}
 }
+
+// Help asked for twice is the general usage, as help alone is (found by
+// review: `dlock help help` recursed until the stack overflowed).
+func TestHelpOfHelpIsTheUsage(t *testing.T) {
+	for _, args := range [][]string{{"help", "help"}, {"--help", "--help"}, {"-h", "-h"}, {"help", "--help"}} {
+		var out, errs strings.Builder
+		if code := dispatch(args, &out, &errs); code != exitOK || !strings.Contains(out.String(), "Usage") {
+			t.Errorf("dlock %s: exit %d, %q %q; want the usage, exit 0", strings.Join(args, " "), code, out.String(), errs.String())
+		}
+	}
+}

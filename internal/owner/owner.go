@@ -111,11 +111,15 @@ var (
 	// the start or a character no name holds: a blank, ';', '(', a quote)
 	// and takes its value as NAME=VALUE or --name=VALUE, a shell word of
 	// quoted ('...', "...") and bare parts that ends at a blank or one of
-	// ;&|(); or as JSON's "name": VALUE, a string or a word up to ',' or
-	// '}'. Group 1 is what comes before the value, 2 and 3 the separator.
+	// ;&|(); or as JSON's "name": VALUE, a header's or YAML's name: VALUE
+	// (with its scheme: Authorization: Bearer abc), a string or a word up to
+	// ',' or '}'. Group 1 is what comes before the value, 2 and 3 the
+	// separator.
 	secretValue = regexp.MustCompile(`(?i)((?:^|[^\w.-])[\w.-]*(?:(?:pass|pwd|secret|token|auth|credential)[\w.-]*|[a-z0-9][_-]?key))` +
 		`(?:(=)(?:'[^']*'|"(?:[^"\\]|\\.)*"|[^\s'";&|()])+` +
-		`|(["']\s*:\s*)(?:"(?:[^"\\]|\\.)*"|'[^']*'|[^\s,}]+))`)
+		`|(["']?\s*:\s*)(?:(?:bearer|basic|digest|token)\s+)?(?:"(?:[^"\\]|\\.)*"|'[^']*'|[^\s,}'"]+))`)
+	// userFlag is the password of curl's -u/--user user:password.
+	userFlag = regexp.MustCompile(`((?:^|\s)(?:-u|--user)(?:\s+|=)[^\s:]+):\S+`)
 )
 
 // Redact masks the secrets a command line or a label may carry, so that
@@ -123,11 +127,13 @@ var (
 // URL or not (it becomes user:xxxxx@), and the value given to a name that
 // says it is secret (secretValue's: PGPASSWORD=hunter2, --api-key='a b'
 // and {"token":"t"} become PGPASSWORD=xxxxx, --api-key=xxxxx and
-// {"token":xxxxx}). It cannot know a secret given as an argument of its
+// {"token":xxxxx}; Authorization: Bearer abc becomes Authorization: xxxxx),
+// and curl's -u user:password. It cannot know a secret given as an argument of its
 // own (--password hunter2, -p hunter2), a URL's password that holds a
 // blank, or a value under a name that does not say secret: `dlock run`
 // labels a hold with the command's name only, unless asked for more.
 func Redact(s string) string {
 	s = credentials.ReplaceAllString(s, "${1}:"+Masked+"@")
+	s = userFlag.ReplaceAllString(s, "${1}:"+Masked)
 	return secretValue.ReplaceAllString(s, "${1}${2}${3}"+Masked)
 }

@@ -14,6 +14,12 @@ func TestRedactMasksPasswordsAndSecretAssignments(t *testing.T) {
 		{"psql postgres://u:p%40ss@h:5432/db -c 'select 1'", "psql postgres://u:xxxxx@h:5432/db -c 'select 1'"},
 		{"curl https://u:a@b/c@host/x", "curl https://u:xxxxx@host/x"},
 		{"mongo --host u:hunter2@db", "mongo --host u:xxxxx@db"},
+		// Headers' and YAML's name: value, and curl's -u user:password (a review's).
+		{"curl -H 'Authorization: Bearer abc123' -u admin:hunter2 http://h/", "curl -H 'Authorization: xxxxx' -u admin:xxxxx http://h/"},
+		{"X-Api-Key: abc", "X-Api-Key: xxxxx"},
+		{"password: hunter2", "password: xxxxx"},
+		{"SECRET:abc", "SECRET:xxxxx"},
+		{"curl --user=admin:hunter2 http://h/", "curl --user=admin:xxxxx http://h/"},
 		{"mongo --host=u:hunter2@db", "mongo --host=u:xxxxx@db"},
 		// NAME=VALUE after a blank, ';', '(', a quote, or at the start.
 		{"env PGPASSWORD=hunter2 pg_dump", "env PGPASSWORD=xxxxx pg_dump"},
