@@ -23,12 +23,14 @@ A string key that matches is audited as a lock only if it is one: dlock's
 lock by its look. Its name: a word of it (split at punctuation, digits and
 camelCase, any case) is lock, locks, mutex or mtx, or ends in lock
 (report_lock, jobLock, lock:42, mylock, ORDERLOCK; not block, clock,
-unlock, nolock, deadlock, gridlock or padlock, nor locked: user:1:locked is
-an account's state). AND its value: a token or owner id (no spaces, not a
-number: a random string, a UUID, host:pid), a Unix time in s or ms, whole
-or fractional (the old SETNX recipe's expiry, Python's time.time()+ttl),
-or a JSON object with an owner's or expiry's field (owner, holder, token,
-until, expires, lease, deadline). A flag (1, true, yes, locked, held,
+unlock, nolock, deadlock, gridlock, padlock, airlock, sherlock and the
+like, nor locked: user:1:locked is an account's state). AND its value: a
+token or owner id (one word, 16 characters or more, or with a digit: a
+random string, a UUID, host:pid; not on, off, open, never), a Unix
+time in s or ms, whole or fractional (the old SETNX recipe's expiry,
+Python's time.time()+ttl), or a JSON object with an owner, holder, token
+or locked_by field, or an until, expires or deadline field that is a Unix
+time (not expiresIn: 30). A flag (1, true, yes, locked, held,
 taken, busy) counts only when a segment of the name between ':', '.' or
 '/' is one such word alone (lock:x, jobs:lock, mylock:report; not
 settings:1:screen_lock). Other keys, a counter, a setting or a cache entry

@@ -39,7 +39,7 @@ type Finding struct {
 // without expiry (counters, caches) are the user's data, not locks.
 const (
 	BasisDlock       = "dlock's locks: each has a fence counter or a wait queue of dlock's beside it (dlock.Status.IsDlock)"
-	BasisHandWritten = "hand-written locks, by their look: a word of the name is lock, locks, mutex or mtx or ends in lock (mylock; not block, clock, unlock, nolock, deadlock, gridlock, padlock, nor locked), and the value is a token or owner id, a Unix time (whole or fractional, s or ms) or a JSON object with an owner's or expiry's field; a flag (1, true, locked) only when a segment of the name between ':', '.' or '/' is such a word alone (lock:x, jobs:lock)"
+	BasisHandWritten = "hand-written locks, by their look: a word of the name is lock, locks, mutex or mtx or ends in lock (mylock; not block, clock, unlock, nolock, deadlock, gridlock, padlock, airlock, sherlock and the like, nor locked), and the value is a token or owner id (one word of 16 characters or more, or with a digit), a Unix time (whole or fractional, s or ms) or a JSON object with an owner's, holder's or token's field or an expiry that is a Unix time; a flag (1, true, locked) only when a segment of the name between ':', '.' or '/' is such a word alone (lock:x, jobs:lock)"
 	BasisBookkeeping = "dlock's own keys (dlock:fence:*, dlock:queue:*, dlock:waiters:*)"
 	BasisConfig      = "the server's configuration (CONFIG GET maxmemory*)"
 )
@@ -219,7 +219,8 @@ func lockWord(w string) bool {
 	if !strings.HasSuffix(w, "lock") {
 		return false
 	}
-	for _, not := range []string{"block", "clock", "unlock", "nolock", "deadlock", "gridlock", "padlock"} {
+	for _, not := range []string{"block", "clock", "unlock", "nolock", "deadlock", "gridlock", "padlock",
+		"airlock", "sherlock", "hemlock", "warlock", "wedlock", "headlock", "interlock", "hillock", "bullock", "pollock"} {
 		if strings.HasSuffix(w, not) {
 			return false
 		}
@@ -274,12 +275,13 @@ func lockValue(v string) bool {
 		if json.Unmarshal([]byte(v), &fields) != nil {
 			return false
 		}
-		for name := range fields {
+		for name, value := range fields {
 			name = strings.ToLower(name)
-			for _, w := range []string{"owner", "holder", "token", "until", "expir", "lease", "deadline"} {
-				if strings.Contains(name, w) {
-					return true
-				}
+			if containsAny(name, "owner", "holder", "token", "locked_by") {
+				return true
+			}
+			if n, ok := value.(float64); ok && unixTime(n) && containsAny(name, "until", "expir", "deadline") {
+				return true // an expiry that is a time, not a duration (expiresIn: 30)
 			}
 		}
 		return false
@@ -292,7 +294,14 @@ func lockValue(v string) bool {
 			return false
 		}
 	}
-	return true
+	// A token or an owner id, not a word (on, off, open, never): random
+	// and long, or with a number (host:pid, t3).
+	return len(v) >= 16 || strings.ContainsAny(v, "0123456789")
+}
+
+// containsAny reports whether s contains any of subs.
+func containsAny(s string, subs ...string) bool {
+	return slices.ContainsFunc(subs, func(sub string) bool { return strings.Contains(s, sub) })
 }
 
 // unixTime reports whether n reads as a Unix time between 2001 and 2100,

@@ -45,6 +45,16 @@ func TestHandWrittenLocksAreJudgedByNameAndValue(t *testing.T) {
 		{"settings:1:screen_lock", "1", false},    // a setting: a flag under a segment that is not a lock's
 		{"settings:1:screen_lock", "true", false}, // the same
 		{"lock:order:4", "17966.5", false},        // a number, not a time
+		// A review's: settings and words under lock-like names are no locks.
+		{"flags:lock_screen", "false", false},
+		{"settings:screen_lock", "off", false},
+		{"user:1:caps_lock", "enabled", false},
+		{"user:1:caps_lock", "never", false},
+		{"product:sherlock", "v2", false},
+		{"airlock:status", "open", false},
+		{"config:lock", `{"lease_seconds":30}`, false},
+		{"lock", `{"expiresIn":30}`, false},
+		{"my-global-mutex", "dGhpcyBpcyByYW5kb20h", true}, // redsync's value: random base64
 	} {
 		if got := handWritten(tc.key, tc.value); got != tc.lock {
 			t.Errorf("handWritten(%q, %q) = %v, want %v", tc.key, tc.value, got, tc.lock)
