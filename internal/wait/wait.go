@@ -44,12 +44,20 @@ import (
 	"time"
 )
 
-// The scripts, for a driver to run with KEYS as their headers name them.
+// The scripts, for a driver to run with KEYS as their headers name them:
+// each is the shared prelude (scripts/line.lua), then its own file.
 var (
+	AcquireScript = line + acquire
+	ReleaseScript = line + release
+)
+
+var (
+	//go:embed scripts/line.lua
+	line string
 	//go:embed scripts/acquire.lua
-	AcquireScript string
+	acquire string
 	//go:embed scripts/release.lua
-	ReleaseScript string
+	release string
 )
 
 // State is where a Waiter is in its protocol.

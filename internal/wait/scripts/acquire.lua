@@ -8,25 +8,8 @@
 -- ARGV[4]  waiter id  ARGV[5]  join: 1 to queue when not granted, 0 not to
 -- ARGV[6]  alive_ms: the record is dead this long after this call
 -- Returns {1, fence} GRANTED, {2, K's PTTL} QUEUED, {3, K's PTTL} TAKEN.
-local K, F, Q, W = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+-- (K, F, Q, W, now_us, now_ms, head and issue_fence: line.lua, put first)
 local token, ttl, keep, id = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local t = redis.call('TIME')
-local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local now_ms = math.floor(now_us / 1000)
-
--- The first waiter of Q whose record is alive, and that record; dead ones
--- at the head are removed, at most 16 a call (then Q's head, unknown: nil record).
-local function head()
-  for _ = 1, 16 do
-    local h = redis.call('ZRANGE', Q, 0, 0)[1]
-    if not h then return nil end
-    local rec = redis.call('HGET', W, h)
-    if rec and tonumber(string.match(rec, '^%S+ %S+ (%S+)')) >= now_ms then return h, rec end
-    redis.call('ZREM', Q, h)
-    redis.call('HDEL', W, h)
-  end
-  return redis.call('ZRANGE', Q, 0, 0)[1], nil
-end
 
 local function granted()
   redis.call('ZREM', Q, id)
@@ -41,8 +24,7 @@ if redis.call('GET', K) == token then -- mine: a hand-off, or a re-run after a l
 end
 local h = head()
 if redis.call('EXISTS', K) == 0 and (not h or h == id) then
-  local fence = math.max(tonumber(redis.call('GET', F) or '0') + 1, now_us)
-  redis.call('SET', F, string.format('%.0f', fence), 'PX', keep)
+  issue_fence(keep)
   redis.call('SET', K, token, 'PX', ttl)
   return granted()
 end

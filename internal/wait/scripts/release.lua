@@ -7,22 +7,7 @@
 -- ARGV[1]  token      ARGV[2]  claim_ms: how long the next waiter has to confirm
 -- ARGV[3]  keep_ms    ARGV[4]  the caller's waiter id ('' for none)
 -- Returns {1, next waiter's id or ''} RELEASED, {0, ''} NOT_HELD.
-local K, F, Q, W = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local t = redis.call('TIME')
-local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local now_ms = math.floor(now_us / 1000)
-
-local function head() -- as in acquire.lua
-  for _ = 1, 16 do
-    local h = redis.call('ZRANGE', Q, 0, 0)[1]
-    if not h then return nil end
-    local rec = redis.call('HGET', W, h)
-    if rec and tonumber(string.match(rec, '^%S+ %S+ (%S+)')) >= now_ms then return h, rec end
-    redis.call('ZREM', Q, h)
-    redis.call('HDEL', W, h)
-  end
-  return redis.call('ZRANGE', Q, 0, 0)[1], nil
-end
+-- (K, F, Q, W, now_us, now_ms, head and issue_fence: line.lua, put first)
 
 if ARGV[4] ~= '' then
   redis.call('ZREM', Q, ARGV[4])
@@ -32,9 +17,7 @@ if redis.call('GET', K) ~= ARGV[1] then return {0, ''} end
 redis.call('DEL', K)
 local h, rec = head()
 if not rec then return {1, ''} end
-local fence = math.max(tonumber(redis.call('GET', F) or '0') + 1, now_us)
-fence = string.format('%.0f', fence)
-redis.call('SET', F, fence, 'PX', ARGV[3])
+local fence = issue_fence(ARGV[3])
 redis.call('SET', K, string.match(rec, '^%S+'), 'PX', ARGV[2])
 redis.call('HSET', W, h, string.match(rec, '^%S+ %S+ %S+') .. ' ' .. fence)
 redis.call('PUBLISH', KEYS[5], h .. ' ' .. fence)
