@@ -26,6 +26,7 @@ type Config struct {
 	MaxDrift                     float64       // clients' clocks run at 1±MaxDrift; also the waiters' Drift
 	Defects                      wait.Defects  // test-only defects of the waiters
 	LongClaim                    bool          // test-only: hand-offs claim 10×TTL (defect b with KeepOnLeave)
+	LastFirst                    bool          // test-only: the line's head is its last arrival (defect d)
 	StallBound, Limit            time.Duration // how long waiters may wait with no owner; the run's end
 	NoFaults                     bool          // no lost replies or wakes, restarts, pauses, crashes or cancels
 	KeysLock, KeysFence, KeysQ   string
@@ -337,6 +338,9 @@ func (s *Sim) exec(w *waiter, release bool, args []string) wait.Result {
 	script := wait.AcquireScript
 	if release {
 		script, keys = wait.ReleaseScript, append(keys, s.cfg.WakeChannel)
+	}
+	if s.cfg.LastFirst {
+		script = strings.ReplaceAll(script, "redis.call('ZRANGE', Q, 0, 0)", "redis.call('ZRANGE', Q, -1, -1)")
 	}
 	s.r.wakes = nil
 	code, val := s.r.eval(s.now, script, keys, args)

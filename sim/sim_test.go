@@ -12,7 +12,7 @@ var (
 	seeds   = flag.Int("seeds", 60, "how many seeds TestSeeds runs")
 	seed    = flag.Uint64("seed", 0, "replay this seed alone, printing its event log")
 	maxSeed = flag.Int("defect-seeds", 300, "the seeds a defect must be caught within")
-	defect  = flag.String("defect", "", "with -seed: reintroduce defect a, b or c")
+	defect  = flag.String("defect", "", "with -seed: reintroduce defect a, b, c or d")
 )
 
 // defects are the test-only switches, by name.
@@ -23,6 +23,7 @@ var defects = []struct {
 	{"a", "a hand-off returns with the claim's lease, unconfirmed", func(c *Config) { c.Defects.NoConfirm = true }},
 	{"b", "a waiter that gave up keeps its grant, claimed long", func(c *Config) { c.Defects.KeepOnLeave, c.LongClaim = true, true }},
 	{"c", "a grant is thrown away after a lost reply", func(c *Config) { c.Defects.DropOnLoss = true }},
+	{"d", "the line is served last arrival first", func(c *Config) { c.LastFirst = true }},
 }
 
 func config(seed uint64, defect string) Config {
