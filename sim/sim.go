@@ -27,6 +27,8 @@ type Config struct {
 	Defects                      wait.Defects  // test-only defects of the waiters
 	LongClaim                    bool          // test-only: hand-offs claim 10×TTL (defect b with KeepOnLeave)
 	LastFirst                    bool          // test-only: the line's head is its last arrival (defect d)
+	Unguarded                    bool          // test-only: the resource takes every write, stale fences too (defect e)
+	PictureDir                   string        // where Porcupine draws a history it rejects ("": nowhere)
 	StallBound, Limit            time.Duration // how long waiters may wait with no owner; the run's end
 	NoFaults                     bool          // no lost replies or wakes, restarts, pauses, crashes or cancels
 	KeysLock, KeysFence, KeysQ   string

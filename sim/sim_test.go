@@ -12,7 +12,7 @@ var (
 	seeds   = flag.Int("seeds", 60, "how many seeds TestSeeds runs")
 	seed    = flag.Uint64("seed", 0, "replay this seed alone, printing its event log")
 	maxSeed = flag.Int("defect-seeds", 300, "the seeds a defect must be caught within")
-	defect  = flag.String("defect", "", "with -seed: reintroduce defect a, b, c or d")
+	defect  = flag.String("defect", "", "with -seed: reintroduce defect a to e")
 )
 
 // defects are the test-only switches, by name.
@@ -24,6 +24,7 @@ var defects = []struct {
 	{"b", "a waiter that gave up keeps its grant, claimed long", func(c *Config) { c.Defects.KeepOnLeave, c.LongClaim = true, true }},
 	{"c", "a grant is thrown away after a lost reply", func(c *Config) { c.Defects.DropOnLoss = true }},
 	{"d", "the line is served last arrival first", func(c *Config) { c.LastFirst = true }},
+	{"e", "the resource takes a stale holder's write (no guard)", func(c *Config) { c.Unguarded = true }},
 }
 
 func config(seed uint64, defect string) Config {
@@ -40,7 +41,9 @@ func config(seed uint64, defect string) Config {
 // command that replays it and the end of its event log.
 func TestSeeds(t *testing.T) {
 	if *seed != 0 {
-		s := New(config(*seed, *defect))
+		c := config(*seed, *defect)
+		c.PictureDir = os.TempDir() // a replay draws a history Porcupine rejects
+		s := New(c)
 		v := s.Run()
 		fmt.Fprint(os.Stdout, s.Log())
 		if v != "" {
