@@ -63,14 +63,14 @@ type Revoked struct {
 // ctx's, or ErrClosed). Close waits for it to return. It fails with an error matching ErrNotHeld
 // when key has no live hold of dlock's that r names (a key dlock did not
 // write is never touched). The console (module dlock/console) calls it.
-func (c *Client) Revoke(ctx context.Context, key string, r Revocation) (_ Revoked, err error) {
+func (c *Client) Revoke(ctx context.Context, key string, r Revocation) (Revoked, error) {
 	needContext(ctx)
 	o, err := c.prepare(key, nil)
 	if err != nil {
 		return Revoked{}, err
 	}
-	if r.Grace < 0 || r.Grace > MaxGrace || len(r.By) > 512 || len(r.Reason) > 512 {
-		return Revoked{}, invalid("revoke: Grace %v outside 0 to %v, or By or Reason over 512 bytes", r.Grace, MaxGrace)
+	if err := r.check(); err != nil {
+		return Revoked{}, err
 	}
 	done, ok := c.begin()
 	if !ok {
@@ -79,11 +79,24 @@ func (c *Client) Revoke(ctx context.Context, key string, r Revocation) (_ Revoke
 	defer done()
 	ctx, unbind := c.bind(ctx)
 	defer unbind()
-	defer func() {
-		if err != nil && ctx.Err() != nil { // it ended every step after: say why
-			err = context.Cause(ctx) // ErrClosed, or ctx's error
-		}
-	}()
+	out, err := c.revoke(ctx, key, r, o.fenceKeep())
+	if err != nil && ctx.Err() != nil { // the step it ended in failed for that: say why
+		err = context.Cause(ctx) // ErrClosed, or ctx's error
+	}
+	return out, err
+}
+
+// check refuses a Revocation out of bounds.
+func (r Revocation) check() error {
+	if r.Grace < 0 || r.Grace > MaxGrace || len(r.By) > 512 || len(r.Reason) > 512 {
+		return invalid("revoke: Grace %v outside 0 to %v, or By or Reason over 512 bytes", r.Grace, MaxGrace)
+	}
+	return nil
+}
+
+// revoke is Revoke's steps, on a context that Close ends; keep is how long
+// a removed lock's fence counter is kept.
+func (c *Client) revoke(ctx context.Context, key string, r Revocation, keep time.Duration) (Revoked, error) {
 	st, err := c.Inspect(ctx, key)
 	if err != nil && !errors.Is(err, ErrProtocol) {
 		return Revoked{}, err
@@ -107,7 +120,7 @@ func (c *Client) Revoke(ctx context.Context, key string, r Revocation) (_ Revoke
 	if err := ctx.Err(); err != nil {
 		return out, err
 	}
-	return c.removeRevoked(ctx, nm, toks, st, r, o.fenceKeep(), out), nil
+	return c.removeRevoked(ctx, nm, toks, st, r, keep, out), nil
 }
 
 // removeRevoked removes what is left of toks' holds once their grace is
