@@ -354,18 +354,34 @@ func TestBrowserRevokesOnlyWithTheConsoleToken(t *testing.T) {
 	see(t, ctx, "the revoke in the key's history", rowSel(k)+" details", func(s string) bool { return strings.Contains(s, "events") })
 }
 
-func TestBrowserBehindBasicAuthShowsNothingWithoutIt(t *testing.T) {
+// stuckHold starts `dlock ui` with env and args over a fresh prefix's keys,
+// and holds prefix:stuck with a renewing lock until the test ends: the
+// console's URL, the key and the lock.
+func stuckHold(t *testing.T, env []string, args ...string) (url, k string, l *dlock.Lock) {
+	t.Helper()
 	prefix := key(t)
-	url := startUI(t, []string{"DLOCK_UI_PASSWORD=s3cret"}, "--allow-revoke", "--user", "ops", prefix+":*")
+	url = startUI(t, env, append(args, prefix+":*")...)
 	c := dlock.New(rdb(t))
-	defer c.Close()
-	bg := context.Background()
-	k := prefix + ":stuck"
-	l, err := c.TryLock(bg, k, dlock.WithTTL(2*time.Second), dlock.WithAutoRenew())
+	t.Cleanup(func() { c.Close() })
+	k = prefix + ":stuck"
+	l, err := c.TryLock(context.Background(), k, dlock.WithTTL(2*time.Second), dlock.WithAutoRenew())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Unlock(bg)
+	t.Cleanup(func() { l.Unlock(context.Background()) })
+	return url, k, l
+}
+
+// revokedByOps checks that l's Context ended, revoked by the user ops.
+func revokedByOps(t *testing.T, l *dlock.Lock) {
+	t.Helper()
+	if cause := context.Cause(l.Context()); !errors.Is(cause, dlock.ErrRevoked) || !strings.Contains(cause.Error(), "by ops@127.0.0.1") {
+		t.Fatalf("the holder's cause: %v", cause)
+	}
+}
+
+func TestBrowserBehindBasicAuthShowsNothingWithoutIt(t *testing.T) {
+	url, k, l := stuckHold(t, []string{"DLOCK_UI_PASSWORD=s3cret"}, "--allow-revoke", "--user", "ops")
 	// Without credentials, the browser gets no page (headless Chromium
 	// reports the refused credentials as a load error).
 	anon := browser(t, nil)
@@ -384,26 +400,14 @@ func TestBrowserBehindBasicAuthShowsNothingWithoutIt(t *testing.T) {
 	if said := revokeFromThePage(t, ctx, k, "stuck", ""); !strings.HasPrefix(said, "Revoked") {
 		t.Fatalf("the page says %q", said)
 	}
-	if cause := context.Cause(l.Context()); !errors.Is(cause, dlock.ErrRevoked) || !strings.Contains(cause.Error(), "by ops@127.0.0.1") {
-		t.Fatalf("the holder's cause: %v", cause)
-	}
+	revokedByOps(t, l)
 }
 
 // A console opened with its credentials in the URL
 // (http://user:password@host/) revokes: a fetch of a URL with credentials
 // is refused by the browser, so the page asks its own origin and path.
 func TestBrowserRevokesOnAConsoleOpenedWithCredentialsInTheURL(t *testing.T) {
-	prefix := key(t)
-	url := startUI(t, []string{"DLOCK_UI_PASSWORD=s3cret"}, "--allow-revoke", "--user", "ops", prefix+":*")
-	c := dlock.New(rdb(t))
-	defer c.Close()
-	bg := context.Background()
-	k := prefix + ":stuck"
-	l, err := c.TryLock(bg, k, dlock.WithTTL(2*time.Second), dlock.WithAutoRenew())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Unlock(bg)
+	url, k, l := stuckHold(t, []string{"DLOCK_UI_PASSWORD=s3cret"}, "--allow-revoke", "--user", "ops")
 	ctx := browser(t, nil)
 	if err := chromedp.Do(ctx, chromedp.Navigate(strings.Replace(url, "http://", "http://ops:s3cret@", 1))); err != nil {
 		t.Fatal(err)
@@ -411,26 +415,14 @@ func TestBrowserRevokesOnAConsoleOpenedWithCredentialsInTheURL(t *testing.T) {
 	if said := revokeFromThePage(t, ctx, k, "stuck", ""); !strings.HasPrefix(said, "Revoked") {
 		t.Fatalf("the page says %q", said)
 	}
-	if cause := context.Cause(l.Context()); !errors.Is(cause, dlock.ErrRevoked) || !strings.Contains(cause.Error(), "by ops@127.0.0.1") {
-		t.Fatalf("the holder's cause: %v", cause)
-	}
+	revokedByOps(t, l)
 }
 
 // The revoke dialog counts its reason in bytes, as the library's limit
 // (512 bytes, UTF-8) does: 300 "€" (900 bytes) are refused on the page,
 // before anything is sent, and it says why; 170 (510 bytes) are taken.
 func TestBrowserRevokeReasonIsCountedInBytes(t *testing.T) {
-	prefix := key(t)
-	url := startUI(t, []string{"DLOCK_UI_TOKEN=t0ken-for-tests"}, "--allow-revoke", prefix+":*")
-	c := dlock.New(rdb(t))
-	defer c.Close()
-	bg := context.Background()
-	k := prefix + ":stuck"
-	l, err := c.TryLock(bg, k, dlock.WithTTL(2*time.Second), dlock.WithAutoRenew())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Unlock(bg)
+	url, k, l := stuckHold(t, []string{"DLOCK_UI_TOKEN=t0ken-for-tests"}, "--allow-revoke")
 	ctx := browser(t, nil)
 	if err := chromedp.Do(ctx, chromedp.Navigate(url)); err != nil {
 		t.Fatal(err)
