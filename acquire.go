@@ -41,8 +41,8 @@ func (c *Client) TryLock(ctx context.Context, key string, opts ...Option) (*Lock
 // last *NodeError (or *QuorumError). Errors no waiting can fix (NOPERM,
 // WRONGTYPE, bad input) end it at once, as does any with WithFailFast.
 //
-// On one node waiters queue in Redis in arrival order; with Redlock or
-// WithReplicaAck they are woken by release messages, and fairness is
+// On one node waiters queue in Redis in arrival order (WithReplicaAck's
+// too); with Redlock they are woken by release messages, and fairness is
 // best-effort (docs/waiting.md). Bound the wait with ctx.
 func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (l *Lock, err error) {
 	needContext(ctx)
@@ -77,7 +77,10 @@ func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (l *Lock,
 // lock is Lock past its checks: a first attempt unless others of this
 // Client make it pointless, then the wait; contended: likely taken.
 func (c *Client) lock(ctx context.Context, key string, o options, contended *bool) (*Lock, error) {
-	listens := len(c.nodes) > 1 || o.replicas > 0 // Redlock and WithReplicaAck do not queue: they listen for releases
+	if len(c.nodes) == 1 && o.kind == "" { // a mutex on one node waits in line
+		return c.waitInLine(ctx, c.names.get(key), o, contended)
+	}
+	listens := len(c.nodes) > 1 // Redlock does not queue: it listens for releases
 	switch {
 	case !listens && c.groups.waiting(key):
 		// Others of this Client wait for the key or hold it: the join takes

@@ -35,6 +35,8 @@ type Client struct {
 	names  namesCache                  // see keys.go
 	groups groups                      // waiters by key, single node (queue.go)
 	gates  *gate.Gates                 // listening waiters by key (listen.go)
+	// leaving holds a slot per waiter leaving the line (line_wait.go).
+	leaving chan struct{}
 	// work runs calls callers may leave, and cleanups; Close waits for it.
 	work *transport.Work
 }
@@ -85,6 +87,8 @@ func New[C RedisClient](nodes ...C) *Client {
 		}
 		c.nodes = append(c.nodes, n)
 	}
+	c.nodes[0].single = len(c.nodes) == 1
+	c.leaving = make(chan struct{}, leavingLimit)
 	c.ctx, c.close = context.WithCancel(context.Background())
 	c.done = c.ctx.Done()
 	c.work = transport.NewWork()

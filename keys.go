@@ -17,6 +17,10 @@ type lockNames struct {
 	// acquire boxed as command arguments (transport.Node.RunBoxed)
 	acquireBoxed [4]any
 	wake         string // the wake channel
+	// line: the line scripts' KEYS (lock, fence, queue, waiters, wake
+	// channel), and boxed (line.go)
+	line      [5]string
+	lineBoxed [5]any
 }
 
 // fence is the lock key's fencing counter.
@@ -47,6 +51,10 @@ func namesOf(key string) *lockNames {
 	nm := &lockNames{key: key, wake: keyspace.Wake(key), all: [6]string{key, keyspace.Fence(key),
 		keyspace.Queue(key), keyspace.Waiters(key), keyspace.Holders(key), keyspace.Notify(key)}}
 	nm.acquire = [4]string{nm.all[0], nm.all[1], nm.all[2], nm.all[5]}
+	nm.line = [5]string{nm.all[0], nm.all[1], nm.all[2], nm.all[3], nm.wake}
+	for i, k := range nm.line {
+		nm.lineBoxed[i] = k
+	}
 	for i, k := range nm.acquire {
 		nm.acquireBoxed[i] = k // one allocation per key name, here, not per script
 	}

@@ -61,8 +61,9 @@ func TestDerivedKeysAreDistinctForDistinctKeys(t *testing.T) {
 	}
 }
 
-// A release reaches a waiter through pub/sub, without the fallback timer:
-// on a standalone server and on a cluster (sharded pub/sub).
+// A release that hands the key to a waiter names it on the key's wake
+// channel, whatever the key's form, on a server and on a cluster (SPUBLISH
+// in the key's slot).
 func TestReleaseNotifiesWatchers(t *testing.T) {
 	s := redistest.Start(t)
 	cl := redistest.StartCluster(t, 3)
@@ -81,10 +82,8 @@ func TestReleaseNotifiesWatchers(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				n := c.nodes[0]
-				// A waiter that listens fails an attempt, which marks the
-				// key as listened to.
-				if g, err := n.acquire(ctx, namesOf(k), "waiter", options{ttl: time.Minute}, true); err != nil || g.ok {
+				n, nm := c.nodes[0], namesOf(k)
+				if g, err := n.acquireLine(ctx, nm, "waiter", "w1", options{ttl: time.Minute}); err != nil || g.ok {
 					t.Fatal(g, err)
 				}
 				wake := make(chan string, 1)
@@ -104,13 +103,16 @@ func TestReleaseNotifiesWatchers(t *testing.T) {
 				}
 				select {
 				case p := <-wake:
-					if p != "released" {
-						t.Fatalf("%q: message %q, want released", k, p)
+					if f, ok := wakeFor("w1", p); !ok || f <= l.Fence() {
+						t.Fatalf("%q: message %q, want w1 and a fence above %d", k, p, l.Fence())
 					}
 				case <-time.After(20 * time.Second):
 					t.Fatalf("%q: no notification after Unlock", k)
 				}
 				w.Cancel()
+				if ok, err := n.releaseLine(ctx, nm, "waiter", "w1", time.Minute); err != nil || !ok {
+					t.Fatal(ok, err)
+				}
 			}
 		})
 	}
@@ -120,23 +122,29 @@ func TestReleaseNotifiesWatchers(t *testing.T) {
 // on to the next waiter instead of keeping it.
 func TestLeavingAfterAGrantPassesTheLockOn(t *testing.T) {
 	const k = "lock:leave"
-	rdb, n, nm := heldOnANode(t, k)
+	s := redistest.Start(t)
+	rdb := s.Client(t)
+	c := New(rdb)
+	defer c.Close()
 	ctx := context.Background()
+	l, err := c.TryLock(ctx, k, WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, nm := c.nodes[0], namesOf(k)
 	for i, id := range []string{"first", "second"} {
-		w := &queuedWaiter{id: id, token: "tok-" + id, o: options{ttl: time.Minute}}
-		if st, err := n.join(ctx, nm, w, "group", 1, "0"); err != nil || st.granted {
-			t.Fatalf("waiter %d: %+v %v", i, st, err)
+		if g, err := n.acquireLine(ctx, nm, "tok-"+id, id, options{ttl: time.Minute}); err != nil || g.ok {
+			t.Fatalf("waiter %d: %+v %v", i, g, err)
 		}
 	}
-	if ok, err := releaseOn(ctx, n, nm, "holder", 0, 0, false); err != nil || !ok {
-		t.Fatal(ok, err)
+	if err := l.Unlock(ctx); err != nil {
+		t.Fatal(err)
 	}
 	if got := rdb.Get(ctx, k).Val(); got != "tok-first" {
 		t.Fatalf("after release the key holds %q, want the first waiter's token", got)
 	}
-	had, err := n.leave(ctx, nm, "tok-first", "first")
-	if err != nil || !had {
-		t.Fatalf("leave = %v, %v; want it to report the grant", had, err)
+	if ok, err := n.releaseLine(ctx, nm, "tok-first", "first", time.Minute); err != nil || !ok {
+		t.Fatalf("leave = %v, %v; want it to report the grant", ok, err)
 	}
 	if got := rdb.Get(ctx, k).Val(); got != "tok-second" {
 		t.Fatalf("after the first waiter left, the key holds %q, want the second's token", got)

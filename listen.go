@@ -11,8 +11,8 @@ import (
 	"github.com/dlock-go/dlock/internal/gate"
 )
 
-// The listening wait: Lock with Redlock or WithReplicaAck, which do not
-// queue (each node would order its waiters on its own). A Client's waiters
+// The listening wait: Lock with Redlock, which does not queue (each node
+// would order its waiters on its own). A Client's waiters
 // on a key take turns at its gate (internal/gate); the one whose turn it is
 // tries whenever a majority of nodes announce a release, or a timer fires.
 
@@ -33,7 +33,7 @@ const (
 	maxRetryWait = time.Second
 )
 
-// waitListening is Lock's wait with Redlock or WithReplicaAck, after a
+// waitListening is Lock's wait with Redlock, after a
 // first attempt that failed with err, or none (err nil:
 // gate.Gates.First): at its gate's turn, it waits for a release
 // message or a jittered timer, and tries again.

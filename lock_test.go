@@ -257,10 +257,12 @@ func TestUnlockWithAnEndedContextStillReleases(t *testing.T) {
 	})
 }
 
-// An uncontended lock+unlock on a go-redis client allocates little: 14
-// allocations when this test was written (about 1 KB, ten of them
-// go-redis's own; 35 before), where the fenced floor's two Script.Run
-// calls make 21 (bench_test.go). The bound leaves room for a go-redis release that
+// An uncontended lock+unlock on a go-redis client allocates little: 23 for
+// TryLock+Unlock and 32 for Lock+Unlock when the line (internal/wait)
+// came in, where the fenced floor's two Script.Run calls make 21
+// (bench_test.go); Lock's extra are its Waiter and driver. The old
+// protocol's lean scripts made 14, at the cost of two more scripts per
+// contended hand-off. The bounds leave room for a go-redis release that
 // allocates a little more, and for the odd allocation of another test's
 // goroutine, not for the library's own allocations coming back.
 func TestAnUncontendedLockAndUnlockAllocateLittle(t *testing.T) {
@@ -273,7 +275,8 @@ func TestAnUncontendedLockAndUnlockAllocateLittle(t *testing.T) {
 	for _, acquire := range []struct {
 		name string
 		lock func(context.Context, string, ...dlock.Option) (*dlock.Lock, error)
-	}{{"TryLock", c.TryLock}, {"Lock", c.Lock}} {
+		most float64
+	}{{"TryLock", c.TryLock, 26}, {"Lock", c.Lock, 36}} {
 		allocs := testing.AllocsPerRun(500, func() {
 			l, err := acquire.lock(ctx, k)
 			if err != nil {
@@ -283,8 +286,8 @@ func TestAnUncontendedLockAndUnlockAllocateLittle(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
-		if allocs > 16 {
-			t.Errorf("%s+Unlock: %.1f allocations, want at most 16", acquire.name, allocs)
+		if allocs > acquire.most {
+			t.Errorf("%s+Unlock: %.1f allocations, want at most %v", acquire.name, allocs, acquire.most)
 		}
 		t.Logf("%s+Unlock: %.1f allocations", acquire.name, allocs)
 	}

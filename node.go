@@ -43,11 +43,16 @@ type node struct {
 	releases transport.Flights
 
 	lastDurations atomic.Pointer[durationArgs] // the acquire's last TTL and keep (durations)
+
+	single  bool // the Client's only node: a mutex waits in line (line.go)
+	publish any  // Publish(), boxed
 }
 
 // newNode returns the node for rdb; i names it when its address is unknown.
 func newNode(rdb RedisClient, i int) *node {
-	return &node{Node: transport.NewNode(rdb, i, waitStep)}
+	n := &node{Node: transport.NewNode(rdb, i, waitStep)}
+	n.publish = n.Publish()
+	return n
 }
 
 // fail returns op's error on n: a usage error as it is, else a *NodeError.
@@ -84,6 +89,9 @@ func (g grant) granted() bool { return g.ok }
 func (n *node) acquire(ctx context.Context, nm *lockNames, token string, o options, listens bool) (grant, error) {
 	if tokens.Shared(token) {
 		return n.acquireShared(ctx, nm, token, o)
+	}
+	if n.single {
+		return n.acquireLine(ctx, nm, token, "", o)
 	}
 	d := n.durations(o.ttl, o.fenceKeep())
 	args := append(make([]any, 0, 4), token, d.ttl, d.keep)
@@ -201,82 +209,39 @@ func holderTTL(v any) time.Duration {
 // release deletes the key if it holds token, raises its fencing counter to
 // at least fence (if > 0, then kept for keep), and hands the lock to the
 // first live waiter, or announces it free to listeners. It reports whether
-// the key held the token, and what else the release said (releaseReply).
-// lean (the lock was not waited for) lets a mutex with no fence to raise
-// and no group go through release_lean, one key instead of six, which
-// changes nothing if the holder's mark says someone may wait (mark.lua):
-// the full release follows. group and joins are the queue's
-// (Client.release): the releasing Client's group, whose grant comes back
-// unpublished, and the joins the release makes for it. A script: the delete
-// and hand-off must be one atomic step, or a newcomer could take the lock
-// in between and the queue lose its order.
-func (n *node) release(ctx context.Context, nm *lockNames, token string, fence int64, keep time.Duration, lean bool, group string, joins []any) (releaseReply, error) {
+// the key held the token. A mutex on one node goes through the line's
+// release (line.go). lean (the lock was not waited for) lets a mutex with
+// no fence to raise go through release_lean, one key instead of six, which
+// changes nothing if the holder's mark says someone may listen (mark.lua):
+// the full release follows. A script: the delete and hand-off must be one
+// atomic step, or a newcomer could take the lock in between and the queue
+// lose its order.
+func (n *node) release(ctx context.Context, nm *lockNames, token string, fence int64, keep time.Duration, lean bool) (bool, error) {
 	if tokens.Shared(token) {
 		v, err := n.Run(ctx, sharedReleaseScript, nm.queueKeys(), token, n.Publish(), nm.wake).Int64()
 		if err != nil {
-			return releaseReply{}, n.fail("release", err)
+			return false, n.fail("release", err)
 		}
-		return releaseReply{released: v == 1}, nil
+		return v == 1, nil
 	}
-	if lean && fence == 0 && group == "" && readsHolderMark(token) {
+	if n.single {
+		return n.releaseLine(ctx, nm, token, "", max(keep, lineClaim))
+	}
+	if lean && fence == 0 && readsHolderMark(token) {
 		keys, boxed := nm.leanReleaseKeys()
 		v, err := n.RunBoxed(ctx, releaseLeanScript, keys, boxed, token).Int64()
 		if err != nil {
-			return releaseReply{}, n.fail("release", err)
+			return false, n.fail("release", err)
 		}
 		if v != leanWaited {
-			return releaseReply{released: v == 1}, nil
+			return v == 1, nil
 		}
 	}
-	return n.releaseFull(ctx, nm, token, fence, keep, group, joins)
-}
-
-// releaseReply is what a release said: released, the grant it made to a
-// waiter of the group given (unpublished), and the joined waiters' places
-// (nil when it joined nobody, or may not have).
-type releaseReply struct {
-	released bool
-	grant    string
-	scores   []string
-}
-
-// releaseFull runs release.lua with joins (a step, then 4 args a waiter).
-func (n *node) releaseFull(ctx context.Context, nm *lockNames, token string, fence int64, keep time.Duration, group string, joins []any) (releaseReply, error) {
-	args := n.releaseArgs(token, fence, keep, group)
-	args = append(args, joins...)
-	r, err := n.Run(ctx, releaseScript, nm.releaseKeys(), args...).Result()
+	v, err := n.Run(ctx, releaseScript, nm.releaseKeys(), n.releaseArgs(token, fence, keep)...).Int64()
 	if err != nil {
-		return releaseReply{}, n.fail("release", err)
+		return false, n.fail("release", err)
 	}
-	var rr releaseReply
-	if len(joins) > 0 {
-		r, rr.scores = foldReply(r, (len(joins)-1)/4)
-	}
-	switch r := r.(type) {
-	case int64:
-		rr.released = r == 1
-	case string: // released, and handed to a waiter of group: its grant
-		rr.released, rr.grant = true, r
-	}
-	return rr, nil
-}
-
-// foldReply splits a release's answer with n joins into its own answer and
-// the joined waiters' scores (nil if it joined nobody: another kind).
-func foldReply(r any, n int) (any, []string) {
-	t, ok := r.([]any)
-	if !ok || len(t) != 1+n {
-		return r, nil
-	}
-	scores := make([]string, n)
-	for i, v := range t[1:] {
-		s, ok := v.(string)
-		if !ok {
-			return t[0], nil
-		}
-		scores[i] = s
-	}
-	return t[0], scores
+	return v == 1, nil
 }
 
 // readsHolderMark reports whether token is a mutex token of this version,
@@ -294,11 +259,9 @@ const (
 )
 
 // releaseArgs returns the release script's arguments: the token, and only
-// what this release needs besides (fence and keep, publish command, group).
-func (n *node) releaseArgs(token string, fence int64, keep time.Duration, group string) []any {
+// what this release needs besides (fence and keep, publish command).
+func (n *node) releaseArgs(token string, fence int64, keep time.Duration) []any {
 	switch {
-	case group != "":
-		return []any{token, fence, keep.Milliseconds(), n.Publish(), group}
 	case n.Cluster != nil:
 		return []any{token, fence, keep.Milliseconds(), n.Publish()}
 	case fence != 0:

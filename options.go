@@ -127,8 +127,10 @@ func WithNodeTimeout(d time.Duration) Option {
 // error then matches both). It narrows the
 // failover window of asynchronous replication but does not close it (a
 // replica that acknowledged can still lose the write: fences remain the
-// answer). Waiting is then by notification, not the FIFO queue: a hand-off
-// is written by the releaser, whose WAIT would not cover it.
+// answer). A waiting Lock waits in the FIFO line as any: a hand-off is
+// confirmed by the waiter's own acquire, whose WAIT covers the releaser's
+// writes before it (replication is in order); a grant too few replicas
+// acknowledged stays the waiter's while it retries.
 func WithReplicaAck(replicas int, timeout time.Duration) Option {
 	return func(o *options) { o.replicas, o.replicaTimeout = replicas, timeout }
 }

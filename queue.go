@@ -6,16 +6,15 @@ import (
 	"time"
 )
 
-// Waiting in line (one node): docs/design.md, "The wait and the hand-off,
-// in one story". Newcomers cannot jump the line: the acquire scripts refuse
-// a key with a queue. The queue's parts, a file each:
+// Semaphores' and read-write locks' waiting in line (one node; a mutex's
+// wait is the line's: line_wait.go). Newcomers cannot jump the line: the
+// acquire scripts refuse a key with a queue. The queue's parts, a file each:
 //
 //	queue.go           the design, its timing, and waitQueued (Lock's entry)
 //	queue_waiter.go    a waiter: one Lock call in line, its mailbox and loop
 //	queue_group.go     a Client's waiters on one key: subscription, joins, leaving
 //	queue_keepalive.go the group's sign of life and roll call
-//	queue_handoff.go   a release of the Client's, and the grants it delivers
-//	queue_fold.go      the first join a release makes for its Client's next waiter
+//	queue_handoff.go   the grant message and its delivery
 //	queue_scripts.go   the queue's scripts as a node runs them
 //
 // The lease of a hand-off (safety). The release runs at server time Tg,
@@ -24,9 +23,8 @@ import (
 // before sending step k, and counts its lease as Sk + lease - drift(lease):
 // no later than Tg + px, when the key expires, however late the message.
 //
-// What a hand-off gives: the releasing Client's own waiter its TTL; any
-// other a claim, min(TTL, claimTime), which its join confirms for the whole
-// TTL before Lock returns, so a waiter that died unseen holds the line up
+// What a hand-off gives: a claim, min(TTL, claimTime), which the waiter's
+// join confirms for the whole TTL before Lock returns, so a waiter that died unseen holds the line up
 // for claimTime at most. A grant with less than a quarter of the claim left
 // is refused, and the waiter joins again at its place.
 const (
@@ -46,7 +44,7 @@ func keepalivePeriod(ttl time.Duration) time.Duration {
 }
 
 // waitQueued waits in key's queue until the lock is granted or ctx ends.
-// It is Lock's path on a single node after a failed first attempt.
+// It is a shared hold's path on a single node after a failed first attempt.
 func (c *Client) waitQueued(ctx context.Context, nm *lockNames, o options) (*Lock, error) {
 	done, ok := c.begin() // Close waits for this call, leave included
 	if !ok {

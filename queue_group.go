@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock/internal/gate"
-	"github.com/dlock-go/dlock/internal/tokens"
 	"github.com/dlock-go/dlock/internal/transport"
 )
 
@@ -31,12 +30,10 @@ type waitGroup struct {
 	departed  map[string]string // id -> token: gone, leave not yet confirmed
 	departing gate.Limit        // leaves under way, and joins given up unanswered (a leave follows)
 	seq       int64
-	sent      []stepSent      // recent steps, in seq order
-	emptied   chan struct{}   // the last waiter has gone (see groupLinger)
-	holder    *Lock           // the mutex lock last granted to one of its waiters, until released
-	deferred  []*queuedWaiter // waiters deferring their first join (deferJoin)
-	idle      time.Time       // since when the group has had no waiter; zero while it has
-	failing   error           // the last keepalive's error, until a keepalive succeeds
+	sent      []stepSent    // recent steps, in seq order
+	emptied   chan struct{} // the last waiter has gone (see groupLinger)
+	idle      time.Time     // since when the group has had no waiter; zero while it has
+	failing   error         // the last keepalive's error, until a keepalive succeeds
 	stopped   bool
 }
 
@@ -56,18 +53,6 @@ type groups struct {
 	// n is len(m), written under mu, read without: a Client without waiters
 	// takes no lock and looks nothing up per release.
 	n atomic.Int32
-	// deferFor (set by a test before any call) stands in for joinDefer.
-	deferFor time.Duration
-}
-
-// granted records l, granted to one of the group's waiters, as its holder.
-func (g *waitGroup) granted(l *Lock) *Lock {
-	if l != nil && !tokens.Shared(l.token) {
-		g.mu.Lock()
-		g.holder = l
-		g.mu.Unlock()
-	}
-	return l
 }
 
 // enter adds w to the Client's group for nm's key, starting one if none.
@@ -156,7 +141,7 @@ func (g *waitGroup) join(ctx context.Context, w *queuedWaiter) (l *Lock, err err
 		// or leave.lua passes it on if the caller gives up.
 		return nil, errGrantLapsed, false
 	case r.granted:
-		return g.granted(newLock(g.c, g.nm, w.token, r.fence, w.o, sent, r.px)), nil, false
+		return newLock(g.c, g.nm, w.token, r.fence, w.o, sent, r.px), nil, false
 	}
 	w.mu.Lock()
 	w.joined = true
@@ -186,7 +171,7 @@ func (g *waitGroup) accept(w *queuedWaiter, h *handedOff) *Lock {
 	if !ok || time.Until(validUntil(from, h.lease)) < w.px/4 {
 		return nil
 	}
-	return g.granted(newLock(g.c, g.nm, w.token, h.fence, w.o, from, h.lease))
+	return newLock(g.c, g.nm, w.token, h.fence, w.o, from, h.lease)
 }
 
 // leaveWait is how long a waiter that gives up waits for its leave's answer
@@ -266,7 +251,7 @@ func (gs *groups) waiting(key string) bool {
 	g.mu.Lock()
 	n := len(g.waiters)
 	g.mu.Unlock()
-	return n > 0 || g.holding()
+	return n > 0
 }
 
 // lastLeft tells the group's keepalive that its last waiter has gone: the

@@ -2,12 +2,9 @@ package dlock
 
 import (
 	"context"
-	"runtime"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/dlock-go/dlock/internal/tokens"
 )
 
 // handedOff is a grant as the release script published it.
@@ -16,19 +13,6 @@ type handedOff struct {
 	seq   int64         // the group's step the lease counts from
 	lease time.Duration // from the send of step seq
 	px    time.Duration // the key's PX from the grant: the TTL, or a shorter claim
-}
-
-// handOver delivers the grant a release of this Client's returned to the
-// waiter it went to, if that is this Client's: a grant to the releasing
-// Client's group is not published, so the reply is its only message; if
-// lost, the keepalive finds the grant record ('!'), as for a lost message.
-func (gs *groups) handOver(key, msg string) {
-	gs.mu.Lock()
-	g := gs.m[key]
-	gs.mu.Unlock()
-	if g != nil {
-		g.message(msg)
-	}
 }
 
 // message takes a wake channel message (on the subscriber's goroutine: no
@@ -68,63 +52,7 @@ func parseGrant(payload string) (id string, h *handedOff, ok bool) {
 		lease: time.Duration(lease) * time.Millisecond, px: time.Duration(px) * time.Millisecond}, true
 }
 
-// release releases token's hold of nm's key on n (node.release). On one
-// node it names the Client's group for the key, so that a grant to one of
-// its waiters comes back in the reply, unpublished, and carries the joins
-// of its deferred waiters (joinFold); the grant is delivered here.
+// release releases token's hold of nm's key on n (node.release).
 func (c *Client) release(ctx context.Context, n *node, nm *lockNames, token string, fence int64, keep time.Duration, lean bool) (bool, error) {
-	var group string
-	var f *joinFold
-	if len(c.nodes) == 1 && !tokens.Shared(token) { // the FIFO queue is one node's (queue.go)
-		group, f = c.groups.releasing(nm.key, token)
-	}
-	r, err := n.release(ctx, nm, token, fence, keep, lean, group, f.args(nil))
-	// Before the hand-off: woken in the next critical section, they would
-	// delay its timers (Go's poller sleeps in whole milliseconds).
-	f.answered(r.scores)
-	if r.grant != "" {
-		c.groups.handOver(nm.key, r.grant)
-		// Let the readied waiter, the next holder, run now, not only once
-		// this goroutine blocks: it keeps a hot key busy.
-		runtime.Gosched()
-	}
-	return r.released, err
-}
-
-// releasing is told the Client is about to release its lock on key with
-// token: it returns the name of the Client's group for key, or "", and, if
-// the group holds the key through that lock, its deferred waiters, whose
-// first joins the release script makes (joinFold). Without groups it looks
-// nothing up: a group started meanwhile is one started after the lookup.
-func (gs *groups) releasing(key, token string) (group string, f *joinFold) {
-	if gs.n.Load() == 0 {
-		return "", nil
-	}
-	gs.mu.Lock()
-	g := gs.m[key]
-	gs.mu.Unlock()
-	if g == nil {
-		return "", nil
-	}
-	g.mu.Lock()
-	if g.holder == nil || g.holder.token != token {
-		g.mu.Unlock()
-		return g.id, nil
-	}
-	deferred := g.deferred
-	g.holder, g.deferred = nil, nil
-	for _, w := range deferred {
-		w.mu.Lock()
-		w.fold = foldTaken // under g.mu: undefer sees it taken or not at all
-		w.mu.Unlock()
-		if w.o.hasNodeTimeout {
-			w.deliver(nil, false, nil) // its wait for the release starts now (folded)
-		}
-	}
-	g.mu.Unlock()
-	if len(deferred) == 0 {
-		return g.id, nil
-	}
-	seq, _ := g.stamp() // before the release is sent: its lease counts from here
-	return g.id, &joinFold{g: g, seq: seq, ws: deferred}
+	return n.release(ctx, nm, token, fence, keep, lean)
 }

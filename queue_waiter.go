@@ -25,7 +25,6 @@ type queuedWaiter struct {
 	err    error         // the group's keepalive failed
 	joined bool          // answered a join: the roll call may include it
 	score  string        // its place in line, from its first join
-	fold   foldState     // its first join's, when a release makes it (joinFold)
 	out    outage        // the node's outage it is riding out, if any (its own goroutine's)
 }
 
@@ -90,17 +89,12 @@ func (w *queuedWaiter) forgetOutage() {
 // the lock, the waiter has left the queue (or its leave is under way after
 // a step still in flight, or remembered by the group).
 func (w *queuedWaiter) wait(ctx context.Context, g *waitGroup) (*Lock, error) {
-	fold, err := w.deferJoin(ctx, g)
-	if err != nil {
-		// Nothing to leave if never joined, or joined by a release as it
-		// gave up (whose releaser has it leave); else it may be in line.
-		g.exit(w, fold == foldJoined || fold == foldFailed)
+	// Held back while the group's departures are many (departingLimit).
+	if err := g.departing.Wait(ctx); err != nil {
+		g.exit(w, false) // never joined: nothing to leave
 		return nil, err
 	}
-	check := fold != foldJoined // the first join, unless a release made it
-	if !check {
-		w.deliver(nil, false, nil) // look: the release's grant may be in the mailbox already
-	}
+	check := true // the first join
 	for {
 		if check {
 			w.forgetOutage()
@@ -121,6 +115,7 @@ func (w *queuedWaiter) wait(ctx context.Context, g *waitGroup) (*Lock, error) {
 			return nil, ctx.Err()
 		}
 		var l *Lock
+		var err error
 		if l, check, err = w.received(g); err != nil && w.out.rideOut(ctx, g.c.done, w.signal, w.news, w.o, err) {
 			check = true // the keepalive failed: join again once the node answers
 		} else if l != nil || err != nil {

@@ -275,8 +275,7 @@ func (c *Client) awaitLetGo(ctx context.Context, nm *lockNames, toks []string, g
 func (c *Client) removeHold(ctx context.Context, nm *lockNames, token string, fence int64, keep time.Duration) bool {
 	removed := false
 	for _, a := range onNodes(ctx, c, "revoke", func(ctx context.Context, n *node) (bool, error) {
-		rr, err := n.release(ctx, nm, token, fence, keep, false, "", nil)
-		return rr.released, err
+		return n.release(ctx, nm, token, fence, keep, false)
 	}) {
 		removed = removed || (a.Err == nil && a.V)
 	}

@@ -17,12 +17,13 @@ func BenchmarkScriptsAlone(b *testing.B) {
 	n := newNode(rdb, 0)
 	ctx := context.Background()
 	nm := namesOf("bench")
+	o := options{ttl: 30 * time.Second}
 	for i := 0; i < b.N; i++ {
-		g, err := n.acquire(ctx, nm, "token", options{ttl: 30 * time.Second}, false)
+		g, err := n.acquireLine(ctx, nm, "token", "", o)
 		if err != nil || !g.ok {
 			b.Fatal(g, err)
 		}
-		if ok, err := releaseOn(ctx, n, nm, "token", 0, 0, true); err != nil || !ok {
+		if ok, err := n.releaseLine(ctx, nm, "token", "", o.fenceKeep()); err != nil || !ok {
 			b.Fatal(ok, err)
 		}
 	}

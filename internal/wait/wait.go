@@ -21,9 +21,10 @@
 //	state      event                   commands                      next
 //	Idle       Start                   Run acquire                   Acquiring
 //	Acquiring  Reply GRANTED           Grant(fence, sent+TTL)        Held
+//	Acquiring  Reply GRANTED, too late Run acquire (a fresh lease)   Acquiring
 //	Acquiring  Reply QUEUED/TAKEN      WakeAt(now+Poll)              Queued
 //	Acquiring  Reply QUEUED, woken     Run acquire                   Acquiring
-//	Acquiring  Failed (outcome unknown) WakeAt(now+Retry)            Queued
+//	Acquiring  Failed (outcome unknown) WakeAt(now+backoff)          Queued
 //	Acquiring  Wake                    - (woken)                     Acquiring
 //	Acquiring  Cancel                  Fail(err) (cancelled)         Acquiring
 //	Acquiring  Reply/Failed, cancelled Run release                   Leaving
@@ -31,10 +32,18 @@
 //	Queued     Cancel                  Fail(err), Run release        Leaving
 //	Held       Unlock                  Run release                   Releasing
 //	Releasing  Reply/Failed            -                             Done
-//	Leaving    Reply/Failed            -                             Done
+//	Leaving    Reply                   -                             Done
+//	Leaving    Reply NOT_HELD, unsure  WakeAt(now+Retry) (unsure: no) Leaving
+//	Leaving    Failed                  WakeAt(now+backoff)           Leaving
+//	Leaving    Timer due               Run release                   Leaving
 //
 // Any other event is ignored. A lease is counted from the send of the
-// acquire that granted or confirmed it, shortened by Drift.
+// acquire that granted or confirmed it, shortened by Drift; a grant whose
+// reply comes after that lease ended is confirmed again. The backoff after
+// a failure starts at Retry and doubles with each failure in a row, up to
+// RetryMax (none: Retry each time). A waiter is unsure while its last
+// acquire failed unanswered: the server may still run it, and grant it the
+// key, after the leave; a leave that finds nothing then looks once more.
 package wait
 
 import (
@@ -172,6 +181,7 @@ type Config struct {
 	Poll      time.Duration // the keepalive's period, well under Alive
 	Claim     time.Duration // how long the next waiter has to confirm a hand-off; over Poll
 	Retry     time.Duration // the wait after a failed script
+	RetryMax  time.Duration // the longest wait after failures in a row; 0: always Retry
 	Drift     float64       // the fraction of TTL given up for clock drift
 	Defects   Defects       // test-only; all false in production
 }
@@ -184,20 +194,46 @@ type Defects struct {
 	DropOnLoss  bool // after a failed acquire, a fresh token: a grant by that acquire is lost
 }
 
-// Waiter is one Lock call's protocol.
+// Waiter is one Lock call's protocol. Step's commands, and their Args, are
+// the Waiter's own buffers: valid until the next Step (Args: for good).
 type Waiter struct {
 	cfg              Config
+	out              [2]Command
+	acquireArgs      [6]string
+	releaseArgs      [4]string
 	state            State
 	sent             time.Time // the send of the acquire in flight
 	timer            time.Time // the time asked for with WakeAt
 	woken, cancelled bool
+	unsure           bool // the last acquire failed unanswered: it may yet run
+	fails            int  // failed scripts in a row
 }
 
 // New returns a waiter in state Idle.
-func New(cfg Config) *Waiter { return &Waiter{cfg: cfg} }
+func New(cfg Config) *Waiter {
+	w := &Waiter{cfg: cfg}
+	w.args()
+	return w
+}
+
+// args fills the scripts' arguments, which change only with the token.
+func (w *Waiter) args() {
+	c := w.cfg
+	w.acquireArgs = [6]string{c.Token, ms(c.TTL), ms(c.Keep), c.ID, "1", ms(c.Alive)}
+	w.releaseArgs = [4]string{c.Token, ms(c.Claim), ms(c.Keep), c.ID}
+}
+
+// cmd returns the commands cs in the Waiter's buffer.
+func (w *Waiter) cmd(cs ...Command) []Command {
+	n := copy(w.out[:], cs)
+	return w.out[:n]
+}
 
 // State is the waiter's state.
 func (w *Waiter) State() State { return w.state }
+
+// Keep is how long the waiter's scripts keep the fence counter.
+func (w *Waiter) Keep() time.Duration { return w.cfg.Keep }
 
 // Token is the token the waiter's scripts carry now.
 func (w *Waiter) Token() string { return w.cfg.Token }
@@ -216,7 +252,7 @@ func (w *Waiter) Step(ev Event) []Command {
 		case Wake:
 			if w.cfg.Defects.NoConfirm {
 				w.state = Held
-				return []Command{{Kind: Grant, Fence: ev.Fence, Lease: w.lease(ev.Now)}}
+				return w.cmd(Command{Kind: Grant, Fence: ev.Fence, Lease: w.lease(ev.Now)})
 			}
 			return w.acquire(ev.Now)
 		case Timer:
@@ -226,18 +262,45 @@ func (w *Waiter) Step(ev Event) []Command {
 		case Cancel:
 			if w.cfg.Defects.KeepOnLeave {
 				w.state = Done
-				return []Command{{Kind: Fail, Err: ev.Err}}
+				return w.cmd(Command{Kind: Fail, Err: ev.Err})
 			}
-			return append([]Command{{Kind: Fail, Err: ev.Err}}, w.leave()...)
+			w.state, w.timer, w.fails = Leaving, time.Time{}, 0
+			return w.cmd(Command{Kind: Fail, Err: ev.Err}, w.release())
 		}
 	case Held:
 		if ev.Kind == Unlock {
 			w.state = Releasing
-			return []Command{w.release(w.cfg.Claim)}
+			return w.cmd(w.release())
 		}
-	case Releasing, Leaving:
+	case Releasing:
 		if ev.Kind == Reply || ev.Kind == Failed {
 			w.state = Done
+		}
+	case Leaving:
+		return w.stepLeaving(ev)
+	}
+	return nil
+}
+
+// stepLeaving retries a leave until the server answers it, and once more
+// after a "not held" while the waiter is unsure.
+func (w *Waiter) stepLeaving(ev Event) []Command {
+	switch ev.Kind {
+	case Reply:
+		if ev.Result.Status == NotHeld && w.unsure {
+			w.unsure = false
+			w.timer = ev.Now.Add(w.cfg.Retry)
+			return w.cmd(Command{Kind: WakeAt, At: w.timer})
+		}
+		w.state = Done
+	case Failed:
+		w.fails++
+		w.timer = ev.Now.Add(w.backoff())
+		return w.cmd(Command{Kind: WakeAt, At: w.timer})
+	case Timer:
+		if !w.timer.IsZero() && !ev.Now.Before(w.timer) {
+			w.timer = time.Time{}
+			return w.cmd(w.release())
 		}
 	}
 	return nil
@@ -250,9 +313,10 @@ func (w *Waiter) stepAcquiring(ev Event) []Command {
 	case Cancel:
 		if !w.cancelled {
 			w.cancelled = true
-			return []Command{{Kind: Fail, Err: ev.Err}}
+			return w.cmd(Command{Kind: Fail, Err: ev.Err})
 		}
 	case Reply, Failed:
+		w.unsure = ev.Kind == Failed
 		if w.cancelled {
 			if w.cfg.Defects.KeepOnLeave {
 				w.state = Done
@@ -263,13 +327,19 @@ func (w *Waiter) stepAcquiring(ev Event) []Command {
 		if ev.Kind == Failed {
 			if w.cfg.Defects.DropOnLoss {
 				w.cfg.Token += "'"
+				w.args()
 			}
-			return w.wait(ev.Now.Add(w.cfg.Retry))
+			w.fails++
+			return w.wait(ev.Now.Add(w.backoff()))
 		}
+		w.fails = 0
 		switch ev.Result.Status {
 		case Granted:
+			if !ev.Now.Before(w.lease(w.sent)) {
+				return w.acquire(ev.Now)
+			}
 			w.state = Held
-			return []Command{{Kind: Grant, Fence: ev.Result.Fence, Lease: w.lease(w.sent)}}
+			return w.cmd(Command{Kind: Grant, Fence: ev.Result.Fence, Lease: w.lease(w.sent)})
 		case Enqueued, Taken:
 			if w.woken {
 				return w.acquire(ev.Now)
@@ -280,6 +350,18 @@ func (w *Waiter) stepAcquiring(ev Event) []Command {
 	return nil
 }
 
+// backoff is the wait after w.fails failures in a row.
+func (w *Waiter) backoff() time.Duration {
+	d := w.cfg.Retry
+	for i := 1; i < w.fails && d < w.cfg.RetryMax; i++ {
+		d *= 2
+	}
+	if w.cfg.RetryMax > 0 {
+		d = min(d, w.cfg.RetryMax)
+	}
+	return d
+}
+
 // lease is the end of a lease counted from from, less the drift allowance.
 func (w *Waiter) lease(from time.Time) time.Time {
 	return from.Add(w.cfg.TTL - time.Duration(float64(w.cfg.TTL)*w.cfg.Drift))
@@ -287,23 +369,23 @@ func (w *Waiter) lease(from time.Time) time.Time {
 
 func (w *Waiter) acquire(now time.Time) []Command {
 	w.state, w.sent, w.woken = Acquiring, now, false
-	return []Command{{Kind: RunAcquire, Args: []string{w.cfg.Token, ms(w.cfg.TTL), ms(w.cfg.Keep), w.cfg.ID, "1", ms(w.cfg.Alive)}}}
+	return w.cmd(Command{Kind: RunAcquire, Args: w.acquireArgs[:]})
 }
 
 func (w *Waiter) wait(at time.Time) []Command {
 	w.state, w.timer = Queued, at
-	return []Command{{Kind: WakeAt, At: at}}
+	return w.cmd(Command{Kind: WakeAt, At: at})
 }
 
 // leave gives up: release leaves the line and passes on a grant the waiter
 // may hold, for the claim its holder gave it.
 func (w *Waiter) leave() []Command {
-	w.state = Leaving
-	return []Command{w.release(w.cfg.Claim)}
+	w.state, w.timer, w.fails = Leaving, time.Time{}, 0
+	return w.cmd(w.release())
 }
 
-func (w *Waiter) release(claim time.Duration) Command {
-	return Command{Kind: RunRelease, Args: []string{w.cfg.Token, ms(claim), ms(w.cfg.Keep), w.cfg.ID}}
+func (w *Waiter) release() Command {
+	return Command{Kind: RunRelease, Args: w.releaseArgs[:]}
 }
 
 func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }

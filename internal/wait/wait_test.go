@@ -50,7 +50,35 @@ func TestAWaiterThatGivesUpInFlightReleasesAfterTheReply(t *testing.T) {
 	if len(c) != 1 || c[0].Kind != RunRelease || c[0].Args[3] != "w1" || w.State() != Leaving {
 		t.Fatalf("after reply: %+v", c)
 	}
-	w.Step(Event{Kind: Failed, Now: at(3)})
+	// A leave that fails is retried until the server answers it.
+	if c := w.Step(Event{Kind: Failed, Now: at(3)}); len(c) != 1 || c[0].Kind != WakeAt || w.State() != Leaving {
+		t.Fatalf("failed leave: %+v %v", c, w.State())
+	}
+	if c := w.Step(Event{Kind: Timer, Now: at(100)}); len(c) != 1 || c[0].Kind != RunRelease {
+		t.Fatalf("leave again: %+v", c)
+	}
+	w.Step(Event{Kind: Reply, Now: at(101), Result: Result{Status: Released}})
+	if w.State() != Done {
+		t.Fatal(w.State())
+	}
+}
+
+// A waiter whose acquire failed unanswered leaves, and looks once more
+// after a leave that found nothing: the acquire may run after it.
+func TestAnUnsureWaiterLeavesTwice(t *testing.T) {
+	w := New(cfg())
+	w.Step(Event{Kind: Start, Now: at(0)})
+	w.Step(Event{Kind: Cancel, Now: at(1), Err: context.Canceled})
+	if c := w.Step(Event{Kind: Failed, Now: at(2)}); len(c) != 1 || c[0].Kind != RunRelease {
+		t.Fatalf("leave: %+v", c)
+	}
+	if c := w.Step(Event{Kind: Reply, Now: at(3), Result: Result{Status: NotHeld}}); len(c) != 1 || c[0].Kind != WakeAt {
+		t.Fatalf("not held, unsure: %+v", c)
+	}
+	if c := w.Step(Event{Kind: Timer, Now: at(60)}); len(c) != 1 || c[0].Kind != RunRelease {
+		t.Fatalf("look again: %+v", c)
+	}
+	w.Step(Event{Kind: Reply, Now: at(61), Result: Result{Status: NotHeld}})
 	if w.State() != Done {
 		t.Fatal(w.State())
 	}

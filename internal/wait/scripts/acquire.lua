@@ -12,8 +12,10 @@
 local token, ttl, keep, id = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 
 local function granted()
-  redis.call('ZREM', Q, id)
-  redis.call('HDEL', W, id)
+  if ARGV[5] == '1' then
+    redis.call('ZREM', Q, id)
+    redis.call('HDEL', W, id)
+  end
   redis.call('PEXPIRE', F, keep)
   return {1, redis.call('GET', F)}
 end

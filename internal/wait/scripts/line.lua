@@ -13,7 +13,8 @@ local function head()
     local h = redis.call('ZRANGE', Q, 0, 0)[1]
     if not h then return nil end
     local rec = redis.call('HGET', W, h)
-    if rec and tonumber(string.match(rec, '^%S+ %S+ (%S+)')) >= now_ms then return h, rec end
+    local alive = rec and tonumber(string.match(rec, '^%S+ %S+ (%S+)')) -- nil: gone, or another format
+    if alive and alive >= now_ms then return h, rec end
     redis.call('ZREM', Q, h)
     redis.call('HDEL', W, h)
   end

@@ -6,6 +6,7 @@
 -- KEYS[5]  wake channel: the message is "id fence"
 -- ARGV[1]  token      ARGV[2]  claim_ms: how long the next waiter has to confirm
 -- ARGV[3]  keep_ms    ARGV[4]  the caller's waiter id ('' for none)
+-- ARGV[5]  the publish command, if not PUBLISH: SPUBLISH on Redis Cluster
 -- Returns {1, next waiter's id or ''} RELEASED, {0, ''} NOT_HELD.
 -- (K, F, Q, W, now_us, now_ms, head and issue_fence: line.lua, put first)
 
@@ -13,12 +14,12 @@ if ARGV[4] ~= '' then
   redis.call('ZREM', Q, ARGV[4])
   redis.call('HDEL', W, ARGV[4])
 end
-if redis.call('GET', K) ~= ARGV[1] then return {0, ''} end
+if redis.pcall('GET', K) ~= ARGV[1] then return {0, ''} end -- another kind's key: not held
 redis.call('DEL', K)
 local h, rec = head()
 if not rec then return {1, ''} end
 local fence = issue_fence(ARGV[3])
 redis.call('SET', K, string.match(rec, '^%S+'), 'PX', ARGV[2])
 redis.call('HSET', W, h, string.match(rec, '^%S+ %S+ %S+') .. ' ' .. fence)
-redis.call('PUBLISH', KEYS[5], h .. ' ' .. fence)
+redis.call(ARGV[5] or 'PUBLISH', KEYS[5], h .. ' ' .. fence)
 return {1, h}

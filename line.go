@@ -1,0 +1,142 @@
+package dlock
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dlock-go/dlock/internal/tokens"
+	"github.com/dlock-go/dlock/internal/transport"
+	"github.com/dlock-go/dlock/internal/wait"
+)
+
+// The line: a mutex's wait on one node, internal/wait's state machine
+// driven here (docs/design.md, "The wait protocol"). The Waiter decides;
+// waitInLine only carries its commands out (a script, a timer, the
+// caller's answer) and feeds it what comes back (a reply or a failure, a
+// wake message naming it, the time, the caller giving up).
+
+// The line's timing. A waiter re-runs acquire every linePoll as its
+// keepalive, so its record, alive for lineAlive after each run, outlives a
+// lost run or two; a hand-off's claim gives the next waiter lineClaim to
+// confirm before the key, unconfirmed, expires (a waiter that died unseen
+// holds the line up that long at most). Failed scripts are retried from
+// outageFirst, doubling to outageMost (outage.go).
+const (
+	lineAlive = time.Second
+	linePoll  = lineAlive / 3
+	lineClaim = lineAlive
+)
+
+var (
+	lineAcquire = transport.NewScript(wait.AcquireScript)
+	lineRelease = transport.NewScript(wait.ReleaseScript)
+)
+
+// acquireLine runs the line's acquire for token: granted, or the holder's
+// TTL. id, when not "", queues the caller if the key is not granted.
+func (n *node) acquireLine(ctx context.Context, nm *lockNames, token, id string, o options) (grant, error) {
+	d := n.durations(o.ttl, max(o.fenceKeep(), lineClaim))
+	join, idArg := argNo, argNone
+	if id != "" {
+		join, idArg = argYes, id
+	}
+	args := []any{token, d.ttl, d.keep, idArg, join, argAlive}
+	var (
+		res   any
+		err   error
+		acked = -1
+	)
+	if o.replicas > 0 {
+		res, acked, err = n.RunAcked(ctx, lineAcquire, nm.line[:4], o.replicas, o.replicaTimeout, args...)
+	} else {
+		res, err = n.RunBoxed(ctx, lineAcquire, nm.line[:4], nm.lineBoxed[:4], args...).Result()
+	}
+	if err != nil {
+		return grant{}, n.fail("acquire", err)
+	}
+	code, value, err := lineReply(res)
+	if err != nil {
+		return grant{}, n.fail("acquire", err)
+	}
+	if wait.Status(code) != wait.Granted {
+		return grant{pttl: holderTTL(value)}, nil
+	}
+	if acked >= 0 && acked < o.replicas {
+		return grant{}, n.fail("acquire", fmt.Errorf("%w: %d of %d within %v", ErrNoReplicaAck, acked, o.replicas, o.replicaTimeout))
+	}
+	fence, err := parseFence(value)
+	if err != nil {
+		return grant{}, n.fail("acquire", err)
+	}
+	return grant{ok: true, fence: fence}, nil
+}
+
+// The line scripts' constant arguments, boxed once.
+var (
+	argNone, argNo, argYes any = "", "0", "1"
+	argAlive, argClaim     any = ms(lineAlive), ms(lineClaim)
+)
+
+// releaseLine runs the line's release for token: the key released (and
+// handed to the first live waiter), or not held; id, if not "", is a
+// waiter's that gives up, whose place is left too. keep is how long the
+// fence counter is kept for a hand-off.
+func (n *node) releaseLine(ctx context.Context, nm *lockNames, token, id string, keep time.Duration) (bool, error) {
+	idArg := argNone
+	if id != "" {
+		idArg = id
+	}
+	res, err := n.RunBoxed(ctx, lineRelease, nm.line[:], nm.lineBoxed[:], token, argClaim, keep.Milliseconds(), idArg, n.publish).Result()
+	if err != nil {
+		return false, n.fail("release", err)
+	}
+	code, _, err := lineReply(res)
+	if err != nil {
+		return false, n.fail("release", err)
+	}
+	return wait.Status(code) == wait.Released, nil
+}
+
+// lineReply reads a line script's {code, value} reply.
+func lineReply(res any) (int64, any, error) {
+	t, ok := res.([]any)
+	if !ok || len(t) != 2 {
+		return 0, nil, errors.New("unexpected reply from a line script")
+	}
+	code, ok := t[0].(int64)
+	if !ok {
+		return 0, nil, errors.New("unexpected reply from a line script")
+	}
+	return code, t[1], nil
+}
+
+func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
+
+// usesLine reports whether a lock with token on c waits in the line: a
+// mutex (elections' included) on one node.
+func (c *Client) usesLine(token string) bool {
+	return len(c.nodes) == 1 && !tokens.Shared(token)
+}
+
+// newWaiterID returns a waiter's name in the line: random, 16 hex digits.
+func newWaiterID() string {
+	var id [8]byte
+	_, _ = rand.Read(id[:])
+	return hex.EncodeToString(id[:])
+}
+
+// wakeFor parses a wake message, "id fence", for the waiter id.
+func wakeFor(id, payload string) (int64, bool) {
+	rest, ok := strings.CutPrefix(payload, id+" ")
+	if !ok {
+		return 0, false
+	}
+	fence, err := strconv.ParseInt(rest, 10, 64)
+	return fence, err == nil
+}

@@ -1,0 +1,331 @@
+package dlock
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/dlock-go/dlock/internal/tokens"
+	"github.com/dlock-go/dlock/internal/transport"
+	"github.com/dlock-go/dlock/internal/wait"
+)
+
+// waitInLine is Lock for a mutex on one node: it drives a wait.Waiter from
+// the first acquire (which grants the key, or queues the caller) to the
+// grant or the caller's error. contended is set when the key was taken.
+func (c *Client) waitInLine(ctx context.Context, nm *lockNames, o options, contended *bool) (*Lock, error) {
+	done, ok := c.begin() // Close waits for the wait, its leave included
+	if !ok {
+		return nil, notObtained(ErrClosed)
+	}
+	token, err := tokens.New(o.kind, o.value, o.candidate)
+	if err != nil {
+		done()
+		return nil, err
+	}
+	if !c.holdBack(ctx) {
+		done()
+		return nil, notObtained(c.stopped(ctx))
+	}
+	d := &driver{c: c, n: c.nodes[0], nm: nm, o: o, id: newWaiterID(), done: done}
+	d.w = wait.New(wait.Config{ID: d.id, Token: token, TTL: o.ttl, Keep: max(o.fenceKeep(), lineClaim),
+		Alive: lineAlive, Poll: linePoll, Claim: lineClaim, Retry: outageFirst, RetryMax: outageMost})
+	return d.run(ctx, contended)
+}
+
+// watchLinger is how long a finished wait's watch outlives it, so that
+// goroutines taking turns on a key do not resubscribe each turn.
+const watchLinger = 100 * time.Millisecond
+
+// leavingLimit is how many waiters may be leaving the line before new
+// waits are held back (holdBack).
+const leavingLimit = 64
+
+// holdBack waits while leavingLimit waiters of c are leaving the line, so
+// that callers who give up faster than the server runs their scripts do
+// not fill the line with waiters that have gone, to whom every hand-off
+// would go first; false if ctx ended or c closed first.
+func (c *Client) holdBack(ctx context.Context) bool {
+	select {
+	case c.leaving <- struct{}{}:
+		<-c.leaving
+		return true
+	case <-ctx.Done():
+	case <-c.done:
+	}
+	return false
+}
+
+// driver carries one Waiter's commands out and its events in.
+type driver struct {
+	c  *Client
+	n  *node
+	nm *lockNames
+	o  options
+	id string
+	w  *wait.Waiter
+
+	replies chan wait.Event // the script in flight's reply (one at a time)
+	wakes   chan int64      // wake messages naming this waiter
+	watch   *transport.Watch
+	ready   <-chan struct{} // closed once the wake channel is subscribed
+	timer   *time.Timer
+	done    func() // ends the call Close waits for
+
+	sent     time.Time // the send of the acquire in flight
+	unsure   error     // the last acquire's failure, if it went unanswered
+	unready  bool      // it was sent before the subscription was ready
+	replied  bool      // some acquire was answered
+	last     error     // the last node error of an outage ridden out
+	answered bool
+}
+
+// run steps the waiter until the caller has its answer, then finishes
+// (a leave) in the background, where Close waits for it. The first acquire
+// runs in the caller's goroutine when ctx never ends: an uncontended Lock
+// then needs no other. Else every script runs in the background, so that
+// the caller can go at once and the leave follows the acquire's reply.
+func (d *driver) run(ctx context.Context, contended *bool) (*Lock, error) {
+	cmds := d.w.Step(wait.Event{Kind: wait.Start, Now: time.Now()})
+	if ctx.Done() == nil {
+		d.sent = time.Now()
+		g, err := d.n.acquireLine(ctx, d.nm, cmds[0].Args[0], d.id, d.o)
+		cmds = d.w.Step(d.replied1(ctx, d.acquired(g, err)))
+	}
+	for {
+		l, err, answer := d.do(cmds, contended)
+		if answer {
+			if d.w.State() == wait.Done || l != nil { // a Lock releases itself (Unlock)
+				d.finish()
+				return l, err
+			}
+			left := make(chan struct{})
+			select {
+			case d.c.leaving <- struct{}{}: // a slot, if one is free
+				d.c.spawn(func() { defer func() { <-d.c.leaving }(); defer close(left); d.leave() })
+			default:
+				d.c.spawn(func() { defer close(left); d.leave() })
+			}
+			// A caller that gives up waits a little for its leave, so that
+			// callers giving up faster than the server answers do not fill
+			// the line with waiters that have gone.
+			t := time.NewTimer(leaveWait)
+			defer t.Stop()
+			select {
+			case <-left:
+			case <-t.C:
+			}
+			return l, err
+		}
+		cmds = d.w.Step(d.next(ctx))
+	}
+}
+
+// leave runs the waiter to Done after its caller has gone: no Cancel any
+// more, bounded by twice cleanupTimeout (a leave retried through a stall).
+func (d *driver) leave() {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*cleanupTimeout)
+	defer cancel()
+	for d.w.State() != wait.Done && ctx.Err() == nil {
+		d.do(d.w.Step(d.next(ctx)), nil)
+	}
+	d.finish()
+}
+
+// finish ends the wait: its timer, its subscription, its call.
+func (d *driver) finish() {
+	if d.timer != nil {
+		d.timer.Stop()
+	}
+	if d.watch != nil {
+		// A while later: the next wait on the key finds the wake channel
+		// still subscribed (watchLinger).
+		time.AfterFunc(watchLinger, d.watch.Cancel)
+	}
+	d.done()
+}
+
+// do carries out cmds; answer: the caller's answer is l or err.
+func (d *driver) do(cmds []wait.Command, contended *bool) (l *Lock, err error, answer bool) {
+	for _, cmd := range cmds {
+		switch cmd.Kind {
+		case wait.RunAcquire:
+			d.sent, d.unready = time.Now(), d.ready != nil && !isClosed(d.ready)
+			d.send(false, cmd.Args)
+		case wait.RunRelease:
+			d.send(true, cmd.Args)
+		case wait.WakeAt:
+			d.waitFor(cmd.At)
+		case wait.Grant:
+			l, answer = newLock(d.c, d.nm, d.w.Token(), cmd.Fence, d.o, d.sent, d.o.ttl), true
+		case wait.Fail:
+			err, answer = cmd.Err, true
+		}
+	}
+	if contended != nil && d.w.State() == wait.Queued && d.replied {
+		*contended = true
+	}
+	return l, err, answer
+}
+
+// waitFor sets the timer for at; the first also subscribes to the wake
+// channel: a hand-off published before the subscription is ready is then
+// missed, so its readiness wakes the waiter (next).
+func (d *driver) waitFor(at time.Time) {
+	if d.timer != nil {
+		d.timer.Reset(time.Until(at))
+		return
+	}
+	d.timer = time.NewTimer(time.Until(at))
+	d.chans()
+	d.wakes = make(chan int64, 1)
+	d.watch, d.ready = d.n.Watch(d.nm.wake, func(p string) {
+		if fence, ok := wakeFor(d.id, p); ok {
+			select {
+			case d.wakes <- fence:
+			default:
+			}
+		}
+	})
+	d.unready = !isClosed(d.ready)
+}
+
+// chans makes the reply channel, when the first script goes in the background.
+func (d *driver) chans() {
+	if d.replies == nil {
+		d.replies = make(chan wait.Event, 1)
+	}
+}
+
+// send runs a script in the background; its reply comes as an event.
+func (d *driver) send(release bool, args []string) {
+	d.chans()
+	unsure := d.unsure
+	d.c.spawn(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+		if d.o.hasNodeTimeout {
+			ctx, cancel = context.WithTimeout(context.Background(), d.o.nodeTimeout)
+		}
+		defer cancel()
+		if release {
+			if unsure != nil {
+				// The acquire that failed unanswered may still be sent (a
+				// pipeliner's retry): the leave goes after it can no more.
+				transport.Settled(ctx, unsure)
+			}
+			ok, err := d.n.releaseLine(ctx, d.nm, args[0], d.id, d.w.Keep())
+			if err == nil && !ok {
+				d.replies <- wait.Event{Kind: wait.Reply, Result: wait.Result{Status: wait.NotHeld}}
+				return
+			}
+			d.replies <- d.acquired(grant{}, err)
+			return
+		}
+		d.replies <- d.acquired(d.n.acquireLine(ctx, d.nm, args[0], d.id, d.o))
+	})
+}
+
+// acquired is a script's reply as the Waiter reads it (a release's: any).
+func (d *driver) acquired(g grant, err error) wait.Event {
+	if err != nil {
+		return wait.Event{Kind: wait.Failed, Err: err}
+	}
+	r := wait.Result{Status: wait.Enqueued, Fence: g.fence, PTTL: g.pttl}
+	if g.ok {
+		r.Status = wait.Granted
+	}
+	return wait.Event{Kind: wait.Reply, Result: r}
+}
+
+// next waits for the next event: a reply, a wake, the timer, the
+// subscription's readiness (which wakes an acquire sent before it), or ctx
+// ending (or the Client closing). A failed script that waiting cannot fix
+// ends the wait: it comes as a Cancel, then as the failure.
+func (d *driver) next(ctx context.Context) wait.Event {
+	for {
+		var ready, closed <-chan struct{}
+		var timer <-chan time.Time
+		if d.timer != nil {
+			timer = d.timer.C
+		}
+		if d.unready {
+			ready = d.ready
+		}
+		if !d.answered { // the caller's ctx (leave's: none) and Close end the wait once
+			closed = d.c.done
+		}
+		select {
+		case ev := <-d.replies:
+			return d.replied1(ctx, ev)
+		case f := <-d.wakes:
+			return wait.Event{Kind: wait.Wake, Now: time.Now(), Fence: f}
+		case <-timer:
+			return wait.Event{Kind: wait.Timer, Now: time.Now()}
+		case <-ready:
+			d.unready = false
+			return wait.Event{Kind: wait.Wake, Now: time.Now()}
+		case <-ctx.Done():
+			d.answered = true
+			return wait.Event{Kind: wait.Cancel, Now: time.Now(), Err: d.ended(ctx)}
+		case <-closed:
+			d.answered = true
+			return wait.Event{Kind: wait.Cancel, Now: time.Now(), Err: d.outage(notObtained(ErrClosed), ErrClosed)}
+		}
+	}
+}
+
+// replied1 is a script's reply event, Now stamped; a failure that waiting
+// cannot fix is first told to the caller (a Cancel), its reply pending.
+func (d *driver) replied1(ctx context.Context, ev wait.Event) wait.Event {
+	ev.Now = time.Now()
+	if d.w.State() == wait.Acquiring {
+		noteStep(d.o.note, ev.Err, false)
+	}
+	if d.w.State() == wait.Acquiring {
+		d.unsure = ev.Err // nil: answered
+	}
+	if ev.Kind == wait.Reply {
+		d.replied, d.last = true, nil
+		return ev
+	}
+	if d.answered || d.w.State() != wait.Acquiring {
+		return ev
+	}
+	if d.o.failFast || !transient(ev.Err) || ctx.Err() != nil {
+		d.answered = true
+		d.chans()
+		d.replies <- ev // after the Cancel: the Waiter then leaves
+		if ctx.Err() != nil {
+			return wait.Event{Kind: wait.Cancel, Now: ev.Now, Err: d.ended(ctx)}
+		}
+		return wait.Event{Kind: wait.Cancel, Now: ev.Now, Err: ev.Err}
+	}
+	d.last = ev.Err
+	return ev
+}
+
+// ended is the caller's error when ctx ended the wait.
+func (d *driver) ended(ctx context.Context) error {
+	if errors.Is(context.Cause(ctx), ErrClosed) && ctx.Err() != nil {
+		return d.outage(notObtained(ErrClosed), ErrClosed)
+	}
+	return d.outage(notObtained(ctx.Err()), ctx.Err())
+}
+
+// outage is err, or, when the wait rode out an outage, the same error with
+// the node's last one (outage.ended).
+func (d *driver) outage(err, cause error) error {
+	if d.last == nil {
+		return err
+	}
+	return (&outage{last: d.last}).ended(cause)
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
