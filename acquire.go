@@ -77,23 +77,16 @@ func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (l *Lock,
 // lock is Lock past its checks: a first attempt unless others of this
 // Client make it pointless, then the wait; contended: likely taken.
 func (c *Client) lock(ctx context.Context, key string, o options, contended *bool) (*Lock, error) {
-	if len(c.nodes) == 1 && o.kind == "" { // a mutex on one node waits in line
+	if len(c.nodes) == 1 { // one node: the line (Redlock does not queue: it listens for releases)
 		return c.waitInLine(ctx, c.names.get(key), o, contended)
 	}
-	listens := len(c.nodes) > 1 // Redlock does not queue: it listens for releases
-	switch {
-	case !listens && c.groups.waiting(key):
-		// Others of this Client wait for the key or hold it: the join takes
-		// it if free, so an attempt would be a trip too many.
-		*contended = true
-		return c.waitQueued(ctx, c.names.get(key), o)
-	case listens && !c.gates.First(key):
+	if !c.gates.First(key) {
 		// Another Lock of this Client is making its first attempt: to the
 		// gate without one (gate.Gates.First).
 		*contended = true
 		return c.waitListening(ctx, key, o, nil, contended)
 	}
-	l, err := c.tryFirst(ctx, key, o, listens)
+	l, err := c.tryFirst(ctx, key, o)
 	if err == nil {
 		return l, nil
 	}
@@ -101,19 +94,14 @@ func (c *Client) lock(ctx context.Context, key string, o options, contended *boo
 		return l, c.unwaited(ctx, o, err)
 	}
 	*contended = isContended(ctx, err)
-	if !listens {
-		return c.waitQueued(ctx, c.names.get(key), o)
-	}
 	return c.waitListening(ctx, key, o, err, contended)
 }
 
-// tryFirst is Lock's first attempt; a listening one is under way for
-// gate.Gates.First until it returns.
-func (c *Client) tryFirst(ctx context.Context, key string, o options, listens bool) (*Lock, error) {
-	if listens {
-		defer c.gates.FirstDone(key)
-	}
-	l, _, err := c.try(ctx, key, o, listens)
+// tryFirst is Redlock's first attempt, under way for gate.Gates.First
+// until it returns.
+func (c *Client) tryFirst(ctx context.Context, key string, o options) (*Lock, error) {
+	defer c.gates.FirstDone(key)
+	l, _, err := c.try(ctx, key, o, true)
 	return l, err
 }
 

@@ -284,7 +284,7 @@ func (a *attempt) giveBackOn(ctx context.Context, n *node) (struct{}, error) {
 
 // release gives the token back on n, raising its counter to fence if > 0.
 func (a *attempt) release(ctx context.Context, n *node, fence int64) {
-	if _, err := a.c.release(ctx, n, a.nm, a.token, fence, a.o.fenceKeep(), true); err != nil {
+	if _, err := n.release(ctx, a.nm, a.token, fence, a.o.fenceKeep(), true); err != nil {
 		a.warnLeft(n, err)
 	}
 }
@@ -329,7 +329,7 @@ func (a *attempt) releaseAnswered(n *node, fence int64, answered bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
 	for {
-		released, err := a.c.release(ctx, n, a.nm, a.token, fence, a.o.fenceKeep(), true)
+		released, err := n.release(ctx, a.nm, a.token, fence, a.o.fenceKeep(), true)
 		switch {
 		case released || (err == nil && answered):
 			return

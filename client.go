@@ -33,7 +33,6 @@ type Client struct {
 	hooks  atomic.Pointer[hooks]       // observer and tracer (observe.go), nil when neither
 	logger atomic.Pointer[slog.Logger] // see observe.go
 	names  namesCache                  // see keys.go
-	groups groups                      // waiters by key, single node (queue.go)
 	gates  *gate.Gates                 // listening waiters by key (listen.go)
 	// leaving holds a slot per waiter leaving the line (line_wait.go).
 	leaving chan struct{}

@@ -17,10 +17,10 @@ type lockNames struct {
 	// acquire boxed as command arguments (transport.Node.RunBoxed)
 	acquireBoxed [4]any
 	wake         string // the wake channel
-	// line: the line scripts' KEYS (lock, fence, queue, waiters, wake
-	// channel), and boxed (line.go)
-	line      [5]string
-	lineBoxed [5]any
+	// line: the line scripts' KEYS (lock, fence, queue, waiters, holders'
+	// fences, wake channel), and boxed (line.go)
+	line      [6]string
+	lineBoxed [6]any
 }
 
 // fence is the lock key's fencing counter.
@@ -40,18 +40,14 @@ func (nm *lockNames) leanReleaseKeys() ([]string, []any) {
 	return nm.acquire[:1], nm.acquireBoxed[:1]
 }
 
-// releaseKeys are the release script's KEYS: all six.
-func (nm *lockNames) releaseKeys() []string { return nm.all[:] }
-
-// queueKeys are the KEYS of the queue's and shared holds' scripts: lock,
-// fence, queue, waiters, holders.
-func (nm *lockNames) queueKeys() []string { return nm.all[:5] }
+// releaseKeys are Redlock's release script's KEYS: lock, fence, notify key.
+func (nm *lockNames) releaseKeys() []string { return []string{nm.all[0], nm.all[1], nm.all[5]} }
 
 func namesOf(key string) *lockNames {
 	nm := &lockNames{key: key, wake: keyspace.Wake(key), all: [6]string{key, keyspace.Fence(key),
 		keyspace.Queue(key), keyspace.Waiters(key), keyspace.Holders(key), keyspace.Notify(key)}}
 	nm.acquire = [4]string{nm.all[0], nm.all[1], nm.all[2], nm.all[5]}
-	nm.line = [5]string{nm.all[0], nm.all[1], nm.all[2], nm.all[3], nm.wake}
+	nm.line = [6]string{nm.all[0], nm.all[1], nm.all[2], nm.all[3], nm.all[4], nm.wake}
 	for i, k := range nm.line {
 		nm.lineBoxed[i] = k
 	}

@@ -174,19 +174,11 @@ func TestNamesCache(t *testing.T) {
 	}
 }
 
-// The queue's scripts have claimTime, aliveWindow and queueKeep as
-// constants of their own (fence.lua and release.lua the longer of
-// queueKeep and notifyWindow too): check that they say what the Go code
-// says.
-func TestScriptsQueueConstantsAreQueueGos(t *testing.T) {
-	want := fmt.Sprintf("local claim_ms, alive_us, keep = %d, %d, '%d'",
-		claimTime.Milliseconds(), aliveWindow.Microseconds(), queueKeep.Milliseconds())
-	if !strings.Contains(preludeSrc, want) {
-		t.Errorf("prelude.lua does not say %s", want)
-	}
-	// A marked counter is kept at least as long as the queue's keys and
-	// the notify key (fence.lua; release.lua's raise too).
-	floor := max(queueKeep, notifyWindow).Milliseconds()
+// fence.lua and release.lua keep a marked counter at least as long as the
+// notify key lives (Redlock's listeners): check that they say what the Go
+// code says.
+func TestScriptsMarkConstantsAreNotifyWindows(t *testing.T) {
+	floor := notifyWindow.Milliseconds()
 	for _, keep := range []string{fmt.Sprintf("tonumber(keep_ms) < %d then", floor), fmt.Sprintf("keep_ms = '%d'", floor)} {
 		if strings.Count(fenceSrc, keep) != 2 {
 			t.Errorf("fence.lua does not keep a marked counter for %d ms twice: %s", floor, keep)
@@ -201,13 +193,13 @@ func TestScriptsQueueConstantsAreQueueGos(t *testing.T) {
 // one prefix with the other: check that this is the channel keys.go names,
 // for every kind of key.
 func TestReleaseScriptDerivesTheWakeChannel(t *testing.T) {
-	want := fmt.Sprintf("'%s' .. string.sub(KEYS[6], %d)", keyspace.WakePrefix, len(keyspace.NotifyPrefix)+1)
+	want := fmt.Sprintf("'%s' .. string.sub(KEYS[3], %d)", keyspace.WakePrefix, len(keyspace.NotifyPrefix)+1)
 	if !strings.Contains(releaseSrc, want) {
 		t.Fatalf("release.lua does not derive the channel as %s", want)
 	}
 	for _, k := range append([]string{"a", "{a}", "{a}:{a}"}, trickyKeys...) {
 		nm := namesOf(k)
-		if got := keyspace.WakePrefix + strings.TrimPrefix(nm.releaseKeys()[5], keyspace.NotifyPrefix); got != nm.wake {
+		if got := keyspace.WakePrefix + strings.TrimPrefix(nm.releaseKeys()[2], keyspace.NotifyPrefix); got != nm.wake {
 			t.Errorf("key %q: channel from the notify key %q, keys.go names %q", k, got, nm.wake)
 		}
 	}

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dlock-go/dlock/internal/tokens"
 	"github.com/dlock-go/dlock/internal/transport"
 	"github.com/dlock-go/dlock/internal/wait"
 )
@@ -46,16 +45,16 @@ func (n *node) acquireLine(ctx context.Context, nm *lockNames, token, id string,
 	if id != "" {
 		join, idArg = argYes, id
 	}
-	args := []any{token, d.ttl, d.keep, idArg, join, argAlive}
+	args := []any{token, d.ttl, d.keep, idArg, join, argAlive, n.publish}
 	var (
 		res   any
 		err   error
 		acked = -1
 	)
 	if o.replicas > 0 {
-		res, acked, err = n.RunAcked(ctx, lineAcquire, nm.line[:4], o.replicas, o.replicaTimeout, args...)
+		res, acked, err = n.RunAcked(ctx, lineAcquire, nm.line[:], o.replicas, o.replicaTimeout, args...)
 	} else {
-		res, err = n.RunBoxed(ctx, lineAcquire, nm.line[:4], nm.lineBoxed[:4], args...).Result()
+		res, err = n.RunBoxed(ctx, lineAcquire, nm.line[:], nm.lineBoxed[:], args...).Result()
 	}
 	if err != nil {
 		return grant{}, n.fail("acquire", err)
@@ -117,12 +116,6 @@ func lineReply(res any) (int64, any, error) {
 }
 
 func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
-
-// usesLine reports whether a lock with token on c waits in the line: a
-// mutex (elections' included) on one node.
-func (c *Client) usesLine(token string) bool {
-	return len(c.nodes) == 1 && !tokens.Shared(token)
-}
 
 // newWaiterID returns a waiter's name in the line: random, 16 hex digits.
 func newWaiterID() string {

@@ -37,6 +37,11 @@ func (c *Client) waitInLine(ctx context.Context, nm *lockNames, o options, conte
 // goroutines taking turns on a key do not resubscribe each turn.
 const watchLinger = 100 * time.Millisecond
 
+// leaveWait is how long a waiter that gives up waits for its leave's
+// answer before Lock returns: enough for a server that answers, so that a
+// release right after finds the line without it, short on a stalled one.
+const leaveWait = 50 * time.Millisecond
+
 // leavingLimit is how many waiters may be leaving the line before new
 // waits are held back (holdBack).
 const leavingLimit = 64
@@ -269,7 +274,7 @@ func (d *driver) next(ctx context.Context) wait.Event {
 			return wait.Event{Kind: wait.Cancel, Now: time.Now(), Err: d.ended(ctx)}
 		case <-closed:
 			d.answered = true
-			return wait.Event{Kind: wait.Cancel, Now: time.Now(), Err: d.outage(notObtained(ErrClosed), ErrClosed)}
+			return wait.Event{Kind: wait.Cancel, Now: time.Now(), Err: d.outage(ErrClosed)}
 		}
 	}
 }
@@ -307,19 +312,14 @@ func (d *driver) replied1(ctx context.Context, ev wait.Event) wait.Event {
 // ended is the caller's error when ctx ended the wait.
 func (d *driver) ended(ctx context.Context) error {
 	if errors.Is(context.Cause(ctx), ErrClosed) && ctx.Err() != nil {
-		return d.outage(notObtained(ErrClosed), ErrClosed)
+		return d.outage(ErrClosed)
 	}
-	return d.outage(notObtained(ctx.Err()), ctx.Err())
+	return d.outage(ctx.Err())
 }
 
-// outage is err, or, when the wait rode out an outage, the same error with
-// the node's last one (outage.ended).
-func (d *driver) outage(err, cause error) error {
-	if d.last == nil {
-		return err
-	}
-	return (&outage{last: d.last}).ended(cause)
-}
+// outage is the error of a wait that ended for cause, with the node's last
+// error if it was riding out an outage (outageErr).
+func (d *driver) outage(cause error) error { return outageErr(cause, d.last) }
 
 func isClosed(ch <-chan struct{}) bool {
 	select {

@@ -278,7 +278,7 @@ func (l *Lock) retryRelease(n *node, cause error) {
 		defer cancel()
 		err := cause
 		for pause(ctx, nil, uncertainPause); ctx.Err() == nil; pause(ctx, nil, uncertainPause) {
-			if _, err = l.c.release(ctx, n, l.names, l.token, l.raise, l.keep, false); err == nil {
+			if _, err = n.release(ctx, l.names, l.token, l.raise, l.keep, false); err == nil {
 				return
 			} else if neverSent(err) {
 				break
@@ -301,7 +301,7 @@ func (l *Lock) releaseOn(ctx context.Context, n *node) (bool, error) {
 	if ch := l.pending.Arrival(n); ch != nil {
 		<-ch // bounded: the acquire's request ends with go-redis's timeouts
 	}
-	return l.c.release(ctx, n, l.names, l.token, l.raise, l.keep, !l.waited.Load())
+	return n.release(ctx, l.names, l.token, l.raise, l.keep, !l.waited.Load())
 }
 
 // event is an Event about l: its key, primitive, fence and node count.
@@ -446,7 +446,7 @@ func (l *Lock) giveBack() {
 	l.halt()
 	for _, n := range l.c.nodes {
 		l.c.cleanup(func(ctx context.Context) {
-			_, _ = l.c.release(ctx, n, l.names, l.token, l.raise, l.keep, !l.waited.Load())
+			_, _ = n.release(ctx, l.names, l.token, l.raise, l.keep, !l.waited.Load())
 		})
 	}
 }

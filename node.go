@@ -50,7 +50,7 @@ type node struct {
 
 // newNode returns the node for rdb; i names it when its address is unknown.
 func newNode(rdb RedisClient, i int) *node {
-	n := &node{Node: transport.NewNode(rdb, i, waitStep)}
+	n := &node{Node: transport.NewNode(rdb, i, linePoll)}
 	n.publish = n.Publish()
 	return n
 }
@@ -87,9 +87,6 @@ func (g grant) granted() bool { return g.ok }
 // nobody is queued, and issues the fence. listens marks the caller as a
 // listener for the key's release messages if the key is taken.
 func (n *node) acquire(ctx context.Context, nm *lockNames, token string, o options, listens bool) (grant, error) {
-	if tokens.Shared(token) {
-		return n.acquireShared(ctx, nm, token, o)
-	}
 	if n.single {
 		return n.acquireLine(ctx, nm, token, "", o)
 	}
@@ -169,25 +166,6 @@ func (n *node) durations(ttl, keep time.Duration) *durationArgs {
 	return d
 }
 
-// acquireShared runs shared_acquire: a semaphore permit or read-write hold.
-func (n *node) acquireShared(ctx context.Context, nm *lockNames, token string, o options) (grant, error) {
-	res, err := n.Run(ctx, sharedAcquireScript, nm.queueKeys(), token, o.ttl.Milliseconds(), o.fenceKeep().Milliseconds()).Slice()
-	if err != nil {
-		return grant{}, n.fail("acquire", err)
-	}
-	if len(res) != 2 {
-		return grant{}, n.fail("acquire", errors.New("unexpected reply from the shared_acquire script"))
-	}
-	if ok, _ := res[0].(int64); ok != 1 {
-		return grant{pttl: holderTTL(res[1])}, nil
-	}
-	fence, err := parseFence(res[1])
-	if err != nil {
-		return grant{}, n.fail("acquire", err)
-	}
-	return grant{ok: true, fence: fence}, nil
-}
-
 // parseFence reads a fence that a script returned as a decimal string.
 func parseFence(v any) (int64, error) {
 	s, _ := v.(string)
@@ -217,14 +195,7 @@ func holderTTL(v any) time.Duration {
 // atomic step, or a newcomer could take the lock in between and the queue
 // lose its order.
 func (n *node) release(ctx context.Context, nm *lockNames, token string, fence int64, keep time.Duration, lean bool) (bool, error) {
-	if tokens.Shared(token) {
-		v, err := n.Run(ctx, sharedReleaseScript, nm.queueKeys(), token, n.Publish(), nm.wake).Int64()
-		if err != nil {
-			return false, n.fail("release", err)
-		}
-		return v == 1, nil
-	}
-	if n.single {
+	if n.single { // a shared hold is one node's: semaphore.go
 		return n.releaseLine(ctx, nm, token, "", max(keep, lineClaim))
 	}
 	if lean && fence == 0 && readsHolderMark(token) {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"syscall"
 	"time"
@@ -17,10 +16,10 @@ import (
 
 // Waiting through an outage (docs/failures.md). A node that cannot be
 // reached for a while (a restart, a failover, a network cut) is one more
-// reason for a waiting Lock to wait: it keeps its id and first join's score
-// and tries again with backoff. Back, its join keeps its place, or retakes
-// it at the old score if the queue was lost; it is served once, since a
-// grant is one key set to one token. Errors no waiting can fix end the wait
+// reason for a waiting Lock to wait: it keeps its id and token and tries
+// again with backoff. Back within a second, its acquire keeps its place;
+// later, or if the line was lost, it queues again; it is served once, since
+// a grant is one key set to one token. Errors no waiting can fix end the wait
 // at once, as does any node error under WithFailFast. A wait ended by its
 // context carries the last *NodeError seen since the node last answered:
 // "Redis was down", not "busy".
@@ -59,63 +58,22 @@ func transient(err error) bool {
 	return false
 }
 
-// outage paces a waiter's tries while its node cannot be reached, and
-// remembers the last error for the one that ends the wait.
-type outage struct {
-	last  error
-	delay time.Duration
+// outageErr is the error of a wait that ended for cause (the context's
+// error, or ErrClosed): it matches ErrNotObtained and cause, and carries
+// last, the node error of an outage the wait was riding out, if any.
+func outageErr(cause, last error) error {
+	if last == nil {
+		return notObtained(cause)
+	}
+	return fmt.Errorf("%w: %w (while the node could not be reached: %w)", ErrNotObtained, cause, last)
 }
 
 // Backoff between tries during an outage: doubling from outageFirst to
-// outageMost, each jittered down by up to half.
+// outageMost (the line's Waiter: internal/wait's Retry, RetryMax).
 const (
 	outageFirst = 50 * time.Millisecond
 	outageMost  = time.Second
 )
-
-// rideOut reports whether a wait under o should go on after err, and if so
-// waits before the next try: until the backoff passes, ctx ends, closed is
-// closed, or wake says that something came for the waiter and news that it
-// is a grant or a call to join again (not the outage's error once more).
-func (w *outage) rideOut(ctx context.Context, closed, wake <-chan struct{}, news func() bool, o options, err error) bool {
-	if o.failFast || !transient(err) || ctx.Err() != nil {
-		return false
-	}
-	w.last = err
-	w.delay = min(max(2*w.delay, outageFirst), outageMost)
-	t := time.NewTimer(w.delay/2 + rand.N(w.delay/2+1))
-	defer t.Stop()
-	for {
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-		case <-closed:
-		case <-wake:
-			if !news() {
-				continue // the outage's error again, from the group's keepalive: back off on
-			}
-		}
-		return true
-	}
-}
-
-// still records err, the group's failing keepalive's, for a waiter that
-// waited through it in line: the wait's end then says what the node did.
-func (w *outage) still(err error) {
-	if err != nil && transient(err) {
-		w.last = err
-	}
-}
-
-// ended is the error of a wait that ended for cause (the context's error,
-// or ErrClosed): it matches ErrNotObtained and cause, and carries the last
-// node error of an outage the wait was riding out.
-func (w *outage) ended(cause error) error {
-	if w.last == nil {
-		return notObtained(cause)
-	}
-	return fmt.Errorf("%w: %w (while the node could not be reached: %w)", ErrNotObtained, cause, w.last)
-}
 
 // isContended reports whether err means "someone else holds it" (and
 // waiting may help), as opposed to an ended context or a failure.

@@ -9,7 +9,7 @@ import (
 
 // One script per server-side operation, each a file in scripts/ whose
 // header names its KEYS and ARGV, with the shared files it needs prepended
-// (results, token, fence, again, mark, prelude), or, for a lean script's
+// (results, token, fence, again, mark), or, for a lean script's
 // slow path, put where it begins (slowPath). Sent as EVALSHA, and as EVAL
 // on NOSCRIPT (transport.Node.Run): loaded once per server, not per call.
 var (
@@ -28,12 +28,6 @@ var (
 	//go:embed scripts/mark.lua
 	markSrc string
 
-	//go:embed scripts/prelude.lua
-	preludeSrc string
-
-	// queuing starts the scripts that work the queue or several holders.
-	queuing = resultsSrc + tokenSrc + fenceSrc + markSrc + preludeSrc
-
 	//go:embed scripts/acquire_lean.lua
 	acquireLeanSrc    string
 	acquireLeanScript = transport.NewScript(resultsSrc + fenceSrc + slowPath(acquireLeanSrc, tokenSrc+againSrc))
@@ -44,39 +38,19 @@ var (
 
 	//go:embed scripts/release.lua
 	releaseSrc    string
-	releaseScript = transport.NewScript(queuing + releaseSrc)
+	releaseScript = transport.NewScript(resultsSrc + tokenSrc + markSrc + releaseSrc)
 
 	//go:embed scripts/release_lean.lua
 	releaseLeanSrc    string
 	releaseLeanScript = transport.NewScript(resultsSrc + slowPath(releaseLeanSrc, tokenSrc))
 
-	//go:embed scripts/join.lua
-	joinSrc    string
-	joinScript = transport.NewScript(queuing + joinSrc)
-
-	//go:embed scripts/keepalive.lua
-	keepaliveSrc    string
-	keepaliveScript = transport.NewScript(queuing + keepaliveSrc)
-
-	//go:embed scripts/leave.lua
-	leaveSrc    string
-	leaveScript = transport.NewScript(queuing + leaveSrc)
-
 	//go:embed scripts/extend.lua
 	extendSrc    string
 	extendScript = transport.NewScript(resultsSrc + tokenSrc + extendSrc)
 
-	//go:embed scripts/shared_acquire.lua
-	sharedAcquireSrc    string
-	sharedAcquireScript = transport.NewScript(queuing + sharedAcquireSrc)
-
-	//go:embed scripts/shared_release.lua
-	sharedReleaseSrc    string
-	sharedReleaseScript = transport.NewScript(queuing + sharedReleaseSrc)
-
 	//go:embed scripts/shared_extend.lua
 	sharedExtendSrc    string
-	sharedExtendScript = transport.NewScript(queuing + sharedExtendSrc)
+	sharedExtendScript = transport.NewScript(resultsSrc + sharedExtendSrc)
 
 	//go:embed scripts/owner.lua
 	ownerSrc    string

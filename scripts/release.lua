@@ -1,11 +1,9 @@
 -- release: delete the lock if it holds this token, raise the counter to the holder's fence,
--- hand the lock on or announce it free, and clear the counter's mark if nobody waits or listens.
+-- announce it free to listeners, and clear the counter's mark if nobody listens (Redlock's;
+-- one node's is the line's: internal/wait).
 -- KEYS[1]  lock key
 -- KEYS[2]  fencing counter of the lock key
--- KEYS[3]  wait queue (sorted set)       all in the lock key's hash slot
--- KEYS[4]  waiters (hash)
--- KEYS[5]  holders' fences (hash; unused by a mutex, passed to handoff)
--- KEYS[6]  notify key: exists while someone listens on the wake channel
+-- KEYS[3]  notify key: exists while someone listens on the wake channel (all in K's slot)
 -- ARGV[1]  token
 -- ARGV[2]  the holder's fence; 0 or absent: none
 -- ARGV[3]  with a fence: how long to keep a raised fencing counter, ms
@@ -33,13 +31,10 @@ if ARGV[2] and ARGV[2] ~= '0' then
     redis.call('SET', KEYS[2], counter, 'PX', keep)
   end
 end
--- One EXISTS: does anyone wait or listen (docs/design.md, "Measurements")?
-if redis.call('EXISTS', KEYS[3], KEYS[6]) > 0 then
-  local pub, chan = ARGV[4] or 'PUBLISH', 'dlock:wake:' .. string.sub(KEYS[6], 14) -- internal/keyspace
-  local granted = queue(issue_fence)(KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], pub, chan, true)
-  if granted == 0 then
-    redis.call(pub, chan, 'released')
-  end
+-- One EXISTS: does anyone listen (docs/design.md, "Measurements")?
+if redis.call('EXISTS', KEYS[3]) > 0 then
+  local pub, chan = ARGV[4] or 'PUBLISH', 'dlock:wake:' .. string.sub(KEYS[3], 14) -- internal/keyspace
+  redis.call(pub, chan, 'released')
 else
   set_mark(KEYS[2], false, nil, counter)
 end

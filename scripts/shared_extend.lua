@@ -11,14 +11,17 @@ local why = redis.call('HGET', KEYS[4], ARGV[1])
 if why then
   return why
 end
-local h = holders()
-local now = h.now_ms()
-if not h.holds(KEYS[1], ARGV[1], now) then
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local s = redis.pcall('ZSCORE', KEYS[1], ARGV[1])
+if type(s) ~= 'string' or tonumber(s) <= now then -- expired, released, or another kind's key
   return NOT_HELD
 end
 if redis.call('PTTL', KEYS[3]) < tonumber(ARGV[3]) then
   redis.call('PEXPIRE', KEYS[3], ARGV[3])
 end
 redis.call('ZADD', KEYS[1], 'XX', string.format('%.0f', now + tonumber(ARGV[2])), ARGV[1])
-h.expire(KEYS[1], KEYS[2])
+local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2]
+redis.call('PEXPIREAT', KEYS[1], last)
+redis.call('PEXPIREAT', KEYS[2], last)
 return 1

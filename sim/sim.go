@@ -336,10 +336,10 @@ func (s *Sim) exec(w *waiter, release bool, args []string) wait.Result {
 	if !release {
 		w.acquiredAt = s.now
 	}
-	keys := []string{s.cfg.KeysLock, s.cfg.KeysFence, s.cfg.KeysQ, s.cfg.KeysW}
+	keys := []string{s.cfg.KeysLock, s.cfg.KeysFence, s.cfg.KeysQ, s.cfg.KeysW, s.cfg.KeysLock + ":holders", s.cfg.WakeChannel}
 	script := wait.AcquireScript
 	if release {
-		script, keys = wait.ReleaseScript, append(keys, s.cfg.WakeChannel)
+		script = wait.ReleaseScript
 	}
 	if s.cfg.LastFirst {
 		script = strings.ReplaceAll(script, "redis.call('ZRANGE', Q, 0, 0)", "redis.call('ZRANGE', Q, -1, -1)")
@@ -374,8 +374,10 @@ func (s *Sim) wake(msg string) {
 		s.fail("a wake message names %q, no waiter", id)
 		return
 	}
-	w.epoch, w.handoffAt = s.epoch, s.now
-	s.issue(w, fence)
+	if fence != 0 { // a hand-off; "id 0" only says the key may be taken now
+		w.epoch, w.handoffAt = s.epoch, s.now
+		s.issue(w, fence)
+	}
 	if s.chance(s.f.dropP) {
 		s.logf("wake for %s dropped", id)
 		return

@@ -31,7 +31,7 @@ func TestDoctorNamesEachPlantedMistake(t *testing.T) {
 		{"SET", "dlock:fence:{lock:stuck}", us(now.Add(-time.Hour)), "PX", "60000"},
 		{"SET", "dlock:fence:{lock:old}", "12345"}, // a counter kept forever
 		{"ZADD", "dlock:queue:{lock:q}", "1", "w1"},
-		{"HSET", "dlock:waiters:{lock:q}", "w1", "tok 1000 g1 1000", "@g1", us(now.Add(-time.Minute)) + " 5"},
+		{"HSET", "dlock:waiters:{lock:q}", "w1", "tok 1000 " + strconv.FormatInt(now.Add(-time.Minute).UnixMilli(), 10) + " 0"},
 	} {
 		if err := rdb.Do(ctx, cmd...).Err(); err != nil {
 			t.Fatal(err)

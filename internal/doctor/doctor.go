@@ -424,7 +424,8 @@ func fenceFindings(ctx context.Context, rdb *redis.Client, fences []string, now 
 	return out, nil
 }
 
-// deadWaiters: queued waiters whose group has not shown life for deadAfter.
+// deadWaiters: queued waiters whose record (internal/wait: "token ttl_ms
+// alive_until_ms fence") has not been renewed for deadAfter past its end.
 func deadWaiters(ctx context.Context, rdb *redis.Client, queues []string, now time.Time) ([]Finding, error) {
 	var dead []string
 	for _, q := range queues {
@@ -446,15 +447,11 @@ func deadWaiters(ctx context.Context, rdb *redis.Client, queues []string, now ti
 			}
 			f := strings.Fields(w)
 			if len(f) < 3 {
+				n++ // not a record the line reads: dead to it
 				continue
 			}
-			life, err := rdb.HGet(ctx, waiters, "@"+f[2]).Result()
-			if err != nil {
-				n++
-				continue
-			}
-			us, _ := strconv.ParseInt(strings.Fields(life + " 0")[0], 10, 64)
-			if now.Sub(time.UnixMicro(us)) > deadAfter {
+			until, _ := strconv.ParseInt(f[2], 10, 64)
+			if now.Sub(time.UnixMilli(until)) > deadAfter {
 				n++
 			}
 		}

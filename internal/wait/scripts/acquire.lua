@@ -1,36 +1,60 @@
 -- acquire: take the lock, wait in its line, or confirm a hand-off. A waiter's
 -- re-run is also its keepalive; a re-run after a lost reply is answered the same.
--- KEYS[1]  lock K (value: the holder's token)
--- KEYS[2]  fence counter F (while K is set, F holds its holder's fence)
--- KEYS[3]  queue Q (sorted set: waiter id -> arrival, server µs, unique)
--- KEYS[4]  waiter records W (hash: id -> "token ttl_ms alive_until_ms fence")
--- ARGV[1]  token      ARGV[2]  ttl_ms     ARGV[3]  keep_ms (F's life, >= ttl_ms)
+-- (KEYS: line.lua's, put first, with K, F, Q, W, H, WAKE, now_us, now_ms and its functions)
+-- ARGV[1]  token (a shared hold's starts with ~: line.lua's kind)
+-- ARGV[2]  ttl_ms     ARGV[3]  keep_ms (F's life, >= ttl_ms)
 -- ARGV[4]  waiter id  ARGV[5]  join: 1 to queue when not granted, 0 not to
 -- ARGV[6]  alive_ms: the record is dead this long after this call
--- Returns {1, fence} GRANTED, {2, K's PTTL} QUEUED, {3, K's PTTL} TAKEN.
--- (K, F, Q, W, now_us, now_ms, head and issue_fence: line.lua, put first)
+-- ARGV[7]  the publish command, if not PUBLISH: SPUBLISH on Redis Cluster
+-- Returns {1, fence} GRANTED, {2, wait_ms} QUEUED, {3, wait_ms} TAKEN; wait_ms is K's PTTL
+-- (a shared hold's: until its first holder expires), or an error for a key of another kind.
 local token, ttl, keep, id = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local shared = string.byte(token) == 126 -- '~'
 
-local function granted()
+local function granted(fence)
   if ARGV[5] == '1' then
     redis.call('ZREM', Q, id)
     redis.call('HDEL', W, id)
   end
-  redis.call('PEXPIRE', F, keep)
-  return {1, redis.call('GET', F)}
+  if not shared then
+    redis.call('PEXPIRE', F, keep)
+    return {1, redis.call('GET', F)}
+  end
+  if redis.call('PTTL', F) < tonumber(keep) then redis.call('PEXPIRE', F, keep) end
+  redis.call('ZADD', K, string.format('%.0f', now_ms + ttl), token)
+  if fence then redis.call('HSET', H, token, fence) end
+  expire()
+  wake_head(ARGV[7] or 'PUBLISH') -- a reader or permit behind it may fit too
+  return {1, fence or redis.call('HGET', H, token)}
 end
 
-if redis.call('GET', K) == token then -- mine: a hand-off, or a re-run after a lost reply
-  redis.call('PEXPIRE', K, ttl)
-  return granted()
+local function wait_ms()
+  if not shared then return redis.call('PTTL', K) end
+  local first = redis.call('ZRANGE', K, 0, 0, 'WITHSCORES')[2]
+  return first and math.max(tonumber(first) - now_ms, 0) or -2
 end
-local h = head()
-if redis.call('EXISTS', K) == 0 and (not h or h == id) then
-  issue_fence(keep)
-  redis.call('SET', K, token, 'PX', ttl)
-  return granted()
+
+local h
+if not shared then
+  h = head()
+  if redis.call('GET', K) == token then -- mine: a hand-off, or a re-run after a lost reply
+    redis.call('PEXPIRE', K, ttl)
+    return granted()
+  end
+  if redis.call('EXISTS', K) == 0 and (not h or h == id) then
+    issue_fence(keep)
+    redis.call('SET', K, token, 'PX', ttl)
+    return granted()
+  end
+else
+  local ok, wrong = fits(token)
+  if wrong then return {err = wrong} end
+  h = first()
+  local s = redis.call('ZSCORE', K, token)
+  if s and tonumber(s) > now_ms then return granted() end -- a re-run after a lost reply
+  if ok and (not h or h == id) then return granted(issue_fence(keep)) end
 end
-if ARGV[5] ~= '1' then return {3, redis.call('PTTL', K)} end
+if ARGV[5] ~= '1' then return {3, wait_ms()} end
 local alive = tonumber(ARGV[6])
 local last = redis.call('ZRANGE', Q, -1, -1, 'WITHSCORES')[2] -- arrivals in one µs keep their order
 redis.call('ZADD', Q, 'NX', string.format('%.0f', math.max(now_us, (tonumber(last) or 0) + 1)), id)
@@ -38,4 +62,4 @@ redis.call('HSET', W, id, token .. ' ' .. ttl .. ' ' .. string.format('%.0f', no
 for _, k in ipairs({Q, W}) do
   if redis.call('PTTL', k) < alive then redis.call('PEXPIRE', k, alive) end
 end
-return {2, redis.call('PTTL', K)}
+return {2, wait_ms()}

@@ -1,7 +1,14 @@
 -- line: the prelude of acquire.lua and release.lua (wait.go puts it first in each):
--- their keys (KEYS[1] lock K, KEYS[2] fence counter F, KEYS[3] queue Q, KEYS[4]
--- waiter records W), the server's time, the line's head and the fence's issue.
-local K, F, Q, W = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+-- their keys (the same six for both), the server's time, the line's head, the fence's
+-- issue, and a shared hold's rules.
+-- KEYS[1]  lock K: a mutex's token (string, PX the lease), or a semaphore's or
+--          read-write lock's holders (sorted set: token -> expiry, server ms)
+-- KEYS[2]  fence counter F (while a mutex holds K, F holds its holder's fence)
+-- KEYS[3]  queue Q (sorted set: waiter id -> arrival, server µs, unique)
+-- KEYS[4]  waiter records W (hash: id -> "token ttl_ms alive_until_ms fence")
+-- KEYS[5]  shared holders' fences H (hash: token -> fence)
+-- KEYS[6]  wake channel: a message "id fence" names the waiter to try (fence 0: a shared hold)
+local K, F, Q, W, H, WAKE = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local t = redis.call('TIME')
 local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local now_ms = math.floor(now_us / 1000)
@@ -27,4 +34,68 @@ local function issue_fence(keep_ms)
   local fence = string.format('%.0f', math.max(tonumber(redis.call('GET', F) or '0') + 1, now_us))
   redis.call('SET', F, fence, 'PX', keep_ms)
   return fence
+end
+
+-- kind is a shared token's: 's' (a permit, with the semaphore's permits), 'r' or 'w'.
+local function kind(token)
+  local k, n = string.match(token, '^~([srw])(%d*)~')
+  return k, tonumber(n)
+end
+
+-- expire keeps K and H until K's last holder expires.
+local function expire()
+  local last = redis.call('ZRANGE', K, -1, -1, 'WITHSCORES')[2]
+  if last then
+    redis.call('PEXPIREAT', K, last)
+    redis.call('PEXPIREAT', H, last)
+  end
+end
+
+-- fits reports whether a shared token's hold fits beside K's live holders (expired
+-- ones purged), or, second, the error that says it never can.
+local function fits(token)
+  local k, n = kind(token)
+  local gone = redis.pcall('ZRANGEBYSCORE', K, '-inf', now_ms)
+  if gone.err then return false, 'WRONGTYPE dlock: the key holds another kind of lock' end
+  if #gone > 0 then
+    redis.call('ZREMRANGEBYSCORE', K, '-inf', now_ms)
+    redis.call('HDEL', H, unpack(gone))
+    expire()
+  end
+  local count = redis.call('ZCARD', K)
+  if count == 0 then return true end
+  local fk, fn = kind(redis.call('ZRANGE', K, 0, 0)[1] or '')
+  if not fk or (k == 's') ~= (fk == 's') then
+    return false, 'WRONGTYPE dlock: the key holds another kind of lock'
+  end
+  if k == 's' then
+    if n ~= fn then return false, 'DLOCKPERMITS ' .. fn end
+    return count < n
+  end
+  return k == 'r' and fk == 'r'
+end
+
+-- first is head, but a shared waiter whose hold never fits the key (another kind,
+-- other permits) is dropped from the line: its own acquire tells it why.
+local function first()
+  for _ = 1, 16 do
+    local h, rec = head()
+    if not rec or string.byte(rec) ~= 126 then return h, rec end
+    local _, wrong = fits(string.match(rec, '^%S+'))
+    if not wrong then return h, rec end
+    redis.call('ZREM', Q, h)
+    redis.call('HDEL', W, h)
+  end
+  return head()
+end
+
+-- wake_head names the line's first live waiter on the wake channel if it can take
+-- the key now (a mutex: K is free; a shared hold: it fits), which its acquire then does.
+local function wake_head(pub)
+  local h, rec = first()
+  if not rec then return end
+  local tok = string.match(rec, '^%S+')
+  local ok
+  if string.byte(tok) == 126 then ok = fits(tok) else ok = redis.call('EXISTS', K) == 0 end
+  if ok then redis.call(pub, WAKE, h .. ' 0') end
 end
