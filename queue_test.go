@@ -327,31 +327,13 @@ func TestQueuedWaitersGetAKeySetByHandWhenItIsDeleted(t *testing.T) {
 }
 
 // Two goroutines of one Client taking turns on a key: each waits while
-// the other holds it, and its Client's wait group outlives each turn
-// (groupLinger), so the wake channel is subscribed once, not once a turn.
+// the other holds it, and a finished wait's watch outlives it
+// (watchLinger), so the wake channel is subscribed once, not once a turn.
 func TestTwoGoroutinesTakingTurnsSubscribeOnceAndOnlyJoin(t *testing.T) {
 	s := redistest.Start(t)
 	c, rdb := newClient(t, s)
 	k := key(t)
-	var wg sync.WaitGroup
-	for range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range 20 {
-				l, err := c.Lock(ctxT(t), k)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				time.Sleep(2 * time.Millisecond)
-				if err := l.Unlock(ctxT(t)); err != nil {
-					t.Error(err)
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	takeTurns(t, []*dlock.Client{c, c}, k, 20)
 	switch n := redistest.CommandCalls(rdb, "subscribe"); {
 	case n == 0:
 		t.Fatal("no waiter subscribed: the turns were not contended")
@@ -406,4 +388,57 @@ func TestCallersThatGiveUpFasterThanTheServerAnswersDoNotFillTheQueue(t *testing
 		t.Fatalf("Lock after the callers stopped: %v", err)
 	}
 	_ = l.Unlock(ctxT(t))
+}
+
+// The scripts a real server runs (INFO commandstats): two for an
+// uncontended Lock and Unlock; for goroutines of two Clients taking turns
+// on a key, three per turn (the waiter's acquire that queues it, the
+// holder's release that hands it the key, its acquire that confirms), and
+// a keepalive or a subscription's first wake now and then.
+func TestScriptsPerLockAndPerHandOff(t *testing.T) {
+	s := redistest.Start(t)
+	a, rdb := newClient(t, s)
+	b, _ := newClient(t, s)
+	k := key(t)
+	scripts := func() int {
+		return redistest.CommandCalls(rdb, "evalsha") + redistest.CommandCalls(rdb, "eval")
+	}
+	before := scripts()
+	l := mustLock(t, a, k, dlock.WithTTL(time.Minute))
+	if err := l.Unlock(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if n := scripts() - before; n != 2 {
+		t.Fatalf("an uncontended Lock and Unlock ran %d scripts, want 2", n)
+	}
+	const turns = 50
+	before = scripts()
+	takeTurns(t, []*dlock.Client{a, b}, k, turns)
+	per := float64(scripts()-before) / (2 * turns)
+	t.Logf("%.2f scripts per turn, %d turns of two Clients' goroutines", per, 2*turns)
+	if per > 3.2 {
+		t.Fatalf("%.2f scripts per turn, want at most three (and a few keepalives)", per)
+	}
+}
+
+// takeTurns runs a goroutine per client of clients, each locking k turns
+// times, holding it 2 ms each time.
+func takeTurns(t *testing.T, clients []*dlock.Client, k string, turns int) {
+	var wg sync.WaitGroup
+	for _, c := range clients {
+		wg.Go(func() {
+			for range turns {
+				l, err := c.Lock(ctxT(t), k)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				time.Sleep(2 * time.Millisecond)
+				if err := l.Unlock(ctxT(t)); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
 }

@@ -51,12 +51,8 @@ func TestAWaiterThatGivesUpInFlightReleasesAfterTheReply(t *testing.T) {
 		t.Fatalf("after reply: %+v", c)
 	}
 	// A leave that fails is retried until the server answers it.
-	if c := w.Step(Event{Kind: Failed, Now: at(3)}); len(c) != 1 || c[0].Kind != WakeAt || w.State() != Leaving {
-		t.Fatalf("failed leave: %+v %v", c, w.State())
-	}
-	if c := w.Step(Event{Kind: Timer, Now: at(100)}); len(c) != 1 || c[0].Kind != RunRelease {
-		t.Fatalf("leave again: %+v", c)
-	}
+	step(t, w, Event{Kind: Failed, Now: at(3)}, WakeAt)
+	step(t, w, Event{Kind: Timer, Now: at(100)}, RunRelease)
 	w.Step(Event{Kind: Reply, Now: at(101), Result: Result{Status: Released}})
 	if w.State() != Done {
 		t.Fatal(w.State())
@@ -69,15 +65,9 @@ func TestAnUnsureWaiterLeavesTwice(t *testing.T) {
 	w := New(cfg())
 	w.Step(Event{Kind: Start, Now: at(0)})
 	w.Step(Event{Kind: Cancel, Now: at(1), Err: context.Canceled})
-	if c := w.Step(Event{Kind: Failed, Now: at(2)}); len(c) != 1 || c[0].Kind != RunRelease {
-		t.Fatalf("leave: %+v", c)
-	}
-	if c := w.Step(Event{Kind: Reply, Now: at(3), Result: Result{Status: NotHeld}}); len(c) != 1 || c[0].Kind != WakeAt {
-		t.Fatalf("not held, unsure: %+v", c)
-	}
-	if c := w.Step(Event{Kind: Timer, Now: at(60)}); len(c) != 1 || c[0].Kind != RunRelease {
-		t.Fatalf("look again: %+v", c)
-	}
+	step(t, w, Event{Kind: Failed, Now: at(2)}, RunRelease)
+	step(t, w, Event{Kind: Reply, Now: at(3), Result: Result{Status: NotHeld}}, WakeAt) // unsure: once more
+	step(t, w, Event{Kind: Timer, Now: at(60)}, RunRelease)
 	w.Step(Event{Kind: Reply, Now: at(61), Result: Result{Status: NotHeld}})
 	if w.State() != Done {
 		t.Fatal(w.State())
@@ -99,5 +89,13 @@ func TestAFailedAcquireIsRetriedWithTheSameToken(t *testing.T) {
 	c = w.Step(Event{Kind: Timer, Now: at(150)})
 	if len(c) != 1 || c[0].Args[0] != "tok" {
 		t.Fatalf("retry: %+v", c)
+	}
+}
+
+// step feeds ev to w and fails unless it returns one command, of kind want.
+func step(t *testing.T, w *Waiter, ev Event, want CommandKind) {
+	t.Helper()
+	if c := w.Step(ev); len(c) != 1 || c[0].Kind != want {
+		t.Fatalf("%+v in %v: %+v, want one command of kind %d", ev, w.State(), c, want)
 	}
 }
