@@ -29,7 +29,8 @@ func (c *Client) waitInLine(ctx context.Context, nm *lockNames, o options, conte
 	}
 	d := &driver{c: c, n: c.nodes[0], nm: nm, o: o, id: newWaiterID(), done: done}
 	d.w = wait.New(wait.Config{ID: d.id, Token: token, TTL: o.ttl, Keep: max(o.fenceKeep(), lineClaim),
-		Alive: lineAlive, Poll: linePoll, Claim: lineClaim, Retry: outageFirst, RetryMax: outageMost})
+		Alive: lineAlive, Poll: linePoll, Claim: lineClaim, Retry: outageFirst, RetryMax: outageMost,
+		Drift: float64(drift(o.ttl)) / float64(o.ttl)}) // the Lock's own lease: lease.go
 	return d.run(ctx, contended)
 }
 

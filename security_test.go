@@ -21,7 +21,7 @@ var minimalACL = []any{"ACL", "SETUSER", "locker", "on", ">s3cret",
 	"+evalsha", "+eval", "+script|load", "+command|info", "+wait", "+scan", "+multi", "+exec", "+hvals",
 	"+subscribe", "+unsubscribe", "+ssubscribe", "+sunsubscribe", "+publish", "+spublish",
 	"+get", "+set", "+del", "+exists", "+pttl", "+pexpire", "+time",
-	"+zrange", "+zadd", "+zrem", "+zcard", "+zscore", "+hget", "+hset", "+hdel",
+	"+zrange", "+zadd", "+zrem", "+zcard", "+zscore", "+hget", "+hmget", "+hset", "+hdel",
 	"+zrangebyscore", "+zremrangebyscore", "+zcount", "+pexpireat"}
 
 func TestARestrictedACLUserCanLockItsKeysAndNothingElse(t *testing.T) {

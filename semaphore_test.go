@@ -437,3 +437,37 @@ func TestAMutexWaiterOnASemaphoresKeyIsToldAndHoldsNobodyUp(t *testing.T) {
 		}
 	}
 }
+
+// Unlock of a permit or read hold that expired while another hold kept the
+// key is ErrNotHeld, as for a mutex, and its Context says it was lost, not
+// released (found by review: the line's release took the expired member).
+func TestUnlockOfAnExpiredSharedHoldIsNotHeld(t *testing.T) {
+	for _, kind := range []string{"semaphore", "read"} {
+		t.Run(kind, func(t *testing.T) {
+			c, _ := newClient(t, shared())
+			k := key(t)
+			take := func(ttl time.Duration) *dlock.Lock {
+				try := c.RWMutex(k).TryRLock
+				if kind == "semaphore" {
+					try = c.Semaphore(k, 2).TryAcquire
+				}
+				l, err := try(ctxT(t), dlock.WithTTL(ttl))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return l
+			}
+			short := take(100 * time.Millisecond)
+			long := take(time.Minute)
+			defer long.Unlock(context.Background())
+			eventually(t, "the short hold's lease ends", func() bool { return short.Context().Err() != nil })
+			time.Sleep(50 * time.Millisecond) // and its key's score, past the drift margin
+			if err := short.Unlock(ctxT(t)); !errors.Is(err, dlock.ErrNotHeld) {
+				t.Fatalf("Unlock of a %s hold that expired: %v, want ErrNotHeld", kind, err)
+			}
+			if cause := context.Cause(short.Context()); errors.Is(cause, dlock.ErrReleased) {
+				t.Fatalf("the expired hold's Context says %v", cause)
+			}
+		})
+	}
+}

@@ -172,13 +172,21 @@ func TestManyWaitersAllGetTheLockInTurn(t *testing.T) {
 }
 
 // A grant whose answer comes after the lease it gives is over is not a
-// lock: with every reply 15 ms late and the shortest TTL, Lock keeps
-// waiting (its join confirms the grant anew, or passes it on when the
-// caller gives up) and never returns a lock already lost. (It used to
-// return the queue's grant as it came, its Context already ended.)
+// lock: with every reply late by 15 ms, or by less than the TTL but more
+// than the TTL less the drift margin (8.5 ms of the shortest TTL), Lock
+// keeps waiting (its acquire confirms the grant anew, or passes it on when
+// the caller gives up) and never returns a lock already lost. (It used to
+// return the queue's grant as it came, its Context already ended; and the
+// line first counted the lease without the drift, found by review.)
 func TestLockNeverReturnsALeaseAlreadyOver(t *testing.T) {
+	for _, late := range []time.Duration{15 * time.Millisecond, 8500 * time.Microsecond} {
+		lockWithLateReplies(t, late)
+	}
+}
+
+func lockWithLateReplies(t *testing.T, late time.Duration) {
 	rdb := shared().Client(t)
-	rdb.AddHook(lateReplies(15 * time.Millisecond))
+	rdb.AddHook(lateReplies(late))
 	c := dlock.New(rdb)
 	defer c.Close()
 	k := key(t)

@@ -13,17 +13,31 @@ local t = redis.call('TIME')
 local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local now_ms = math.floor(now_us / 1000)
 
--- head returns the first waiter of Q whose record is alive, and that record; dead
--- ones at the head are removed, at most 16 a call (then Q's head, unknown: nil record).
+-- head returns the first waiter of Q whose record is alive, and that record. Dead
+-- ones at the head (a crashed process's waiters, say) are removed, in batches of 64,
+-- at most 1024 a call (then Q's head, unknown: nil record).
+local function alive(rec)
+  local until_ms = rec and tonumber(string.match(rec, '^%S+ %S+ (%S+)')) -- nil: gone, or another format
+  return until_ms and until_ms >= now_ms
+end
 local function head()
+  local h = redis.call('ZRANGE', Q, 0, 0)[1]
+  if not h then return nil end
+  local rec = redis.call('HGET', W, h)
+  if alive(rec) then return h, rec end
   for _ = 1, 16 do
-    local h = redis.call('ZRANGE', Q, 0, 0)[1]
-    if not h then return nil end
-    local rec = redis.call('HGET', W, h)
-    local alive = rec and tonumber(string.match(rec, '^%S+ %S+ (%S+)')) -- nil: gone, or another format
-    if alive and alive >= now_ms then return h, rec end
-    redis.call('ZREM', Q, h)
-    redis.call('HDEL', W, h)
+    local ids = redis.call('ZRANGE', Q, 0, 63)
+    if #ids == 0 then return nil end
+    local recs, dead = redis.call('HMGET', W, unpack(ids)), {}
+    for i, id in ipairs(ids) do
+      if alive(recs[i]) then h, rec = id, recs[i] break end
+      dead[#dead + 1] = id
+    end
+    if #dead > 0 then
+      redis.call('ZREM', Q, unpack(dead))
+      redis.call('HDEL', W, unpack(dead))
+    end
+    if rec and alive(rec) then return h, rec end
   end
   return redis.call('ZRANGE', Q, 0, 0)[1], nil
 end

@@ -14,7 +14,7 @@ if ARGV[4] ~= '' then
 end
 if string.byte(ARGV[1]) == 126 then -- a shared hold
   local s = redis.pcall('ZSCORE', K, ARGV[1])
-  if type(s) ~= 'string' then -- not held, or another kind's key
+  if type(s) ~= 'string' or tonumber(s) <= now_ms then -- not held (expired), or another kind's key
     if ARGV[4] ~= '' then wake_head(pub) end -- a waiter gone from the head may unblock the next
     return {0, ''}
   end
