@@ -30,7 +30,7 @@ import (
 // script to late as an error (awaitOn).
 
 // calls is a set of requests in flight, numbered from 0.
-type Calls[T any] struct {
+type calls[T any] struct {
 	mu      sync.Mutex
 	over    bool          // the caller stopped waiting: answers go to late
 	replies chan Reply[T] // answers for the caller (one slot per request)
@@ -44,10 +44,10 @@ type Reply[T any] struct {
 	Err error
 }
 
-// StartCalls sends each op in its own goroutine. Answers that come after
+// startCalls sends each op in its own goroutine. Answers that come after
 // the caller stopped waiting go to late, if not nil.
-func StartCalls[T any](ctx context.Context, w *Work, ops []func(context.Context) (T, error), late func(i int, v T, err error)) *Calls[T] {
-	cs := &Calls[T]{replies: make(chan Reply[T], len(ops)), late: late}
+func startCalls[T any](ctx context.Context, w *Work, ops []func(context.Context) (T, error), late func(i int, v T, err error)) *calls[T] {
+	cs := &calls[T]{replies: make(chan Reply[T], len(ops)), late: late}
 	bg := context.WithoutCancel(ctx)
 	for i, op := range ops {
 		w.Spawn(func() {
@@ -61,7 +61,7 @@ func StartCalls[T any](ctx context.Context, w *Work, ops []func(context.Context)
 }
 
 // claim hands r to the caller, or reports that the caller has gone.
-func (cs *Calls[T]) claim(r Reply[T]) bool {
+func (cs *calls[T]) claim(r Reply[T]) bool {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	if cs.over {
@@ -75,7 +75,7 @@ func (cs *Calls[T]) claim(r Reply[T]) bool {
 // enough (if not nil) says that the answers so far suffice; or until ctx
 // ends or timeout (if positive) passes, in which case why is ctx's error or
 // ErrNodeTimeout. The answers not collected go to late.
-func (cs *Calls[T]) Wait(ctx context.Context, n int, timeout time.Duration, enough func([]Reply[T]) bool) (got []Reply[T], why error) {
+func (cs *calls[T]) wait(ctx context.Context, n int, timeout time.Duration, enough func([]Reply[T]) bool) (got []Reply[T], why error) {
 	var deadline <-chan time.Time
 	if timeout > 0 {
 		t := time.NewTimer(timeout)
@@ -100,7 +100,7 @@ func (cs *Calls[T]) Wait(ctx context.Context, n int, timeout time.Duration, enou
 
 // abandon stops the wait: answers already delivered are added to got, and
 // every later one goes to late.
-func (cs *Calls[T]) abandon(got []Reply[T]) []Reply[T] {
+func (cs *calls[T]) abandon(got []Reply[T]) []Reply[T] {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	cs.over = true
@@ -110,7 +110,7 @@ func (cs *Calls[T]) abandon(got []Reply[T]) []Reply[T] {
 	return got
 }
 
-// Await runs op and returns its answer, waiting for it until ctx ends or
+// await runs op and returns its answer, waiting for it until ctx ends or
 // timeout (if positive) passes. left reports that the wait ended first:
 // err is then ctx's error or ErrNodeTimeout, and late (if not nil)
 // receives op's answer when it comes. op is sent even when ctx has already
@@ -119,7 +119,7 @@ func (cs *Calls[T]) abandon(got []Reply[T]) []Reply[T] {
 //
 // When nothing can end the wait early (ctx never ends, no timeout), op
 // runs in the caller's goroutine.
-func Await[T any](ctx context.Context, w *Work, timeout time.Duration, op func(context.Context) (T, error), late func(T, error)) (v T, err error, left bool) {
+func await[T any](ctx context.Context, w *Work, timeout time.Duration, op func(context.Context) (T, error), late func(T, error)) (v T, err error, left bool) {
 	if ctx.Done() == nil && timeout <= 0 {
 		v, err = op(ctx)
 		return v, err, false
@@ -128,8 +128,8 @@ func Await[T any](ctx context.Context, w *Work, timeout time.Duration, op func(c
 	if late != nil {
 		lateI = func(_ int, v T, err error) { late(v, err) }
 	}
-	cs := StartCalls(ctx, w, []func(context.Context) (T, error){op}, lateI)
-	got, why := cs.Wait(ctx, 1, timeout, nil)
+	cs := startCalls(ctx, w, []func(context.Context) (T, error){op}, lateI)
+	got, why := cs.wait(ctx, 1, timeout, nil)
 	if len(got) == 1 {
 		return got[0].V, got[0].Err, false
 	}
@@ -162,7 +162,7 @@ const inlineLeast = 50 * time.Millisecond
 // two hand-offs less per call when many goroutines share the Client. If
 // ctx ends first, the script may still run: late receives the unanswered
 // error at once, in work of its own, and waits until the pipeliner is done
-// with the script (Settled). Otherwise it is Await. The cost: a Close that
+// with the script (Settled). Otherwise it is await. The cost: a Close that
 // runs while many callers keep abandoning acquires waits for more
 // give-backs.
 func AwaitOn[T, B, N any](ctx context.Context, w *Work, n N, pipelined bool, timeout time.Duration, by B, call func(B, context.Context, N) (T, error), late func(B, N, T, error)) (T, error, bool) {
@@ -178,7 +178,7 @@ func AwaitOn[T, B, N any](ctx context.Context, w *Work, n N, pipelined bool, tim
 		done, inline = w.Track(false) // not once Close has returned
 	}
 	if !inline {
-		return Await(ctx, w, timeout, func(ctx context.Context) (T, error) { return call(by, ctx, n) }, lateOf(by, n, late))
+		return await(ctx, w, timeout, func(ctx context.Context) (T, error) { return call(by, ctx, n) }, lateOf(by, n, late))
 	}
 	defer done()
 	v, err := call(by, viaPipeline{ctx}, n)

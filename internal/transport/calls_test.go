@@ -14,7 +14,7 @@ func TestEveryAnswerGoesToTheCallerOrToLateExactlyOnce(t *testing.T) {
 	for range 500 {
 		ctx, cancel := context.WithCancel(context.Background())
 		go func() { time.Sleep(rand.N(200 * time.Microsecond)); cancel() }()
-		_, _, left := Await(ctx, w, 0, func(context.Context) (int, error) {
+		_, _, left := await(ctx, w, 0, func(context.Context) (int, error) {
 			time.Sleep(rand.N(200 * time.Microsecond))
 			return 1, nil
 		}, func(int, error) { toLate.Add(1) })
@@ -38,8 +38,8 @@ func TestAWaitEndsOnceEnoughHaveAnsweredAndTheRestGoLate(t *testing.T) {
 		func(context.Context) (int, error) { return 3, nil },
 	}
 	late := make(chan int, 3)
-	cs := StartCalls(context.Background(), w, ops, func(i int, _ int, _ error) { late <- i })
-	got, why := cs.Wait(context.Background(), 3, 0, func(got []Reply[int]) bool { return len(got) == 2 })
+	cs := startCalls(context.Background(), w, ops, func(i int, _ int, _ error) { late <- i })
+	got, why := cs.wait(context.Background(), 3, 0, func(got []Reply[int]) bool { return len(got) == 2 })
 	if why != nil || len(got) != 2 {
 		t.Fatalf("got %v (%v), want the two quick answers", got, why)
 	}
@@ -54,7 +54,7 @@ func TestAWaitThatTimesOutSaysSo(t *testing.T) {
 	w := &Work{}
 	release := make(chan struct{})
 	defer close(release)
-	_, err, left := Await(context.Background(), w, time.Millisecond, func(context.Context) (int, error) {
+	_, err, left := await(context.Background(), w, time.Millisecond, func(context.Context) (int, error) {
 		<-release
 		return 0, nil
 	}, nil)

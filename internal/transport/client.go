@@ -70,5 +70,5 @@ func IsRedisError(err error) bool {
 }
 
 // ErrNodeTimeout is a node's error when it did not answer within the
-// node timeout (see Calls.Wait).
+// node timeout (see calls.wait).
 var ErrNodeTimeout = errors.New("no answer within the node timeout")

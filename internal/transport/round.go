@@ -43,7 +43,7 @@ type Round[T, B any, N Asked] struct {
 	LateTakesError bool
 }
 
-// Ask puts the question to every node in parallel (Calls) and appends their
+// Ask puts the question to every node in parallel (calls) and appends their
 // answers, in order, to dst (a caller asking one node can give it room on
 // its stack). A node that has not answered when the wait ends gets its
 // Unanswered error and is marked abandoned.
@@ -60,8 +60,8 @@ func (r Round[T, B, N]) Ask(dst []Answer[T], ctx context.Context, w *Work, nodes
 	if r.Late != nil {
 		late = func(i int, v T, err error) { r.Late(r.By, nodes[i], v, err) }
 	}
-	cs := StartCalls(ctx, w, ops, late)
-	got, why := cs.Wait(ctx, len(nodes), r.Timeout, r.enough(len(nodes)))
+	cs := startCalls(ctx, w, ops, late)
+	got, why := cs.wait(ctx, len(nodes), r.Timeout, r.enough(len(nodes)))
 	for i, n := range nodes {
 		answers[i] = Answer[T]{Err: n.Unanswered(r.Op, why), Abandoned: true}
 	}
