@@ -11,20 +11,22 @@
 local token, ttl, keep, id = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local shared = string.byte(token) == 126 -- '~'
 
-local function granted(fence)
+local function dequeue()
   if ARGV[5] == '1' then
     redis.call('ZREM', Q, id)
     redis.call('HDEL', W, id)
   end
-  if not shared then
-    redis.call('PEXPIRE', F, keep)
-    return {1, redis.call('GET', F)}
-  end
+end
+
+-- granted completes a shared hold's grant (fence: a new one's) and wakes the next
+-- first waiter if its hold fits too (readers, permits).
+local function granted(fence)
+  dequeue()
   if redis.call('PTTL', F) < tonumber(keep) then redis.call('PEXPIRE', F, keep) end
   redis.call('ZADD', K, string.format('%.0f', now_ms + ttl), token)
   if fence then redis.call('HSET', H, token, fence) end
   expire()
-  wake_head(ARGV[7] or 'PUBLISH') -- a reader or permit behind it may fit too
+  wake_head(ARGV[7] or 'PUBLISH')
   return {1, fence or redis.call('HGET', H, token)}
 end
 
@@ -34,27 +36,33 @@ local function wait_ms()
   return first and math.max(tonumber(first) - now_ms, 0) or -2
 end
 
-local h
 if not shared then
-  h = head()
-  if redis.call('GET', K) == token then -- mine: a hand-off, or a re-run after a lost reply
+  local v = redis.call('GET', K)
+  if v == token then -- mine: a hand-off, or a re-run after a lost reply
     redis.call('PEXPIRE', K, ttl)
-    return granted()
+    redis.call('PEXPIRE', F, keep)
+    dequeue()
+    return {1, redis.call('GET', F)}
   end
-  if redis.call('EXISTS', K) == 0 and (not h or h == id) then
-    issue_fence(keep)
-    redis.call('SET', K, token, 'PX', ttl)
-    return granted()
+  if not v then
+    local h = head()
+    if not h or h == id then
+      local fence = issue_fence(keep)
+      redis.call('SET', K, token, 'PX', ttl)
+      dequeue()
+      return {1, fence}
+    end
   end
 else
   local ok, wrong = fits(token)
   if wrong then return {err = wrong} end
-  h = first()
+  local h = first()
   local s = redis.call('ZSCORE', K, token)
   if s and tonumber(s) > now_ms then return granted() end -- a re-run after a lost reply
   if ok and (not h or h == id) then return granted(issue_fence(keep)) end
 end
 if ARGV[5] ~= '1' then return {3, wait_ms()} end
+clock()
 local alive = tonumber(ARGV[6])
 local last = redis.call('ZRANGE', Q, -1, -1, 'WITHSCORES')[2] -- arrivals in one µs keep their order
 redis.call('ZADD', Q, 'NX', string.format('%.0f', math.max(now_us, (tonumber(last) or 0) + 1)), id)

@@ -9,14 +9,23 @@
 -- KEYS[5]  shared holders' fences H (hash: token -> fence)
 -- KEYS[6]  wake channel: a message "id fence" names the waiter to try (fence 0: a shared hold)
 local K, F, Q, W, H, WAKE = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local t = redis.call('TIME')
-local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local now_ms = math.floor(now_us / 1000)
+
+-- clock reads the server's time into now_us and now_ms, once a call: only the paths
+-- that need it pay for TIME.
+local now_us, now_ms
+local function clock()
+  if not now_us then
+    local t = redis.call('TIME')
+    now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    now_ms = math.floor(now_us / 1000)
+  end
+end
 
 -- head returns the first waiter of Q whose record is alive, and that record. Dead
 -- ones at the head (a crashed process's waiters, say) are removed, in batches of 64,
 -- at most 1024 a call (then Q's head, unknown: nil record).
 local function alive(rec)
+  clock()
   local until_ms = rec and tonumber(string.match(rec, '^%S+ %S+ (%S+)')) -- nil: gone, or another format
   return until_ms and until_ms >= now_ms
 end
@@ -44,9 +53,16 @@ end
 
 -- issue_fence issues K's next fence, max(F + 1, server µs), keeping F keep_ms, and
 -- returns it as a string: it grows by one per grant, and past a lost F with the clock.
+-- One SET ... GET when the clock is ahead of F, as it is unless grants come faster
+-- than one a µs (then a second SET).
 local function issue_fence(keep_ms)
-  local fence = string.format('%.0f', math.max(tonumber(redis.call('GET', F) or '0') + 1, now_us))
-  redis.call('SET', F, fence, 'PX', keep_ms)
+  clock()
+  local fence = string.format('%.0f', now_us)
+  local old = tonumber(redis.call('SET', F, fence, 'PX', keep_ms, 'GET'))
+  if old and old >= now_us then
+    fence = string.format('%.0f', old + 1)
+    redis.call('SET', F, fence, 'PX', keep_ms)
+  end
   return fence
 end
 
@@ -68,6 +84,7 @@ end
 -- fits reports whether a shared token's hold fits beside K's live holders (expired
 -- ones purged), or, second, the error that says it never can.
 local function fits(token)
+  clock()
   local k, n = kind(token)
   local gone = redis.pcall('ZRANGEBYSCORE', K, '-inf', now_ms)
   if gone.err then return false, 'WRONGTYPE dlock: the key holds another kind of lock' end

@@ -13,6 +13,7 @@ if ARGV[4] ~= '' then
   redis.call('HDEL', W, ARGV[4])
 end
 if string.byte(ARGV[1]) == 126 then -- a shared hold
+  clock()
   local s = redis.pcall('ZSCORE', K, ARGV[1])
   if type(s) ~= 'string' or tonumber(s) <= now_ms then -- not held (expired), or another kind's key
     if ARGV[4] ~= '' then wake_head(pub) end -- a waiter gone from the head may unblock the next
