@@ -62,7 +62,11 @@ func (c *Client) holdBack(ctx context.Context) bool {
 	return false
 }
 
-// driver carries one Waiter's commands out and its events in.
+// driver carries one Waiter's commands out and its events in, in the
+// caller's goroutine until the caller has its answer, then (a leave) in one
+// of its own. A script runs inline, with the caller's context: a context
+// that ends aborts the script in flight, whose outcome is then unknown (the
+// Waiter's Failed, and unsure).
 type driver struct {
 	c  *Client
 	n  *node
@@ -71,69 +75,73 @@ type driver struct {
 	id string
 	w  *wait.Waiter
 
-	replies chan wait.Event // the script in flight's reply (one at a time)
-	wakes   chan int64      // wake messages naming this waiter
+	wakes   chan int64 // wake messages naming this waiter
 	watch   *transport.Watch
 	ready   <-chan struct{} // closed once the wake channel is subscribed
 	timer   *time.Timer
-	done    func() // ends the call Close waits for
+	done    func()      // ends the call Close waits for
+	pending *wait.Event // a failure told first as a Cancel, to feed next
 
-	sent     time.Time // the send of the acquire in flight
+	sent     time.Time // the send of the last acquire
 	unsure   error     // the last acquire's failure, if it went unanswered
 	unready  bool      // it was sent before the subscription was ready
 	replied  bool      // some acquire was answered
 	last     error     // the last node error of an outage ridden out
-	answered bool
+	answered bool      // the caller has its answer
 }
 
-// run steps the waiter until the caller has its answer, then finishes
-// (a leave) in the background, where Close waits for it. The first acquire
-// runs in the caller's goroutine when ctx never ends: an uncontended Lock
-// then needs no other. Else every script runs in the background, so that
-// the caller can go at once and the leave follows the acquire's reply.
+// run steps the waiter until the caller has its answer, then finishes (a
+// leave) in the background, where Close waits for it.
 func (d *driver) run(ctx context.Context, contended *bool) (*Lock, error) {
 	cmds := d.w.Step(wait.Event{Kind: wait.Start, Now: time.Now()})
-	if ctx.Done() == nil {
-		d.sent = time.Now()
-		g, err := d.n.acquireLine(ctx, d.nm, cmds[0].Args[0], d.id, d.o)
-		cmds = d.w.Step(d.replied1(ctx, d.acquired(g, err)))
-	}
 	for {
-		l, err, answer := d.do(cmds, contended)
-		if answer {
-			if d.w.State() == wait.Done || l != nil { // a Lock releases itself (Unlock)
-				d.finish()
-				return l, err
-			}
-			left := make(chan struct{})
-			select {
-			case d.c.leaving <- struct{}{}: // a slot, if one is free
-				d.c.spawn(func() { defer func() { <-d.c.leaving }(); defer close(left); d.leave() })
-			default:
-				d.c.spawn(func() { defer close(left); d.leave() })
-			}
-			// A caller that gives up waits a little for its leave, so that
-			// callers giving up faster than the server answers do not fill
-			// the line with waiters that have gone.
-			t := time.NewTimer(leaveWait)
-			defer t.Stop()
-			select {
-			case <-left:
-			case <-t.C:
-			}
+		l, err, answer, script := d.do(cmds, contended)
+		switch {
+		case answer && (l != nil || d.w.State() == wait.Done): // a Lock releases itself (Unlock)
+			d.finish()
 			return l, err
+		case answer:
+			d.goLeave(script)
+			return l, err
+		case script != nil:
+			cmds = d.w.Step(d.replied1(ctx, d.exec(ctx, *script)))
+		default:
+			cmds = d.w.Step(d.next(ctx))
 		}
-		cmds = d.w.Step(d.next(ctx))
 	}
 }
 
-// leave runs the waiter to Done after its caller has gone: no Cancel any
-// more, bounded by twice cleanupTimeout (a leave retried through a stall).
-func (d *driver) leave() {
+// goLeave runs the rest of the wait (its leave, first script) in the
+// background, and waits a little for it: so that callers who give up faster
+// than the server answers do not fill the line with waiters that have gone.
+func (d *driver) goLeave(script *wait.Command) {
+	left := make(chan struct{})
+	select {
+	case d.c.leaving <- struct{}{}: // a slot, if one is free (holdBack)
+		d.c.spawn(func() { defer func() { <-d.c.leaving }(); defer close(left); d.leave(script) })
+	default:
+		d.c.spawn(func() { defer close(left); d.leave(script) })
+	}
+	t := time.NewTimer(leaveWait)
+	defer t.Stop()
+	select {
+	case <-left:
+	case <-t.C:
+	}
+}
+
+// leave runs the waiter to Done after its caller has gone, script first:
+// no Cancel any more, bounded by twice cleanupTimeout (a leave retried
+// through a stall).
+func (d *driver) leave(script *wait.Command) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*cleanupTimeout)
 	defer cancel()
 	for d.w.State() != wait.Done && ctx.Err() == nil {
-		d.do(d.w.Step(d.next(ctx)), nil)
+		if script != nil {
+			_, _, _, script = d.do(d.w.Step(d.replied1(ctx, d.exec(ctx, *script))), nil)
+			continue
+		}
+		_, _, _, script = d.do(d.w.Step(d.next(ctx)), nil)
 	}
 	d.finish()
 }
@@ -151,15 +159,13 @@ func (d *driver) finish() {
 	d.done()
 }
 
-// do carries out cmds; answer: the caller's answer is l or err.
-func (d *driver) do(cmds []wait.Command, contended *bool) (l *Lock, err error, answer bool) {
+// do carries out cmds but their script, which it returns (at most one);
+// answer: the caller's answer is l or err.
+func (d *driver) do(cmds []wait.Command, contended *bool) (l *Lock, err error, answer bool, script *wait.Command) {
 	for _, cmd := range cmds {
 		switch cmd.Kind {
-		case wait.RunAcquire:
-			d.sent, d.unready = time.Now(), d.ready != nil && !isClosed(d.ready)
-			d.send(false, cmd.Args)
-		case wait.RunRelease:
-			d.send(true, cmd.Args)
+		case wait.RunAcquire, wait.RunRelease:
+			script = &cmd
 		case wait.WakeAt:
 			d.waitFor(cmd.At)
 		case wait.Grant:
@@ -171,7 +177,7 @@ func (d *driver) do(cmds []wait.Command, contended *bool) (l *Lock, err error, a
 	if contended != nil && d.w.State() == wait.Queued && d.replied {
 		*contended = true
 	}
-	return l, err, answer
+	return l, err, answer, script
 }
 
 // waitFor sets the timer for at; the first also subscribes to the wake
@@ -183,7 +189,6 @@ func (d *driver) waitFor(at time.Time) {
 		return
 	}
 	d.timer = time.NewTimer(time.Until(at))
-	d.chans()
 	d.wakes = make(chan int64, 1)
 	d.watch, d.ready = d.n.Watch(d.nm.wake, func(p string) {
 		if fence, ok := wakeFor(d.id, p); ok {
@@ -196,39 +201,28 @@ func (d *driver) waitFor(at time.Time) {
 	d.unready = !isClosed(d.ready)
 }
 
-// chans makes the reply channel, when the first script goes in the background.
-func (d *driver) chans() {
-	if d.replies == nil {
-		d.replies = make(chan wait.Event, 1)
-	}
-}
-
-// send runs a script in the background; its reply comes as an event.
-func (d *driver) send(release bool, args []string) {
-	d.chans()
-	unsure := d.unsure
-	d.c.spawn(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
-		if d.o.hasNodeTimeout {
-			ctx, cancel = context.WithTimeout(context.Background(), d.o.nodeTimeout)
-		}
+// exec runs a script with ctx (bounded by the node timeout, if any) and
+// returns its reply as the Waiter's event.
+func (d *driver) exec(ctx context.Context, cmd wait.Command) wait.Event {
+	if d.o.hasNodeTimeout {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d.o.nodeTimeout)
 		defer cancel()
-		if release {
-			if unsure != nil {
-				// The acquire that failed unanswered may still be sent (a
-				// pipeliner's retry): the leave goes after it can no more.
-				transport.Settled(ctx, unsure)
-			}
-			ok, err := d.n.releaseLine(ctx, d.nm, args[0], d.id, d.w.Keep())
-			if err == nil && !ok {
-				d.replies <- wait.Event{Kind: wait.Reply, Result: wait.Result{Status: wait.NotHeld}}
-				return
-			}
-			d.replies <- d.acquired(grant{}, err)
-			return
-		}
-		d.replies <- d.acquired(d.n.acquireLine(ctx, d.nm, args[0], d.id, d.o))
-	})
+	}
+	if cmd.Kind == wait.RunAcquire {
+		d.sent, d.unready = time.Now(), d.ready != nil && !isClosed(d.ready)
+		return d.acquired(d.n.acquireLine(ctx, d.nm, cmd.Args[0], d.id, d.o))
+	}
+	if d.unsure != nil {
+		// The acquire that failed unanswered may still be sent (a
+		// pipeliner's retry): the leave goes after it can no more.
+		transport.Settled(ctx, d.unsure)
+	}
+	ok, err := d.n.releaseLine(ctx, d.nm, cmd.Args[0], d.id, d.w.Keep())
+	if err == nil && !ok {
+		return wait.Event{Kind: wait.Reply, Result: wait.Result{Status: wait.NotHeld}}
+	}
+	return d.acquired(grant{}, err)
 }
 
 // acquired is a script's reply as the Waiter reads it (a release's: any).
@@ -243,51 +237,49 @@ func (d *driver) acquired(g grant, err error) wait.Event {
 	return wait.Event{Kind: wait.Reply, Result: r}
 }
 
-// next waits for the next event: a reply, a wake, the timer, the
-// subscription's readiness (which wakes an acquire sent before it), or ctx
-// ending (or the Client closing). A failed script that waiting cannot fix
-// ends the wait: it comes as a Cancel, then as the failure.
+// next waits for the next event: a failure told first as a Cancel, a
+// wake, the timer, the subscription's readiness (which wakes an acquire
+// sent before it), or ctx ending (or the Client closing).
 func (d *driver) next(ctx context.Context) wait.Event {
-	for {
-		var ready, closed <-chan struct{}
-		var timer <-chan time.Time
-		if d.timer != nil {
-			timer = d.timer.C
-		}
-		if d.unready {
-			ready = d.ready
-		}
-		if !d.answered { // the caller's ctx (leave's: none) and Close end the wait once
-			closed = d.c.done
-		}
-		select {
-		case ev := <-d.replies:
-			return d.replied1(ctx, ev)
-		case f := <-d.wakes:
-			return wait.Event{Kind: wait.Wake, Now: time.Now(), Fence: f}
-		case <-timer:
-			return wait.Event{Kind: wait.Timer, Now: time.Now()}
-		case <-ready:
-			d.unready = false
-			return wait.Event{Kind: wait.Wake, Now: time.Now()}
-		case <-ctx.Done():
-			d.answered = true
-			return wait.Event{Kind: wait.Cancel, Now: time.Now(), Err: d.ended(ctx)}
-		case <-closed:
-			d.answered = true
-			return wait.Event{Kind: wait.Cancel, Now: time.Now(), Err: d.outage(ErrClosed)}
-		}
+	if ev := d.pending; ev != nil {
+		d.pending = nil
+		return *ev
+	}
+	var ready, closed <-chan struct{}
+	var timer <-chan time.Time
+	if d.timer != nil {
+		timer = d.timer.C
+	}
+	if d.unready {
+		ready = d.ready
+	}
+	if !d.answered { // the caller's ctx (leave's: none) and Close end the wait once
+		closed = d.c.done
+	}
+	select {
+	case f := <-d.wakes:
+		return wait.Event{Kind: wait.Wake, Now: time.Now(), Fence: f}
+	case <-timer:
+		return wait.Event{Kind: wait.Timer, Now: time.Now()}
+	case <-ready:
+		d.unready = false
+		return wait.Event{Kind: wait.Wake, Now: time.Now()}
+	case <-ctx.Done():
+		d.answered = true
+		return wait.Event{Kind: wait.Cancel, Now: time.Now(), Err: d.ended(ctx)}
+	case <-closed:
+		d.answered = true
+		return wait.Event{Kind: wait.Cancel, Now: time.Now(), Err: d.outage(ErrClosed)}
 	}
 }
 
-// replied1 is a script's reply event, Now stamped; a failure that waiting
-// cannot fix is first told to the caller (a Cancel), its reply pending.
+// replied1 is a script's reply event, Now stamped. A failure that waiting
+// cannot fix (or one with ctx ended) is first told to the caller, as a
+// Cancel, and fed after it (pending): the Waiter then leaves.
 func (d *driver) replied1(ctx context.Context, ev wait.Event) wait.Event {
 	ev.Now = time.Now()
 	if d.w.State() == wait.Acquiring {
 		noteStep(d.o.note, ev.Err, false)
-	}
-	if d.w.State() == wait.Acquiring {
 		d.unsure = ev.Err // nil: answered
 	}
 	if ev.Kind == wait.Reply {
@@ -299,8 +291,7 @@ func (d *driver) replied1(ctx context.Context, ev wait.Event) wait.Event {
 	}
 	if d.o.failFast || !transient(ev.Err) || ctx.Err() != nil {
 		d.answered = true
-		d.chans()
-		d.replies <- ev // after the Cancel: the Waiter then leaves
+		d.pending = &ev
 		if ctx.Err() != nil {
 			return wait.Event{Kind: wait.Cancel, Now: ev.Now, Err: d.ended(ctx)}
 		}
