@@ -74,8 +74,9 @@ func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (l *Lock,
 	return c.lock(ctx, key, o, &contended)
 }
 
-// lock is Lock past its checks: a first attempt unless others of this
-// Client make it pointless, then the wait; contended: likely taken.
+// lock is Lock past its checks: on one node the line (line_wait.go); with
+// Redlock a first attempt, unless another of this Client's is under way,
+// then the listening wait; contended: likely taken.
 func (c *Client) lock(ctx context.Context, key string, o options, contended *bool) (*Lock, error) {
 	if len(c.nodes) == 1 { // one node: the line (Redlock does not queue: it listens for releases)
 		return c.waitInLine(ctx, c.names.get(key), o, contended)
