@@ -34,8 +34,9 @@ func (c *Client) waitInLine(ctx context.Context, nm *lockNames, o options, conte
 	return d.run(ctx, contended)
 }
 
-// watchLinger is how long a finished wait's watch outlives it, so that
-// goroutines taking turns on a key do not resubscribe each turn.
+// watchLinger is how long a key's wake subscription outlives its last
+// waiter, so that goroutines taking turns on a key do not resubscribe each
+// turn (line_wakes.go).
 const watchLinger = 100 * time.Millisecond
 
 // leaveWait is how long a waiter that gives up waits for its leave's
@@ -75,8 +76,7 @@ type driver struct {
 	id string
 	w  *wait.Waiter
 
-	wakes   chan int64 // wake messages naming this waiter
-	watch   *transport.Watch
+	wakes   chan int64      // wake messages naming this waiter (Client.wakes)
 	ready   <-chan struct{} // closed once the wake channel is subscribed
 	timer   *time.Timer
 	done    func()      // ends the call Close waits for
@@ -151,10 +151,8 @@ func (d *driver) finish() {
 	if d.timer != nil {
 		d.timer.Stop()
 	}
-	if d.watch != nil {
-		// A while later: the next wait on the key finds the wake channel
-		// still subscribed (watchLinger).
-		time.AfterFunc(watchLinger, d.watch.Cancel)
+	if d.wakes != nil {
+		d.c.wakes.leave(d.nm.key, d.id)
 	}
 	d.done()
 }
@@ -190,14 +188,7 @@ func (d *driver) waitFor(at time.Time) {
 	}
 	d.timer = time.NewTimer(time.Until(at))
 	d.wakes = make(chan int64, 1)
-	d.watch, d.ready = d.n.Watch(d.nm.wake, func(p string) {
-		if fence, ok := wakeFor(d.id, p); ok {
-			select {
-			case d.wakes <- fence:
-			default:
-			}
-		}
-	})
+	d.ready = d.c.wakes.join(d.n, d.nm, d.id, d.wakes)
 	d.unready = !isClosed(d.ready)
 }
 
