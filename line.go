@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -59,21 +58,17 @@ func (n *node) acquireLine(ctx context.Context, nm *lockNames, token, id string,
 	if err != nil {
 		return grant{}, n.fail("acquire", err)
 	}
-	code, value, err := lineReply(res)
+	r, err := wait.ParseReply(false, id != "", res)
 	if err != nil {
 		return grant{}, n.fail("acquire", err)
 	}
-	if wait.Status(code) != wait.Granted {
-		return grant{pttl: holderTTL(value)}, nil
+	if r.Status != wait.Granted {
+		return grant{pttl: r.PTTL}, nil
 	}
 	if acked >= 0 && acked < o.replicas {
 		return grant{}, n.fail("acquire", fmt.Errorf("%w: %d of %d within %v", ErrNoReplicaAck, acked, o.replicas, o.replicaTimeout))
 	}
-	fence, err := parseFence(value)
-	if err != nil {
-		return grant{}, n.fail("acquire", err)
-	}
-	return grant{ok: true, fence: fence}, nil
+	return grant{ok: true, fence: r.Fence}, nil
 }
 
 // The line scripts' constant arguments, boxed once.
@@ -95,24 +90,11 @@ func (n *node) releaseLine(ctx context.Context, nm *lockNames, token, id string,
 	if err != nil {
 		return false, n.fail("release", err)
 	}
-	code, _, err := lineReply(res)
+	r, err := wait.ParseReply(true, false, res)
 	if err != nil {
 		return false, n.fail("release", err)
 	}
-	return wait.Status(code) == wait.Released, nil
-}
-
-// lineReply reads a line script's {code, value} reply.
-func lineReply(res any) (int64, any, error) {
-	t, ok := res.([]any)
-	if !ok || len(t) != 2 {
-		return 0, nil, errors.New("unexpected reply from a line script")
-	}
-	code, ok := t[0].(int64)
-	if !ok {
-		return 0, nil, errors.New("unexpected reply from a line script")
-	}
-	return code, t[1], nil
+	return r.Status == wait.Released, nil
 }
 
 func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }

@@ -55,20 +55,10 @@ func (r *redis) do(now time.Duration, args ...string) any {
 	return v
 }
 
-// eval runs a script whose reply is {code, value}.
-func (r *redis) eval(now time.Duration, script string, keys []string, argv []string) (int64, string) {
+// eval runs a script and returns its reply.
+func (r *redis) eval(now time.Duration, script string, keys []string, argv []string) any {
 	args := append([]string{"EVAL", script, strconv.Itoa(len(keys))}, keys...)
-	v := r.do(now, append(args, argv...)...)
-	a, ok := v.([]any)
-	if !ok || len(a) != 2 {
-		panic(fmt.Sprintf("script reply %#v", v))
-	}
-	code, _ := a[0].(int)
-	s, _ := a[1].(string)
-	if n, ok := a[1].(int); ok {
-		s = strconv.Itoa(n)
-	}
-	return int64(code), s
+	return r.do(now, append(args, argv...)...)
 }
 
 // get is key's value, "" when it does not exist.

@@ -345,13 +345,13 @@ func (s *Sim) exec(w *waiter, release bool, args []string) wait.Result {
 		script = strings.ReplaceAll(script, "redis.call('ZRANGE', Q, 0, 0)", "redis.call('ZRANGE', Q, -1, -1)")
 	}
 	s.r.wakes = nil
-	code, val := s.r.eval(s.now, script, keys, args)
-	res, err := wait.ParseReply(release, code, val)
+	reply := s.r.eval(s.now, script, keys, args)
+	res, err := wait.ParseReply(release, !release && args[4] == "1", reply)
 	if err != nil {
 		s.fail("%s: %v", w.id, err)
 	}
 	w.epoch = s.epoch
-	s.logf("server: %s %s -> %d %s", map[bool]string{false: "acquire", true: "release"}[release], strings.Join(args, " "), code, val)
+	s.logf("server: %s %s -> %v", map[bool]string{false: "acquire", true: "release"}[release], strings.Join(args, " "), reply)
 	switch {
 	case !release && res.Status == wait.Granted:
 		s.fenced(w, res.Fence)

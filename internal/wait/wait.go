@@ -49,6 +49,7 @@ package wait
 import (
 	_ "embed"
 	"errors"
+	"fmt"
 	"strconv"
 	"time"
 )
@@ -127,25 +128,39 @@ const (
 type Result struct {
 	Status Status
 	Fence  int64         // acquire GRANTED
-	PTTL   time.Duration // acquire QUEUED or TAKEN: the holder's remaining TTL
-	Next   string        // release: the waiter the lock was handed to, or ""
+	PTTL   time.Duration // acquire QUEUED or TAKEN: the holder's remaining TTL (-1 ns: none, or gone)
 }
 
-// ParseReply parses a script's {code, value} reply; release says which.
-func ParseReply(release bool, code int64, value string) (Result, error) {
-	r := Result{Status: Status(code)}
-	switch {
-	case release:
-		r.Next = value
-	case r.Status == Granted:
-		f, err := strconv.ParseInt(value, 10, 64)
-		if err != nil {
-			return r, errors.New("wait: bad fence " + strconv.Quote(value))
+// ParseReply parses a script's reply, told apart by type: acquire's fence
+// (a string: GRANTED) or wait_ms (an integer: QUEUED if it was asked to
+// join, else TAKEN); release's 1 (RELEASED) or 0 (NOT_HELD). An integer
+// may come as int64 (go-redis) or int (miniredis's reader).
+func ParseReply(release, join bool, reply any) (Result, error) {
+	if s, ok := reply.(string); ok && !release {
+		f, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || f <= 0 {
+			return Result{}, errors.New("wait: bad fence " + strconv.Quote(s))
 		}
-		r.Fence = f
+		return Result{Status: Granted, Fence: f}, nil
+	}
+	var n int64
+	switch v := reply.(type) {
+	case int64:
+		n = v
+	case int:
+		n = int64(v)
 	default:
-		ms, _ := strconv.ParseInt(value, 10, 64)
-		r.PTTL = time.Duration(ms) * time.Millisecond
+		return Result{}, fmt.Errorf("wait: unexpected reply %T from a line script", reply)
+	}
+	if release {
+		return Result{Status: Status(min(max(n, 0), 1))}, nil
+	}
+	r := Result{Status: Taken, PTTL: -1}
+	if n > 0 {
+		r.PTTL = time.Duration(n) * time.Millisecond
+	}
+	if join {
+		r.Status = Enqueued
 	}
 	return r, nil
 }

@@ -6,10 +6,17 @@
 -- ARGV[4]  waiter id  ARGV[5]  join: 1 to queue when not granted, 0 not to
 -- ARGV[6]  alive_ms: the record is dead this long after this call
 -- ARGV[7]  the publish command, if not PUBLISH: SPUBLISH on Redis Cluster
--- Returns {1, fence} GRANTED, {2, wait_ms} QUEUED, {3, wait_ms} TAKEN; wait_ms is K's PTTL
--- (a shared hold's: until its first holder expires), or an error for a key of another kind.
+-- Returns the fence (a string): GRANTED; or wait_ms (an integer): QUEUED if join, else TAKEN.
+-- wait_ms is K's PTTL (a shared hold's: until its first holder expires). A key of another
+-- kind: an error.
 local token, ttl, keep, id = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local shared = string.byte(token) == 126 -- '~'
+
+-- The fast path: a free mutex with no line. (Q absent: the caller is in no line.)
+if not shared and redis.call('EXISTS', Q) == 0 and redis.call('SET', K, token, 'NX', 'PX', ttl) then
+  return issue_fence(keep)
+end
+slow()
 
 local function dequeue()
   if ARGV[5] == '1' then
@@ -27,7 +34,7 @@ local function granted(fence)
   if fence then redis.call('HSET', H, token, fence) end
   expire()
   wake_head(ARGV[7] or 'PUBLISH')
-  return {1, fence or redis.call('HGET', H, token)}
+  return fence or redis.call('HGET', H, token)
 end
 
 local function wait_ms()
@@ -42,7 +49,7 @@ if not shared then
     redis.call('PEXPIRE', K, ttl)
     redis.call('PEXPIRE', F, keep)
     dequeue()
-    return {1, redis.call('GET', F)}
+    return redis.call('GET', F)
   end
   if not v then
     local h = head()
@@ -50,7 +57,7 @@ if not shared then
       local fence = issue_fence(keep)
       redis.call('SET', K, token, 'PX', ttl)
       dequeue()
-      return {1, fence}
+      return fence
     end
   end
 else
@@ -61,7 +68,7 @@ else
   if s and tonumber(s) > now_ms then return granted() end -- a re-run after a lost reply
   if ok and (not h or h == id) then return granted(issue_fence(keep)) end
 end
-if ARGV[5] ~= '1' then return {3, wait_ms()} end
+if ARGV[5] ~= '1' then return wait_ms() end
 clock()
 local alive = tonumber(ARGV[6])
 local last = redis.call('ZRANGE', Q, -1, -1, 'WITHSCORES')[2] -- arrivals in one µs keep their order
@@ -70,4 +77,4 @@ redis.call('HSET', W, id, token .. ' ' .. ttl .. ' ' .. string.format('%.0f', no
 for _, k in ipairs({Q, W}) do
   if redis.call('PTTL', k) < alive then redis.call('PEXPIRE', k, alive) end
 end
-return {2, wait_ms()}
+return wait_ms()
