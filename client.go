@@ -88,6 +88,10 @@ func New[C RedisClient](nodes ...C) *Client {
 		c.nodes = append(c.nodes, n)
 	}
 	c.nodes[0].single = len(c.nodes) == 1
+	if c.nodes[0].single {
+		c.nodes[0].own = newLineOwn()
+		c.nodes[0].ownArg, c.nodes[0].wakes = c.nodes[0].own, &c.wakes
+	}
 	c.leaving = make(chan struct{}, leavingLimit)
 	c.ctx, c.close = context.WithCancel(context.Background())
 	c.done = c.ctx.Done()

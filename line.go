@@ -2,8 +2,6 @@ package dlock
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"strconv"
 	"strings"
@@ -86,7 +84,8 @@ func (n *node) releaseLine(ctx context.Context, nm *lockNames, token, id string,
 	if id != "" {
 		idArg = id
 	}
-	res, err := n.RunBoxed(ctx, lineRelease, nm.line[:], nm.lineBoxed[:], token, argClaim, keep.Milliseconds(), idArg, n.publish).Result()
+	sent := time.Now()
+	res, err := n.RunBoxed(ctx, lineRelease, nm.line[:], nm.lineBoxed[:], token, argClaim, keep.Milliseconds(), idArg, n.publish, n.ownArg).Result()
 	if err != nil {
 		return false, n.fail("release", err)
 	}
@@ -94,17 +93,13 @@ func (n *node) releaseLine(ctx context.Context, nm *lockNames, token, id string,
 	if err != nil {
 		return false, n.fail("release", err)
 	}
+	if r.Next != "" {
+		n.handOver(r.Next, r.Fence, sent)
+	}
 	return r.Status == wait.Released, nil
 }
 
 func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
-
-// newWaiterID returns a waiter's name in the line: random, 16 hex digits.
-func newWaiterID() string {
-	var id [8]byte
-	_, _ = rand.Read(id[:])
-	return hex.EncodeToString(id[:])
-}
 
 // wakeFor parses a wake message, "id fence", for the waiter id.
 func wakeFor(id, payload string) (int64, bool) {

@@ -27,7 +27,8 @@ func (c *Client) waitInLine(ctx context.Context, nm *lockNames, o options, conte
 		done()
 		return nil, notObtained(c.stopped(ctx))
 	}
-	d := &driver{c: c, n: c.nodes[0], nm: nm, o: o, id: newWaiterID(), done: done}
+	d := &driver{c: c, n: c.nodes[0], nm: nm, o: o, id: c.newWaiterID(o), done: done, wakes: make(chan wake, 1)}
+	c.wakes.add(d.id, d.wakes)
 	d.w = wait.New(wait.Config{ID: d.id, Token: token, TTL: o.ttl, Keep: max(o.fenceKeep(), lineClaim),
 		Alive: lineAlive, Poll: linePoll, Claim: lineClaim, Retry: outageFirst, RetryMax: outageMost,
 		Drift: float64(drift(o.ttl)) / float64(o.ttl)}) // the Lock's own lease: lease.go
@@ -76,8 +77,8 @@ type driver struct {
 	id string
 	w  *wait.Waiter
 
-	wakes   chan int64      // wake messages naming this waiter (Client.wakes)
-	ready   <-chan struct{} // closed once the wake channel is subscribed
+	wakes   chan wake       // wake messages naming this waiter, and a handover (Client.wakes)
+	ready   <-chan struct{} // closed once the wake channel is subscribed; nil before
 	timer   *time.Timer
 	done    func()      // ends the call Close waits for
 	pending *wait.Event // a failure told first as a Cancel, to feed next
@@ -151,9 +152,7 @@ func (d *driver) finish() {
 	if d.timer != nil {
 		d.timer.Stop()
 	}
-	if d.wakes != nil {
-		d.c.wakes.leave(d.nm.key, d.id)
-	}
+	d.c.wakes.leave(d.nm.key, d.id, d.ready != nil)
 	d.done()
 }
 
@@ -187,8 +186,7 @@ func (d *driver) waitFor(at time.Time) {
 		return
 	}
 	d.timer = time.NewTimer(time.Until(at))
-	d.wakes = make(chan int64, 1)
-	d.ready = d.c.wakes.join(d.n, d.nm, d.id, d.wakes)
+	d.ready = d.c.wakes.join(d.n, d.nm)
 	d.unready = !isClosed(d.ready)
 }
 
@@ -248,8 +246,12 @@ func (d *driver) next(ctx context.Context) wait.Event {
 		closed = d.c.done
 	}
 	select {
-	case f := <-d.wakes:
-		return wait.Event{Kind: wait.Wake, Now: time.Now(), Fence: f}
+	case m := <-d.wakes:
+		if !m.since.IsZero() { // a handover: the lease counts from the release's send
+			d.sent = m.since
+			return wait.Event{Kind: wait.Handed, Now: time.Now(), Fence: m.fence, Since: m.since}
+		}
+		return wait.Event{Kind: wait.Wake, Now: time.Now(), Fence: m.fence}
 	case <-timer:
 		return wait.Event{Kind: wait.Timer, Now: time.Now()}
 	case <-ready:

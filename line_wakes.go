@@ -8,64 +8,82 @@ import (
 	"github.com/dlock-go/dlock/internal/transport"
 )
 
-// wakes is a Client's subscriptions to its keys' wake channels, one per key
-// however many of its waiters wait there: a wake message ("id fence") goes
-// to the waiter it names, and the subscription outlives the last waiter by
-// watchLinger, so that goroutines taking turns on a key do not resubscribe
-// each turn.
+// wakes is a Client's waiters in line, by id, and its subscriptions to
+// their keys' wake channels, one per key however many of its waiters wait
+// there: a wake message ("id fence") goes to the waiter it names, and the
+// subscription outlives the last waiter by watchLinger, so that goroutines
+// taking turns on a key do not resubscribe each turn. A waiter is added
+// before its first acquire, so that a handover (line_handover.go) finds it
+// from then on; it subscribes once it waits.
 type wakes struct {
-	mu   sync.Mutex
-	keys map[string]*keyWakes
+	mu      sync.Mutex
+	waiters map[string]chan wake
+	keys    map[string]*keyWakes
 }
 
-// keyWakes is one key's subscription and its waiters, by id. watch and
-// ready are set once made is closed: the Watch is made, and cancelled,
-// outside wakes.mu, which deliver takes on the subscriber's goroutine.
+// wake is a wake message's fence, or, since set, a handover.
+type wake struct {
+	fence int64
+	since time.Time // the send of the release that handed the key over
+}
+
+// keyWakes is one key's subscription. watch and ready are set once made is
+// closed: the Watch is made, and cancelled, outside wakes.mu, which send
+// takes on the subscriber's goroutine.
 type keyWakes struct {
-	made    chan struct{}
-	watch   *transport.Watch
-	ready   <-chan struct{}
-	waiters map[string]chan int64
-	linger  *time.Timer // ends the subscription once the last waiter has gone
+	made     chan struct{}
+	watch    *transport.Watch
+	ready    <-chan struct{}
+	watching int         // the waiters subscribed
+	linger   *time.Timer // ends the subscription once the last waiter has gone
 }
 
-// join adds waiter id on nm's key, whose wake messages go to ch (never
-// blocking: a full ch drops one), and returns the subscription's ready.
-func (ws *wakes) join(n *node, nm *lockNames, id string, ch chan int64) <-chan struct{} {
+// add names waiter id, whose wakes go to ch (never blocking: a full ch
+// drops a wake message, or gives way to a handover).
+func (ws *wakes) add(id string, ch chan wake) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if ws.waiters == nil {
+		ws.waiters, ws.keys = map[string]chan wake{}, map[string]*keyWakes{}
+	}
+	ws.waiters[id] = ch
+}
+
+// join subscribes a waiter to nm's wake channel and returns the
+// subscription's ready.
+func (ws *wakes) join(n *node, nm *lockNames) <-chan struct{} {
 	ws.mu.Lock()
 	kw := ws.keys[nm.key]
 	fresh := kw == nil
 	if fresh {
-		if ws.keys == nil {
-			ws.keys = map[string]*keyWakes{}
-		}
-		kw = &keyWakes{made: make(chan struct{}), waiters: map[string]chan int64{}}
+		kw = &keyWakes{made: make(chan struct{})}
 		ws.keys[nm.key] = kw
 	}
 	if kw.linger != nil {
 		kw.linger.Stop()
 		kw.linger = nil
 	}
-	kw.waiters[id] = ch
+	kw.watching++
 	ws.mu.Unlock()
 	if fresh {
-		kw.watch, kw.ready = n.Watch(nm.wake, func(p string) { ws.deliver(nm.key, p) })
+		kw.watch, kw.ready = n.Watch(nm.wake, func(p string) { ws.deliver(p) })
 		close(kw.made)
 	}
 	<-kw.made
 	return kw.ready
 }
 
-// leave removes waiter id from key's subscription.
-func (ws *wakes) leave(key, id string) {
+// leave removes waiter id, and its subscription to key if joined.
+func (ws *wakes) leave(key, id string, joined bool) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
+	delete(ws.waiters, id)
 	kw := ws.keys[key]
-	if kw == nil {
+	if !joined || kw == nil {
 		return
 	}
-	delete(kw.waiters, id)
-	if len(kw.waiters) == 0 && kw.linger == nil {
+	kw.watching--
+	if kw.watching == 0 && kw.linger == nil {
 		kw.linger = time.AfterFunc(watchLinger, func() { ws.retire(key, kw) })
 	}
 }
@@ -73,7 +91,7 @@ func (ws *wakes) leave(key, id string) {
 // retire ends kw's subscription if no waiter came back meanwhile.
 func (ws *wakes) retire(key string, kw *keyWakes) {
 	ws.mu.Lock()
-	gone := len(kw.waiters) == 0 && ws.keys[key] == kw
+	gone := kw.watching == 0 && ws.keys[key] == kw
 	if gone {
 		delete(ws.keys, key)
 	}
@@ -85,19 +103,38 @@ func (ws *wakes) retire(key string, kw *keyWakes) {
 }
 
 // deliver hands a wake message to the waiter it names (on the subscriber's
-// goroutine: it never blocks).
-func (ws *wakes) deliver(key, payload string) {
+// goroutine).
+func (ws *wakes) deliver(payload string) {
 	id, _, _ := strings.Cut(payload, " ")
-	ws.mu.Lock()
-	var ch chan int64
-	if kw := ws.keys[key]; kw != nil {
-		ch = kw.waiters[id]
+	if fence, ok := wakeFor(id, payload); ok {
+		ws.send(id, wake{fence: fence})
 	}
-	ws.mu.Unlock()
-	if fence, ok := wakeFor(id, payload); ok && ch != nil {
-		select {
-		case ch <- fence:
-		default:
-		}
+}
+
+// send gives waiter id w, if it is still there, without blocking: a
+// handover replaces a wake not yet taken (ws.mu makes the senders one at
+// a time, so the slot it empties is its own).
+func (ws *wakes) send(id string, w wake) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	ch := ws.waiters[id]
+	if ch == nil {
+		return
+	}
+	select {
+	case ch <- w:
+		return
+	default:
+	}
+	if w.since.IsZero() {
+		return
+	}
+	select {
+	case <-ch:
+	default:
+	}
+	select {
+	case ch <- w:
+	default:
 	}
 }

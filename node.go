@@ -46,11 +46,17 @@ type node struct {
 
 	single  bool // the Client's only node: a mutex waits in line (line.go)
 	publish any  // Publish(), boxed
+
+	// The handover (line_handover.go): the Client's waiter name prefix
+	// (and boxed, or "" on a Client of many nodes) and its waiters.
+	own    string
+	ownArg any
+	wakes  *wakes
 }
 
 // newNode returns the node for rdb; i names it when its address is unknown.
 func newNode(rdb RedisClient, i int) *node {
-	n := &node{Node: transport.NewNode(rdb, i, linePoll)}
+	n := &node{Node: transport.NewNode(rdb, i, linePoll), ownArg: argNone}
 	n.publish = n.Publish()
 	return n
 }

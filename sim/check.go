@@ -118,8 +118,11 @@ func (s *Sim) owned() bool {
 		return false
 	}
 	// A waiter that gave up never holds the key past the claim of a hand-off
-	// it did not confirm.
-	if w.cancelled && w.handoffAt > w.acquiredAt {
+	// it did not confirm, nor a handover (its TTL) past its leave.
+	if w.cancelled && w.handedOver && w.w.State() == wait.Done {
+		s.fail("%s gave up and left, and holds the key handed over to it", w.id)
+	}
+	if w.cancelled && w.handoffAt > w.acquiredAt && !w.handedOver {
 		if end := s.now + s.r.pttl(s.now, s.cfg.KeysLock); end > w.handoffAt+s.claim+time.Millisecond {
 			s.fail("%s gave up, and holds the key to %v, past its claim (%v)", w.id, end, w.handoffAt+s.claim)
 		}

@@ -101,6 +101,7 @@ type waiter struct {
 	arrival               time.Duration // its first QUEUED in arrivalEpoch; -1: none
 	grants                int
 	handoffAt, acquiredAt time.Duration // server times: the last hand-off to it, its last acquire
+	handedOver            bool          // the last hand-off to it was a handover (its TTL, no claim)
 }
 
 // Sim is one run.
@@ -326,7 +327,12 @@ func (s *Sim) send(w *waiter, release bool, args []string) {
 			s.at(sent+s.cfg.Timeout, c, func() { s.step(w, wait.Event{Kind: wait.Failed}) })
 			return
 		}
-		s.at(s.now+s.net(), c, func() { s.step(w, wait.Event{Kind: wait.Reply, Result: res}) })
+		s.at(s.now+s.net(), c, func() {
+			s.step(w, wait.Event{Kind: wait.Reply, Result: res})
+			if next := s.byID[res.Next]; next != nil { // a handover: the releaser's driver tells its waiter
+				s.step(next, wait.Event{Kind: wait.Handed, Fence: res.Fence, Since: s.local(c, sent)})
+			}
+		})
 	})
 }
 
@@ -338,8 +344,8 @@ func (s *Sim) exec(w *waiter, release bool, args []string) wait.Result {
 	}
 	keys := []string{s.cfg.KeysLock, s.cfg.KeysFence, s.cfg.KeysQ, s.cfg.KeysW, s.cfg.KeysLock + ":holders", s.cfg.WakeChannel}
 	script := wait.AcquireScript
-	if release {
-		script = wait.ReleaseScript
+	if release { // the publish command, and the releaser's Client's waiter name prefix (a handover)
+		script, args = wait.ReleaseScript, append(args[:4:4], "PUBLISH", w.wk.c.name+"w")
 	}
 	if s.cfg.LastFirst {
 		script = strings.ReplaceAll(script, "redis.call('ZRANGE', Q, 0, 0)", "redis.call('ZRANGE', Q, -1, -1)")
@@ -355,6 +361,10 @@ func (s *Sim) exec(w *waiter, release bool, args []string) wait.Result {
 	switch {
 	case !release && res.Status == wait.Granted:
 		s.fenced(w, res.Fence)
+	case release && res.Next != "":
+		next := s.byID[res.Next]
+		next.epoch, next.handoffAt, next.handedOver = s.epoch, s.now, true
+		s.issue(next, res.Fence)
 	case !release && res.Status == wait.Enqueued && (w.arrival < 0 || w.arrivalEpoch != s.epoch):
 		w.arrival, w.arrivalEpoch = s.now, s.epoch
 	}
@@ -375,7 +385,7 @@ func (s *Sim) wake(msg string) {
 		return
 	}
 	if fence != 0 { // a hand-off; "id 0" only says the key may be taken now
-		w.epoch, w.handoffAt = s.epoch, s.now
+		w.epoch, w.handoffAt, w.handedOver = s.epoch, s.now, false
 		s.issue(w, fence)
 	}
 	if s.chance(s.f.dropP) {
@@ -428,6 +438,8 @@ func evName(ev wait.Event) string {
 		return "Timer"
 	case wait.Cancel:
 		return "Cancel"
+	case wait.Handed:
+		return fmt.Sprintf("Handed(%d since %s)", ev.Fence, ev.Since.Sub(epoch0))
 	}
 	return "Unlock"
 }

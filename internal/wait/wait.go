@@ -101,15 +101,17 @@ const (
 	Timer                   // a time asked for with WakeAt has come
 	Cancel                  // the caller's context ended, with Event.Err
 	Unlock                  // the holder unlocks
+	Handed                  // the key handed over by a release of this waiter's own Client, with Event.Fence and Since (handover.go)
 )
 
 // Event is one input to Step. Now is the waiter's own clock.
 type Event struct {
 	Kind   EventKind
 	Now    time.Time
-	Result Result // Reply
-	Fence  int64  // Wake: the fence named by the message
-	Err    error  // Cancel: the context's error
+	Result Result    // Reply
+	Fence  int64     // Wake: the fence named by the message
+	Err    error     // Cancel: the context's error
+	Since  time.Time // Handed: the send of the release that handed the key over, by this waiter's clock
 }
 
 // Status is a script's answer.
@@ -127,16 +129,21 @@ const (
 // Result is a script's reply, parsed by ParseReply.
 type Result struct {
 	Status Status
-	Fence  int64         // acquire GRANTED
+	Fence  int64         // acquire GRANTED; release: the fence of a handover
 	PTTL   time.Duration // acquire QUEUED or TAKEN: the holder's remaining TTL (-1 ns: none, or gone)
+	Next   string        // release: the waiter of the releaser's Client the key was handed over to (handover.go)
 }
 
 // ParseReply parses a script's reply, told apart by type: acquire's fence
 // (a string: GRANTED) or wait_ms (an integer: QUEUED if it was asked to
-// join, else TAKEN); release's 1 (RELEASED) or 0 (NOT_HELD). An integer
-// may come as int64 (go-redis) or int (miniredis's reader).
+// join, else TAKEN); release's 1 (RELEASED), 0 (NOT_HELD) or "id fence"
+// (RELEASED, and handed over to that waiter: handover.go). An integer may
+// come as int64 (go-redis) or int (miniredis's reader).
 func ParseReply(release, join bool, reply any) (Result, error) {
-	if s, ok := reply.(string); ok && !release {
+	if s, ok := reply.(string); ok {
+		if release {
+			return parseHandover(s)
+		}
 		f, err := strconv.ParseInt(s, 10, 64)
 		if err != nil || f <= 0 {
 			return Result{}, errors.New("wait: bad fence " + strconv.Quote(s))
@@ -274,6 +281,8 @@ func (w *Waiter) Step(ev Event) []Command {
 			if !ev.Now.Before(w.timer) {
 				return w.acquire(ev.Now)
 			}
+		case Handed:
+			return w.handed(ev)
 		case Cancel:
 			if w.cfg.Defects.KeepOnLeave {
 				w.state = Done
@@ -323,7 +332,7 @@ func (w *Waiter) stepLeaving(ev Event) []Command {
 
 func (w *Waiter) stepAcquiring(ev Event) []Command {
 	switch ev.Kind {
-	case Wake:
+	case Wake, Handed: // the acquire in flight may have run before the hand-off: one more
 		w.woken = true
 	case Cancel:
 		if !w.cancelled {

@@ -73,7 +73,7 @@ clock()
 local alive = tonumber(ARGV[6])
 local last = redis.call('ZRANGE', Q, -1, -1, 'WITHSCORES')[2] -- arrivals in one µs keep their order
 redis.call('ZADD', Q, 'NX', string.format('%.0f', math.max(now_us, (tonumber(last) or 0) + 1)), id)
-redis.call('HSET', W, id, token .. ' ' .. ttl .. ' ' .. string.format('%.0f', now_ms + alive) .. ' 0')
+redis.call('HSET', W, id, token .. ' ' .. ttl .. ' ' .. string.format('%.0f', now_ms + alive) .. ' 0 ' .. keep)
 for _, k in ipairs({Q, W}) do
   if redis.call('PTTL', k) < alive then redis.call('PEXPIRE', k, alive) end
 end

@@ -5,7 +5,7 @@
 --          read-write lock's holders (sorted set: token -> expiry, server ms)
 -- KEYS[2]  fence counter F (while a mutex holds K, F holds its holder's fence)
 -- KEYS[3]  queue Q (sorted set: waiter id -> arrival, server µs, unique)
--- KEYS[4]  waiter records W (hash: id -> "token ttl_ms alive_until_ms fence")
+-- KEYS[4]  waiter records W (hash: id -> "token ttl_ms alive_until_ms fence keep_ms")
 -- KEYS[5]  shared holders' fences H (hash: token -> fence)
 -- KEYS[6]  wake channel: a message "id fence" names the waiter to try (fence 0: a shared hold)
 local K, F, Q, W, H, WAKE = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]

@@ -6,8 +6,10 @@
 -- ARGV[1]  token      ARGV[2]  claim_ms: how long the next waiter has to confirm
 -- ARGV[3]  keep_ms    ARGV[4]  the caller's waiter id ('' for none)
 -- ARGV[5]  the publish command, if not PUBLISH: SPUBLISH on Redis Cluster
--- Returns 1 RELEASED, 0 NOT_HELD.
-local token, id, pub = ARGV[1], ARGV[4], ARGV[5] or 'PUBLISH'
+-- ARGV[6]  the releaser's Client's waiter ids' prefix, to whom the key is handed over
+--          (internal/wait/handover.go), or ''
+-- Returns 1 RELEASED, 0 NOT_HELD, or "id fence": RELEASED, and handed over to waiter id.
+local token, id, pub, mine = ARGV[1], ARGV[4], ARGV[5] or 'PUBLISH', ARGV[6] or ''
 
 -- The fast path: a mutex's holder with no line behind it.
 if id == '' and string.byte(token) ~= 126 and redis.call('EXISTS', Q) == 0 then
@@ -44,8 +46,16 @@ if string.byte(rec) == 126 then -- a shared waiter (the key changes kind): it ta
   redis.call(pub, WAKE, h .. ' 0')
   return 1
 end
+local tok, ttl, keep = string.match(rec, '^(%S+) (%S+) %S+ %S+ (%S+)$')
+if tok and mine ~= '' and string.sub(h, 1, #mine) == mine then -- the handover: the waiter's own TTL
+  local fence = issue_fence(math.max(tonumber(keep), tonumber(ARGV[3])))
+  redis.call('SET', K, tok, 'PX', ttl)
+  redis.call('ZREM', Q, h)
+  redis.call('HDEL', W, h)
+  return h .. ' ' .. fence
+end
 local fence = issue_fence(ARGV[3])
 redis.call('SET', K, string.match(rec, '^%S+'), 'PX', ARGV[2])
-redis.call('HSET', W, h, string.match(rec, '^%S+ %S+ %S+') .. ' ' .. fence)
+redis.call('HSET', W, h, (string.gsub(rec, '^(%S+ %S+ %S+) %S+', '%1 ' .. fence)))
 redis.call(pub, WAKE, h .. ' ' .. fence)
 return 1
