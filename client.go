@@ -36,7 +36,8 @@ type Client struct {
 	gates  *gate.Gates                 // listening waiters by key (listen.go)
 	// leaving holds a slot per waiter leaving the line (line_wait.go).
 	leaving chan struct{}
-	wakes   wakes // the line's wake subscriptions, by key (line_wakes.go)
+	wakes   wakes         // the line's waiters, and their wake subscriptions by key (line_wakes.go)
+	waiters atomic.Uint64 // waiters so far, which name them (line_handover.go)
 	// work runs calls callers may leave, and cleanups; Close waits for it.
 	work *transport.Work
 }

@@ -94,7 +94,7 @@ func (n *node) releaseLine(ctx context.Context, nm *lockNames, token, id string,
 		return false, n.fail("release", err)
 	}
 	if r.Next != "" {
-		n.handOver(r.Next, r.Fence, sent)
+		n.handOver(nm.key, r.Next, r.Fence, sent)
 	}
 	return r.Status == wait.Released, nil
 }

@@ -28,7 +28,7 @@ func (c *Client) waitInLine(ctx context.Context, nm *lockNames, o options, conte
 		return nil, notObtained(c.stopped(ctx))
 	}
 	d := &driver{c: c, n: c.nodes[0], nm: nm, o: o, id: c.newWaiterID(o), done: done, wakes: make(chan wake, 1)}
-	c.wakes.add(d.id, d.wakes)
+	c.wakes.add(nm.key, d.id, d.wakes)
 	d.w = wait.New(wait.Config{ID: d.id, Token: token, TTL: o.ttl, Keep: max(o.fenceKeep(), lineClaim),
 		Alive: lineAlive, Poll: linePoll, Claim: lineClaim, Retry: outageFirst, RetryMax: outageMost,
 		Drift: float64(drift(o.ttl)) / float64(o.ttl)}) // the Lock's own lease: lease.go

@@ -17,8 +17,14 @@ import (
 // from then on; it subscribes once it waits.
 type wakes struct {
 	mu      sync.Mutex
-	waiters map[string]chan wake
+	waiters map[string]waiterWakes
 	keys    map[string]*keyWakes
+}
+
+// waiterWakes is where a waiter's wakes go, and its key.
+type waiterWakes struct {
+	key string
+	ch  chan wake
 }
 
 // wake is a wake message's fence, or, since set, a handover.
@@ -38,15 +44,15 @@ type keyWakes struct {
 	linger   *time.Timer // ends the subscription once the last waiter has gone
 }
 
-// add names waiter id, whose wakes go to ch (never blocking: a full ch
-// drops a wake message, or gives way to a handover).
-func (ws *wakes) add(id string, ch chan wake) {
+// add names waiter id on key, whose wakes go to ch (never blocking: a full
+// ch drops a wake message, or gives way to a handover).
+func (ws *wakes) add(key, id string, ch chan wake) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	if ws.waiters == nil {
-		ws.waiters, ws.keys = map[string]chan wake{}, map[string]*keyWakes{}
+		ws.waiters, ws.keys = map[string]waiterWakes{}, map[string]*keyWakes{}
 	}
-	ws.waiters[id] = ch
+	ws.waiters[id] = waiterWakes{key: key, ch: ch}
 }
 
 // join subscribes a waiter to nm's wake channel and returns the
@@ -66,7 +72,7 @@ func (ws *wakes) join(n *node, nm *lockNames) <-chan struct{} {
 	kw.watching++
 	ws.mu.Unlock()
 	if fresh {
-		kw.watch, kw.ready = n.Watch(nm.wake, func(p string) { ws.deliver(p) })
+		kw.watch, kw.ready = n.Watch(nm.wake, func(p string) { ws.deliver(nm.key, p) })
 		close(kw.made)
 	}
 	<-kw.made
@@ -102,25 +108,26 @@ func (ws *wakes) retire(key string, kw *keyWakes) {
 	}
 }
 
-// deliver hands a wake message to the waiter it names (on the subscriber's
-// goroutine).
-func (ws *wakes) deliver(payload string) {
+// deliver hands a wake message on key's channel to the waiter it names
+// (on the subscriber's goroutine).
+func (ws *wakes) deliver(key, payload string) {
 	id, _, _ := strings.Cut(payload, " ")
 	if fence, ok := wakeFor(id, payload); ok {
-		ws.send(id, wake{fence: fence})
+		ws.send(key, id, wake{fence: fence})
 	}
 }
 
-// send gives waiter id w, if it is still there, without blocking: a
+// send gives waiter id on key w, if it is still there, without blocking: a
 // handover replaces a wake not yet taken (ws.mu makes the senders one at
 // a time, so the slot it empties is its own).
-func (ws *wakes) send(id string, w wake) {
+func (ws *wakes) send(key, id string, w wake) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
-	ch := ws.waiters[id]
-	if ch == nil {
+	ww, ok := ws.waiters[id]
+	if !ok || ww.key != key {
 		return
 	}
+	ch := ww.ch
 	select {
 	case ch <- w:
 		return

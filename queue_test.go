@@ -340,11 +340,71 @@ func TestTwoGoroutinesTakingTurnsSubscribeOnceAndOnlyJoin(t *testing.T) {
 	case n > 3:
 		t.Fatalf("%d SUBSCRIBEs for 40 turns, want one (a few at most)", n)
 	}
-	// Each turn is at most three scripts: the waiter's acquire that
-	// queues it, the holder's release that hands it the key, and its
-	// acquire that confirms (and a keepalive may come between).
-	if n := redistest.CommandCalls(rdb, "evalsha") + redistest.CommandCalls(rdb, "eval"); n > 3*40+8 {
-		t.Fatalf("%d scripts for 40 turns, want at most three each", n)
+	// Each turn is at most two scripts: the waiter's acquire that queues
+	// it and the holder's release that hands it over (line_handover.go);
+	// a keepalive may come between.
+	if n := redistest.CommandCalls(rdb, "evalsha") + redistest.CommandCalls(rdb, "eval"); n > 2*40+8 {
+		t.Fatalf("%d scripts for 40 turns, want at most two each", n)
+	}
+}
+
+// A release that hands the key to a waiter of its own Client gives it the
+// whole TTL at once: the waiter's Lock returns with a lease of its TTL, a
+// newer fence, and no confirming acquire or wake message.
+func TestAHandoverWithinAClientGivesTheWholeTTL(t *testing.T) {
+	s := redistest.Start(t)
+	c, rdb := newClient(t, s)
+	ctx := ctxT(t)
+	k := key(t)
+	if err := mustLock(t, c, k+"-warm", dlock.WithTTL(time.Minute)).Unlock(ctx); err != nil { // the scripts loaded
+		t.Fatal(err)
+	}
+	holder := mustLock(t, c, k, dlock.WithTTL(time.Minute))
+	got := make(chan *dlock.Lock, 1)
+	go func() {
+		l, err := c.Lock(ctx, k, dlock.WithTTL(2*time.Minute))
+		if err != nil {
+			t.Errorf("waiter: %v", err)
+		}
+		got <- l
+	}()
+	eventually(t, "the waiter is queued", func() bool { return queueLen(t, rdb, k) == 1 })
+	scripts := func() int { return redistest.CommandCalls(rdb, "evalsha") + redistest.CommandCalls(rdb, "eval") }
+	// Its subscription's readiness wakes it once (a hand-off published
+	// before it would be missed): let that acquire pass first.
+	before := scripts()
+	eventually(t, "the waiter's scripts settle", func() bool {
+		time.Sleep(50 * time.Millisecond)
+		n := scripts()
+		defer func() { before = n }()
+		return n == before
+	})
+	published := redistest.CommandCalls(rdb, "publish")
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l := <-got
+	if l == nil {
+		t.FailNow()
+	}
+	defer func() { _ = l.Unlock(ctx) }()
+	if n := scripts() - before; n != 1 {
+		t.Errorf("%d scripts from the unlock to the waiter's grant, want 1 (the release)", n)
+	}
+	if n := redistest.CommandCalls(rdb, "publish") - published; n != 0 {
+		t.Errorf("%d wake messages for a handover, want none", n)
+	}
+	if l.Fence() <= holder.Fence() {
+		t.Errorf("fence %d after the holder's %d", l.Fence(), holder.Fence())
+	}
+	if pttl := rdb.PTTL(ctx, k).Val(); pttl < time.Minute {
+		t.Errorf("the key's PTTL is %v, want about the waiter's 2 minutes", pttl)
+	}
+	if ttl, err := l.TTL(ctx); err != nil || ttl < time.Minute {
+		t.Errorf("the lock's TTL is %v (%v), want about 2 minutes", ttl, err)
+	}
+	if l.Context().Err() != nil {
+		t.Error("the handed-over lock's context has ended")
 	}
 }
 
@@ -393,8 +453,9 @@ func TestCallersThatGiveUpFasterThanTheServerAnswersDoNotFillTheQueue(t *testing
 // The scripts a real server runs (INFO commandstats): two for an
 // uncontended Lock and Unlock; for goroutines of two Clients taking turns
 // on a key, three per turn (the waiter's acquire that queues it, the
-// holder's release that hands it the key, its acquire that confirms), and
-// a keepalive or a subscription's first wake now and then.
+// holder's release that hands it the key, its acquire that confirms: the
+// Clients differ, so no handover), and a keepalive or a subscription's
+// first wake now and then.
 func TestScriptsPerLockAndPerHandOff(t *testing.T) {
 	s := redistest.Start(t)
 	a, rdb := newClient(t, s)

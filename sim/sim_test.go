@@ -25,6 +25,7 @@ var defects = []struct {
 	{"c", "a grant is thrown away after a lost reply", func(c *Config) { c.Defects.DropOnLoss = true }},
 	{"d", "the line is served last arrival first", func(c *Config) { c.LastFirst = true }},
 	{"e", "the resource takes a stale holder's write (no guard)", func(c *Config) { c.Unguarded = true }},
+	{"f", "a handover's lease counts from its delivery", func(c *Config) { c.Defects.LateLease = true }},
 }
 
 func config(seed uint64, defect string) Config {

@@ -23,11 +23,15 @@ import (
 
 // handed takes a handover in state Queued.
 func (w *Waiter) handed(ev Event) []Command {
-	if !ev.Now.Before(w.lease(ev.Since)) {
+	since := ev.Since
+	if w.cfg.Defects.LateLease {
+		since = ev.Now
+	}
+	if !ev.Now.Before(w.lease(since)) {
 		return w.acquire(ev.Now)
 	}
 	w.state = Held
-	return w.cmd(Command{Kind: Grant, Fence: ev.Fence, Lease: w.lease(ev.Since)})
+	return w.cmd(Command{Kind: Grant, Fence: ev.Fence, Lease: w.lease(since)})
 }
 
 // parseHandover parses a release's "id fence".

@@ -12,7 +12,8 @@
 // a waiter that gives up runs release (leaving the line and passing on a
 // grant it may hold); a crashed one is purged by the next touch once its
 // record's alive time has passed. Scripts: acquire (queue), the holder's
-// release (hand-off), acquire (confirm) for a contended hand-off; acquire and
+// release (hand-off), acquire (confirm) for a contended hand-off, and no
+// confirm for a handover within a Client (handover.go); acquire and
 // release for an uncontended lock and unlock.
 //
 // States, events, commands and the next state ("in flight": one script at a
@@ -30,6 +31,7 @@
 //	Acquiring  Reply/Failed, cancelled Run release                   Leaving
 //	Queued     Wake, or Timer due      Run acquire                   Acquiring
 //	Queued     Cancel                  Fail(err), Run release        Leaving
+//	Queued     Handed                  (handover.go)
 //	Held       Unlock                  Run release                   Releasing
 //	Releasing  Reply/Failed            -                             Done
 //	Leaving    Reply                   -                             Done
@@ -214,6 +216,7 @@ type Defects struct {
 	NoConfirm   bool // a wake message grants without a confirming acquire
 	KeepOnLeave bool // a waiter that gives up runs no release
 	DropOnLoss  bool // after a failed acquire, a fresh token: a grant by that acquire is lost
+	LateLease   bool // a handover's lease counts from its delivery, not from the release's send
 }
 
 // Waiter is one Lock call's protocol. Step's commands, and their Args, are
