@@ -16,7 +16,7 @@ local shared = string.byte(token) == 126 -- '~'
 if not shared and redis.call('EXISTS', Q) == 0 and redis.call('SET', K, token, 'NX', 'PX', ttl) then
   return issue_fence(keep)
 end
-slow()
+local head, kind, expire, fits, first, wake_head = slow()
 
 local function dequeue()
   if ARGV[5] == '1' then

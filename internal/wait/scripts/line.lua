@@ -36,10 +36,11 @@ local function issue_fence(keep_ms)
   return fence
 end
 
--- The slow paths' functions: slow() makes them, on the paths that need them
--- (each closure made is server time; a fast path makes none).
-local head, kind, expire, fits, first, wake_head
+-- slow makes the slow paths' functions and returns them: head, kind, expire, fits,
+-- first, wake_head. A fast path never calls it; its closure, made on every call, has
+-- few upvalues (each one is server time), so it reads its keys itself.
 local function slow()
+  local K, Q, W, H, WAKE = KEYS[1], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
   -- head returns the first waiter of Q whose record is alive, and that record. Dead
   -- ones at the head (a crashed process's waiters, say) are removed, in batches of 64,
   -- at most 1024 a call (then Q's head, unknown: nil record).
@@ -48,7 +49,7 @@ local function slow()
     local until_ms = rec and tonumber(string.match(rec, '^%S+ %S+ (%S+)')) -- nil: gone, or another format
     return until_ms and until_ms >= now_ms
   end
-  function head()
+  local function head()
     local h = redis.call('ZRANGE', Q, 0, 0)[1]
     if not h then return nil end
     local rec = redis.call('HGET', W, h)
@@ -71,13 +72,13 @@ local function slow()
   end
 
   -- kind is a shared token's: 's' (a permit, with the semaphore's permits), 'r' or 'w'.
-  function kind(token)
+  local function kind(token)
     local k, n = string.match(token, '^~([srw])(%d*)~')
     return k, tonumber(n)
   end
 
   -- expire keeps K and H until K's last holder expires.
-  function expire()
+  local function expire()
     local last = redis.call('ZRANGE', K, -1, -1, 'WITHSCORES')[2]
     if last then
       redis.call('PEXPIREAT', K, last)
@@ -87,7 +88,7 @@ local function slow()
 
   -- fits reports whether a shared token's hold fits beside K's live holders (expired
   -- ones purged), or, second, the error that says it never can.
-  function fits(token)
+  local function fits(token)
     clock()
     local k, n = kind(token)
     local gone = redis.pcall('ZRANGEBYSCORE', K, '-inf', now_ms)
@@ -112,7 +113,7 @@ local function slow()
 
   -- first is head, but a shared waiter whose hold never fits the key (another kind,
   -- other permits) is dropped from the line: its own acquire tells it why.
-  function first()
+  local function first()
     for _ = 1, 16 do
       local h, rec = head()
       if not rec or string.byte(rec) ~= 126 then return h, rec end
@@ -126,7 +127,7 @@ local function slow()
 
   -- wake_head names the line's first live waiter on the wake channel if it can take
   -- the key now (a mutex: K is free; a shared hold: it fits), which its acquire then does.
-  function wake_head(pub)
+  local function wake_head(pub)
     local h, rec = first()
     if not rec then return end
     local tok = string.match(rec, '^%S+')
@@ -134,4 +135,5 @@ local function slow()
     if string.byte(tok) == 126 then ok = fits(tok) else ok = redis.call('EXISTS', K) == 0 end
     if ok then redis.call(pub, WAKE, h .. ' 0') end
   end
+  return head, kind, expire, fits, first, wake_head
 end

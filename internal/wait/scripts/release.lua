@@ -17,7 +17,7 @@ if id == '' and string.byte(token) ~= 126 and redis.call('EXISTS', Q) == 0 then
   redis.call('DEL', K)
   return 1
 end
-slow()
+local head, kind, expire, fits, first, wake_head = slow()
 if id ~= '' then
   redis.call('ZREM', Q, id)
   redis.call('HDEL', W, id)
