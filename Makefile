@@ -15,7 +15,7 @@ PACKAGES = ./... ./cmd/dlock/... ./console/... ./prometheus/... ./dlockotel/... 
 # short fault-injection run, which fails if any stale write is accepted or
 # a fence regresses.
 test: deps check bench-check
-	DLOCK_REQUIRE_DATABASES=1 $(GO) test -race -count=1 -timeout 8m -skip '^TestBrowser' $(PACKAGES)
+	DLOCK_REQUIRE_DATABASES=1 $(GO) test -race -count=1 -timeout 8m -parallel 8 -skip '^TestBrowser' $(PACKAGES)  # -parallel: the tests marked parallel wait on servers more than they work
 	DLOCK_REQUIRE_BROWSER=1 $(GO) test -race -count=1 -timeout 2m -run '^TestBrowser' ./cmd/dlock/  # alone: Chromium's CPU would stall the timing-sensitive tests beside it
 	$(GO) test -count=1 -run 'Allocate|GiveUpFaster' .  # allocation counts, and callers at full speed: without the race detector, which allocates and slows
 	$(GO) build -o .dlock-torture ./cmd/dlock && ./.dlock-torture torture --quick; status=$$?; rm -f .dlock-torture; exit $$status

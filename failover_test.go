@@ -26,6 +26,7 @@ type failoverCase struct {
 // scenario with real promotion: the master of the locks dies, a replica
 // takes over, and the same Client carries on.
 func TestSentinelFailover(t *testing.T) {
+	t.Parallel() // waits more than it works (Makefile: -parallel)
 	st := redistest.StartSentinel(t, 2)
 	c := dlock.New(st.Client(t))
 	defer c.Close()
@@ -42,6 +43,7 @@ func TestSentinelFailover(t *testing.T) {
 }
 
 func TestClusterFailover(t *testing.T) {
+	t.Parallel() // waits more than it works (Makefile: -parallel)
 	cl := redistest.StartClusterWithReplicas(t, 3, 1)
 	c := dlock.New(cl.Client(t))
 	defer c.Close()

@@ -154,6 +154,7 @@ func readerClient(t *testing.T, s *redistest.Server) *dlock.Client {
 }
 
 func TestMissingPermissionIsAnErrorNotContention(t *testing.T) {
+	t.Parallel() // waits more than it works (Makefile: -parallel)
 	c := readerClient(t, redistest.Start(t))
 	_, err := c.TryLock(ctxT(t), key(t))
 	if !redis.HasErrorPrefix(errors.Unwrap(err), "NOPERM") || errors.Is(err, dlock.ErrNotObtained) {
@@ -261,6 +262,7 @@ func TestSentinelFailoverClientsOfDifferentMastersMakeARedlock(t *testing.T) {
 }
 
 func TestReplicaAckRefusesAGrantTheReplicaDidNotGet(t *testing.T) {
+	t.Parallel() // waits more than it works (Makefile: -parallel)
 	master := redistest.Start(t)
 	replica := redistest.StartReplica(t, master)
 	c, rdb := newClient(t, master)

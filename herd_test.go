@@ -331,6 +331,7 @@ func TestCloseThenRedisCloseGivesWaitersErrClosed(t *testing.T) {
 // *NodeError, not at the context's end. (Without it, Lock waits through
 // the pause: outage_test.go.)
 func TestLockWithNodeTimeoutOnAPausedServer(t *testing.T) {
+	t.Parallel() // waits more than it works (Makefile: -parallel)
 	for _, when := range []string{"before", "while waiting"} {
 		t.Run(when, func(t *testing.T) {
 			s := redistest.Start(t)
@@ -403,6 +404,7 @@ func TestAGrantWhoseMessageIsLostIsFoundByTheKeepalive(t *testing.T) {
 // holder's release behind five thousand scripts, and now and then an
 // Unlock found no majority within the node timeout (gate.Gates.First).
 func TestARedlockHerdWithTheDefaultsUnlocksCleanly(t *testing.T) {
+	t.Parallel() // waits more than it works (Makefile: -parallel)
 	if testing.Short() {
 		t.Skip("a herd")
 	}

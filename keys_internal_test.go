@@ -65,6 +65,7 @@ func TestDerivedKeysAreDistinctForDistinctKeys(t *testing.T) {
 // channel, whatever the key's form, on a server and on a cluster (SPUBLISH
 // in the key's slot).
 func TestReleaseNotifiesWatchers(t *testing.T) {
+	t.Parallel() // waits more than it works (Makefile: -parallel)
 	s := redistest.Start(t)
 	cl := redistest.StartCluster(t, 3)
 	for name, c := range map[string]*Client{

@@ -165,6 +165,7 @@ func TestCloseStopsTheWatchdogAndTheLeaseRunsOut(t *testing.T) {
 // A renewal that fails (here: the server refuses writes while out of
 // memory) is retried within the lease, and the lock survives the outage.
 func TestFailedRenewalIsRetriedWithinTheLease(t *testing.T) {
+	t.Parallel() // waits more than it works (Makefile: -parallel)
 	s := redistest.Start(t)
 	c, rdb := newClient(t, s)
 	k := key(t)
@@ -340,6 +341,7 @@ func TestContextAskedForAfterTheLeaseIsAlreadyDone(t *testing.T) {
 // a caller that believes the error is never left holding a key it does not
 // know of.
 func TestExtendAfterTheLeaseEndedExtendsNothing(t *testing.T) {
+	t.Parallel() // waits more than it works (Makefile: -parallel)
 	c, rdb := newClient(t, shared())
 	for i := 0; i < 5; i++ {
 		k := key(t)

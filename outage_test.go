@@ -85,6 +85,7 @@ func served(t *testing.T, what string, done chan error, since time.Time) {
 // their contexts. Without persistence the holders' keys and the queues are
 // gone when it is back: the waiters line up again and are served.
 func TestWaitersRideOutARestartThatLosesTheData(t *testing.T) {
+	t.Parallel() // waits more than it works (Makefile: -parallel)
 	s := redistest.Start(t)
 	holderC, _ := newClient(t, s)
 	waiterC, _ := newClient(t, s)
@@ -115,6 +116,7 @@ func TestWaitersRideOutARestartThatLosesTheData(t *testing.T) {
 // With persistence the holders keep their locks across the restart, and
 // the waiters, still in line, are served when the holders let go.
 func TestWaitersRideOutARestartThatKeepsTheData(t *testing.T) {
+	t.Parallel() // waits more than it works (Makefile: -parallel)
 	s := redistest.Start(t, "--appendonly", "yes", "--appendfsync", "always")
 	holderC, _ := newClient(t, s)
 	waiterC, _ := newClient(t, s)
@@ -145,6 +147,7 @@ func TestWaitersRideOutARestartThatKeepsTheData(t *testing.T) {
 // context's error and ErrNotObtained, and carries the node's error.
 // WithFailFast ends it at the first node error instead.
 func TestAWaitEndedDuringAnOutageSaysWhyAndWhatTheNodeSaid(t *testing.T) {
+	t.Parallel() // waits more than it works (Makefile: -parallel)
 	s := redistest.Start(t)
 	c, _ := newClient(t, s)
 	k := key(t)
@@ -169,6 +172,7 @@ func TestAWaitEndedDuringAnOutageSaysWhyAndWhatTheNodeSaid(t *testing.T) {
 // ends meanwhile still says that the node did not answer, not only "not
 // obtained".
 func TestAWaitEndedWhileTheServerDoesNotAnswerCarriesTheNodeError(t *testing.T) {
+	t.Parallel() // waits more than it works (Makefile: -parallel)
 	s := redistest.Start(t)
 	holderC, _ := newClient(t, s)
 	c, _ := newClient(t, s)
@@ -202,6 +206,7 @@ func TestAWaitEndedWhileTheServerDoesNotAnswerCarriesTheNodeError(t *testing.T) 
 // not "Redis was down": neither a waiter that rode out a restart nor one
 // that joined just after a pause carries the outage's *NodeError.
 func TestAWaitEndedAfterTheNodeIsBackCarriesNoNodeError(t *testing.T) {
+	t.Parallel() // waits more than it works (Makefile: -parallel)
 	s := redistest.Start(t, "--appendonly", "yes", "--appendfsync", "always")
 	holderC, _ := newClient(t, s)
 	c, _ := newClient(t, s)
@@ -268,6 +273,7 @@ func TestWithFailFastAQueuedWaitEndsWhenThePausedServerTimesOut(t *testing.T) {
 
 // Errors no waiting can fix end the wait at once, outage or not.
 func TestErrorsNoWaitingCanFixEndTheWaitAtOnce(t *testing.T) {
+	t.Parallel() // waits more than it works (Makefile: -parallel)
 	s := redistest.Start(t)
 	reader := readerClient(t, s)
 	ctx, cancel := context.WithTimeout(ctxT(t), 30*time.Second)
@@ -290,6 +296,7 @@ func TestErrorsNoWaitingCanFixEndTheWaitAtOnce(t *testing.T) {
 // mailboxes once threw away each grant after the restart for a backoff,
 // draining the herd at about 8 a second.)
 func TestAHerdBehindAProxyRidesOutARestart(t *testing.T) {
+	t.Parallel() // waits more than it works (Makefile: -parallel)
 	s := redistest.Start(t)
 	p, err := torture.NewProxy(s.Addr())
 	if err != nil {

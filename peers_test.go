@@ -95,6 +95,7 @@ func role(t *testing.T, name, k string) (*exec.Cmd, *bufio.Scanner) {
 // before (its group is dead when reached, and skipped). The next waiter is
 // served once the claim (1 s) lapses, or at once.
 func TestPeerRedissonFairLockAfterAWaiterCrashed(t *testing.T) {
+	t.Parallel() // waits more than it works (Makefile: -parallel)
 	for _, pause := range []time.Duration{0, 3 * time.Second} {
 		t.Run(fmt.Sprintf("killed %v before the unlock", pause), func(t *testing.T) {
 			c, _ := newClient(t, shared())
@@ -202,6 +203,7 @@ func TestPeerRedissonMissedUnlockMessage(t *testing.T) {
 // renewals are often in flight: after each Unlock the key is gone, and
 // stays gone, and another Client takes it at once.
 func TestPeerRedissonRenewalAfterUnlock(t *testing.T) {
+	t.Parallel() // waits more than it works (Makefile: -parallel)
 	c, rdb := newClient(t, shared())
 	other, _ := newClient(t, shared())
 	ctx := ctxT(t)
@@ -327,6 +329,7 @@ func TestPeerEtcdObserveAfterChurn(t *testing.T) {
 // network is back it waits again, and obtains the lock only after the
 // next waiter has let it go, with a higher fence.
 func TestPeerEtcdWaiterCutOffPastItsLiveness(t *testing.T) {
+	t.Parallel() // waits more than it works (Makefile: -parallel)
 	p, err := torture.NewProxy(addr())
 	if err != nil {
 		t.Fatal(err)

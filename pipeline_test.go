@@ -183,6 +183,7 @@ func TestCloseGivesBackLateGrantsBeforeReturning(t *testing.T) {
 // Close returns while the server is stalled with pipelined scripts in
 // flight: their waits are bounded like a plain client's.
 func TestCloseReturnsWhileTheServerStallsUnderPipelining(t *testing.T) {
+	t.Parallel() // waits more than it works (Makefile: -parallel)
 	s := redistest.Start(t)
 	rdb := s.Client(t)
 	c := dlock.New(rdb)
@@ -237,6 +238,7 @@ func (redirect) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proces
 // server first, and finds nothing, so it is sent again once the server
 // answers. (Before, 4 of the 128 keys here stayed held for their TTL.)
 func TestGrantsAStalledServerRunsLateAreGivenBack(t *testing.T) {
+	t.Parallel() // waits more than it works (Makefile: -parallel)
 	s := redistest.Start(t)
 	opts := s.Options()
 	opts.ReadTimeout, opts.WriteTimeout = 200*time.Millisecond, 200*time.Millisecond

@@ -114,6 +114,7 @@ func TestEveryReleaseReachesTheNextWaiter(t *testing.T) {
 }
 
 func TestADeadWaiterIsSkipped(t *testing.T) {
+	t.Parallel() // waits more than it works (Makefile: -parallel)
 	c, rdb := newClient(t, shared())
 	ctx := ctxT(t)
 	k := key(t)

@@ -49,6 +49,7 @@ func docFiles(t *testing.T) []string {
 // variables and imports, which a fragment cannot avoid, are the only
 // errors allowed.
 func TestDocSnippetsCompile(t *testing.T) {
+	t.Parallel() // waits more than it works (Makefile: -parallel)
 	imp := exportImporter(t)
 	total := 0
 	for _, file := range docFiles(t) {
@@ -298,6 +299,7 @@ func TestTheREADMEsProgramFinishesItsWork(t *testing.T) {
 // demo, each go build it shows builds, and the binary it builds has the
 // subcommands the block runs. (The demo itself is not run: its --help is.)
 func TestTheREADMEStartsFromAClone(t *testing.T) {
+	t.Parallel() // waits more than it works (Makefile: -parallel)
 	data, err := os.ReadFile("README.md")
 	if err != nil {
 		t.Fatal(err)

@@ -128,6 +128,7 @@ func TestRedlockWorksWithTwoOfFiveNodesDown(t *testing.T) {
 }
 
 func TestRedlockWithThreeOfFiveNodesDownFailsFastAndLeavesNoKey(t *testing.T) {
+	t.Parallel() // waits more than it works (Makefile: -parallel)
 	nodes := startNodes(t, 5)
 	c, rdbs := newRedlock(t, nodes)
 	for _, i := range []int{0, 2, 4} {
@@ -454,6 +455,7 @@ func TestRedlockRenewalDoAndWaiting(t *testing.T) {
 }
 
 func TestRedlockMaxHoldAndLoss(t *testing.T) {
+	t.Parallel() // waits more than it works (Makefile: -parallel)
 	nodes := startNodes(t, 3)
 	c, rdbs := newRedlock(t, nodes)
 	l := mustLock(t, c, key(t), dlock.WithTTL(time.Second), dlock.WithAutoRenew(), dlock.WithMaxHold(2500*time.Millisecond),

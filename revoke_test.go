@@ -236,6 +236,7 @@ func TestRevokeNeverTouchesAKeyDlockDidNotWriteNorAnExpiredPermit(t *testing.T) 
 // its calls run beside the other nodes', each cut short, as Inspect's are,
 // whatever the go-redis client's own read timeout and retries.
 func TestRevokeOnRedlockWithAPausedNodeIsBounded(t *testing.T) {
+	t.Parallel() // waits more than it works (Makefile: -parallel)
 	nodes := startNodes(t, 3)
 	c, _ := newRedlock(t, nodes, func(o *redis.Options) { o.ReadTimeout = 30 * time.Second })
 	k := key(t)
@@ -310,6 +311,7 @@ func TestCloseEndsARevokeInItsGraceAndWaitsForIt(t *testing.T) {
 // too, says ErrClosed, not the context error it ended with (found by
 // review).
 func TestARevokeEndedByCloseInAnyStepSaysErrClosed(t *testing.T) {
+	t.Parallel() // waits more than it works (Makefile: -parallel)
 	s := redistest.Start(t)
 	c, _ := newClient(t, s)
 	k := key(t)

@@ -25,6 +25,7 @@ var minimalACL = []any{"ACL", "SETUSER", "locker", "on", ">s3cret",
 	"+zrangebyscore", "+zremrangebyscore", "+zcount", "+pexpireat"}
 
 func TestARestrictedACLUserCanLockItsKeysAndNothingElse(t *testing.T) {
+	t.Parallel() // waits more than it works (Makefile: -parallel)
 	s := redistest.Start(t)
 	if err := s.Client(t).Do(ctxT(t), minimalACL...).Err(); err != nil {
 		t.Fatal(err)

@@ -337,6 +337,7 @@ func TestEverySubcommandHasHelpWithExamples(t *testing.T) {
 }
 
 func TestDemoPassesWithNoRedisConfigured(t *testing.T) {
+	t.Parallel() // waits more than it works (Makefile: -parallel)
 	cmd := exec.Command(bin, "demo")
 	cmd.Env = append(os.Environ(), "DLOCK_REDIS=", "COLUMNS=")
 	out, err := cmd.CombinedOutput()
@@ -460,6 +461,7 @@ func TestRedissURLWithPasswordWorksAndIsNotEchoed(t *testing.T) {
 // failure (69), not contention (75), and the wait itself is reported on
 // stderr while it lasts.
 func TestRedlockWaitWithoutAMajorityIsUnavailable(t *testing.T) {
+	t.Parallel() // waits more than it works (Makefile: -parallel)
 	nodes, args := redlockNodes(t, 3)
 	nodes[0].Pause()
 	defer nodes[0].Resume()
@@ -609,6 +611,7 @@ func TestRunKilledOutrightTakesItsCommandWithIt(t *testing.T) {
 // dlock ls with one Redlock node down lists what the others hold and names
 // the node that did not answer.
 func TestLsWithARedlockNodeDown(t *testing.T) {
+	t.Parallel() // waits more than it works (Makefile: -parallel)
 	nodes, urls := redlockNodes(t, 3)
 	k := key(t)
 	lock := append([]string{"lock", "--key", k, "--ttl", "1m"}, urls...)
@@ -802,6 +805,7 @@ func TestElectNotElectedInTimeNamesTheLeader(t *testing.T) {
 // The demo fits 80 columns, or the terminal's width when $COLUMNS gives
 // it.
 func TestDemoFitsEightyColumnsOrTheTerminal(t *testing.T) {
+	t.Parallel() // waits more than it works (Makefile: -parallel)
 	for _, width := range []int{80, 64} {
 		cmd := exec.Command(bin, "demo", "--spawn=false")
 		cmd.Env = append(os.Environ(), "DLOCK_REDIS=", "COLUMNS=")

@@ -145,6 +145,7 @@ func TestABadOTLPEndpointIsRefusedWithoutItsPassword(t *testing.T) {
 }
 
 func TestTortureTracesTheScenarioAndItsClients(t *testing.T) {
+	t.Parallel() // waits more than it works (Makefile: -parallel)
 	if testing.Short() {
 		t.Skip("runs a torture scenario")
 	}

@@ -104,6 +104,7 @@ const ranAt = "echo ran $(date +%s%N)"
 // Each command waits through the outage and runs its command once Redis
 // is back, well within its 30 s.
 func TestTheCommandWaitsThroughARestart(t *testing.T) {
+	t.Parallel() // waits more than it works (Makefile: -parallel)
 	s := redistest.Start(t)
 	c := dlock.New(s.Client(t))
 	defer c.Close()
@@ -150,6 +151,7 @@ func TestTheCommandWaitsThroughARestart(t *testing.T) {
 // once an outage outlasts the lease (a paused server): the command never
 // runs on after the lock may have lapsed.
 func TestRunKeepsItsCommandOnlyWhileItsLeaseHolds(t *testing.T) {
+	t.Parallel() // waits more than it works (Makefile: -parallel)
 	s := redistest.Start(t, "--appendonly", "yes", "--appendfsync", "always")
 	k := key(t)
 	run := start(t, "run", dlockOn(s, "run", "--key", k, "--ttl", "3s", "--", "sh", "-c", "echo $$; exec sleep 120"))

@@ -150,6 +150,7 @@ func unusedPort(t *testing.T) string {
 // A refused connection says where its address came from: --redis,
 // $DLOCK_REDIS, or the default, which it names with the way to change it.
 func TestARefusedConnectionNamesWhereTheAddressCameFrom(t *testing.T) {
+	t.Parallel() // waits more than it works (Makefile: -parallel)
 	addr := "127.0.0.1:" + unusedPort(t)
 	cases := []struct {
 		name, env, flag, want string
@@ -165,24 +166,34 @@ func TestARefusedConnectionNamesWhereTheAddressCameFrom(t *testing.T) {
 	}
 	for _, tc := range cases {
 		for _, args := range [][]string{{"status", "k"}, {"lock", "--key", "k"}, {"run", "--key", "k", "--", "true"}, {"ls", "*"}, {"doctor"}, {"leader", "k"}} {
-			cmd := dlockCmd(args...)
-			cmd.Env = append(cmd.Env, "DLOCK_REDIS="+tc.env)
-			where := addr
-			if tc.flag != "" {
-				cmd.Args = append(cmd.Args[:2], append([]string{"--redis", tc.flag}, cmd.Args[2:]...)...)
-			} else if tc.env == "" {
-				where = "127.0.0.1:6379"
-			}
-			var out bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &out, &out
-			_ = cmd.Run()
-			if code := cmd.ProcessState.ExitCode(); code != exitRedis {
-				t.Errorf("%s: %q: exit %d, want %d: %s", tc.name, args, code, exitRedis, out.String())
-			}
-			if want := "cannot reach Redis at " + where + " " + tc.want; !strings.Contains(out.String(), want) {
-				t.Errorf("%s: %q printed %q, want it to say %q", tc.name, args, out.String(), want)
-			}
+			t.Run(tc.name+" "+args[0], func(t *testing.T) {
+				t.Parallel() // each run rides out the refusal a while
+				refusedConnection(t, tc.env, tc.flag, tc.want, addr, args)
+			})
 		}
+	}
+}
+
+// refusedConnection runs dlock args, with --redis flag or $DLOCK_REDIS env
+// (or neither: the default), against nothing listening at addr, and checks
+// that it says where the address came from (want).
+func refusedConnection(t *testing.T, env, flag, want, addr string, args []string) {
+	cmd := dlockCmd(args...)
+	cmd.Env = append(cmd.Env, "DLOCK_REDIS="+env)
+	where := addr
+	if flag != "" {
+		cmd.Args = append(cmd.Args[:2], append([]string{"--redis", flag}, cmd.Args[2:]...)...)
+	} else if env == "" {
+		where = "127.0.0.1:6379"
+	}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	_ = cmd.Run()
+	if code := cmd.ProcessState.ExitCode(); code != exitRedis {
+		t.Errorf("%q: exit %d, want %d: %s", args, code, exitRedis, out.String())
+	}
+	if want := "cannot reach Redis at " + where + " " + want; !strings.Contains(out.String(), want) {
+		t.Errorf("%q printed %q, want it to say %q", args, out.String(), want)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 // A short torture run with --report writes a timeline that parses, holds
 // the run's bars, write marks and fault band, and an index linking it.
 func TestTortureReportWritesTimelines(t *testing.T) {
+	t.Parallel() // waits more than it works (Makefile: -parallel)
 	dir := t.TempDir()
 	code, out, errOut := run(t, "torture", "--quick", "--scenario", "client-pause", "--report", dir)
 	if code != 0 {
@@ -56,6 +57,7 @@ func TestTortureReportWritesTimelines(t *testing.T) {
 
 // The torture report's table fits 100 columns.
 func TestTortureTableFitsAHundredColumns(t *testing.T) {
+	t.Parallel() // waits more than it works (Makefile: -parallel)
 	code, out, errOut := run(t, "torture", "--quick", "--scenario", "baseline")
 	if code != 0 {
 		t.Fatalf("exit %d\n%s%s", code, out, errOut)
