@@ -49,7 +49,7 @@ func (lw lockedWriter) Write(p []byte) (int, error) {
 func start(t *testing.T, name string, cmd *exec.Cmd) *started {
 	t.Helper()
 	st := &started{name: name, cmd: cmd, done: make(chan error, 1)}
-	cmd.Stdout, cmd.Stderr = lockedWriter{&st.mu, &st.stdout}, &st.stderr
+	cmd.Stdout, cmd.Stderr = lockedWriter{&st.mu, &st.stdout}, lockedWriter{&st.mu, &st.stderr}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -77,6 +77,14 @@ func (st *started) output() string {
 	return st.stdout.String()
 }
 
+// errOutput returns what the command printed to its stderr so far (it may
+// still be writing: the command's end is not waited for).
+func (st *started) errOutput() string {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.stderr.String()
+}
+
 // exit waits for the command's end and returns its exit code.
 func (st *started) exit(t *testing.T) int {
 	t.Helper()
@@ -91,7 +99,7 @@ func (st *started) exit(t *testing.T) int {
 		}
 		t.Fatalf("%s: %v", st.name, err)
 	case <-time.After(time.Minute):
-		t.Fatalf("%s: still running after a minute; stderr: %s", st.name, st.stderr.String())
+		t.Fatalf("%s: still running after a minute; stderr: %s", st.name, st.errOutput())
 	}
 	return -1
 }
@@ -140,7 +148,7 @@ func TestTheCommandWaitsThroughARestart(t *testing.T) {
 		code := st.exit(t)
 		ns, err := strconv.ParseInt(strings.TrimPrefix(strings.TrimSpace(st.output()), "ran "), 10, 64)
 		if code != 0 || err != nil {
-			t.Fatalf("%s across the restart: exit %d, stdout %q, stderr %q", st.name, code, st.output(), st.stderr.String())
+			t.Fatalf("%s across the restart: exit %d, stdout %q, stderr %q", st.name, code, st.output(), st.errOutput())
 		}
 		t.Logf("%s: its command ran %v after Redis was back", st.name, time.Unix(0, ns).Sub(back).Round(time.Millisecond))
 	}
@@ -167,7 +175,7 @@ func TestRunKeepsItsCommandOnlyWhileItsLeaseHolds(t *testing.T) {
 	time.Sleep(4 * time.Second) // more than the TTL: renewals went on after the restart
 	select {
 	case err := <-run.done:
-		t.Fatalf("dlock run ended across a restart its lease outlasted: %v; stderr %q", err, run.stderr.String())
+		t.Fatalf("dlock run ended across a restart its lease outlasted: %v; stderr %q", err, run.errOutput())
 	default:
 	}
 	if r.Exists(ctx, k).Val() != 1 {
@@ -204,7 +212,7 @@ func TestRunKeepsItsCommandOnlyWhileItsLeaseHolds(t *testing.T) {
 	if syscall.Kill(child, 0) == nil {
 		t.Fatal("another holder obtained the lock while dlock run's command still ran")
 	}
-	if code := run.exit(t); code != exitLost || !strings.Contains(run.stderr.String(), "lost") {
-		t.Fatalf("dlock run after an outage longer than its lease: exit %d, stderr %q; want %d, lost", code, run.stderr.String(), exitLost)
+	if code := run.exit(t); code != exitLost || !strings.Contains(run.errOutput(), "lost") {
+		t.Fatalf("dlock run after an outage longer than its lease: exit %d, stderr %q; want %d, lost", code, run.errOutput(), exitLost)
 	}
 }

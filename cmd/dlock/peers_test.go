@@ -25,8 +25,8 @@ func TestPeerConsulChildStoppedWhenTheLockIsLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	back := time.Now()
-	if code := run.exit(t); code != exitLost || !strings.Contains(run.stderr.String(), "lost") {
-		t.Fatalf("dlock run after its key was lost: exit %d, stderr %q; want %d, lost", code, run.stderr.String(), exitLost)
+	if code := run.exit(t); code != exitLost || !strings.Contains(run.errOutput(), "lost") {
+		t.Fatalf("dlock run after its key was lost: exit %d, stderr %q; want %d, lost", code, run.errOutput(), exitLost)
 	}
 	stopped := time.Since(back)
 	t.Logf("the command was stopped %v after Redis came back without the key (TTL 3s)", stopped.Round(time.Millisecond))
