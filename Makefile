@@ -94,7 +94,7 @@ gobench: deps
 # event log (-seed S -v).
 SEEDS ?= 1000
 sim:
-	$(GO) test -count=1 -timeout 60m -run 'TestSeeds$$' -v ./sim/ -seeds $(SEEDS)
+	$(GO) test -count=1 -timeout 60m -run 'TestSeeds$$|TestSeedsOfSharedHolds' -v ./sim/ -seeds $(SEEDS)
 
 # demo reproduces the Redis guidance's experiments (embedded Redis; no setup).
 demo:

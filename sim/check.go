@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,6 +18,7 @@ type checker struct {
 	issued     map[string]int64 // token -> the fence issued with it
 	stallSince time.Duration    // when waiters began to wait on nobody; -1 none
 	stalled    bool
+	head       string // of a shared hold's queue, at the last event (ownedShared)
 }
 
 // fenced is an acquire's GRANTED at the server: a new fence, or the one
@@ -63,6 +65,10 @@ func (s *Sim) checkGrant(w *waiter) {
 	if s.now >= w.leaseEnd || w.epoch != s.epoch {
 		return // a lease already over (a pause), or data lost since
 	}
+	if s.cfg.Shared != "" {
+		s.checkSharedGrant(w)
+		return
+	}
 	if got := s.r.get(s.now, s.cfg.KeysLock); got != w.w.Token() {
 		s.fail("%s's Lock returned, but the key holds %q", w.id, got)
 	} else if end := s.now + s.r.pttl(s.now, s.cfg.KeysLock) + time.Millisecond; end < w.leaseEnd { // PTTL's ms truncate
@@ -72,18 +78,23 @@ func (s *Sim) checkGrant(w *waiter) {
 
 // check runs after every event.
 func (s *Sim) check() {
-	// At most one holder whose lease has not ended, on a server that kept its data.
-	var holder *waiter
-	for _, w := range s.waiters {
-		if w.holding && s.now < w.leaseEnd && w.epoch == s.epoch {
-			if holder != nil {
-				s.fail("%s and %s both hold leases (to %v and %v)", holder.id, w.id, holder.leaseEnd, w.leaseEnd)
+	// At most one holder whose lease has not ended, on a server that kept
+	// its data (of a shared hold: as many as fit, shared.go).
+	if s.cfg.Shared != "" {
+		s.checkShared()
+	} else {
+		var holder *waiter
+		for _, w := range s.waiters {
+			if w.holding && s.now < w.leaseEnd && w.epoch == s.epoch {
+				if holder != nil {
+					s.fail("%s and %s both hold leases (to %v and %v)", holder.id, w.id, holder.leaseEnd, w.leaseEnd)
+				}
+				holder = w
 			}
-			holder = w
 		}
 	}
 	// The queue and the records expire.
-	for _, k := range []string{s.cfg.KeysQ, s.cfg.KeysW, s.cfg.KeysLock} {
+	for _, k := range []string{s.cfg.KeysQ, s.cfg.KeysW, s.cfg.KeysLock, s.cfg.KeysH} {
 		if s.r.pttl(s.now, k) == -1 {
 			s.fail("%s never expires", k)
 		}
@@ -98,22 +109,33 @@ func (s *Sim) check() {
 		if !s.chk.stalled {
 			s.chk.stalled, s.chk.stallSince = true, s.now
 		} else if s.now-s.chk.stallSince > s.cfg.StallBound {
-			s.fail("live waiters have waited %v on a key nobody uses (%q)", s.now-s.chk.stallSince, s.r.get(s.now, s.cfg.KeysLock))
+			s.fail("live waiters have waited %v on a key nobody uses (%s)", s.now-s.chk.stallSince, s.describe())
 		}
 	} else {
 		s.chk.stalled = false
 	}
 }
 
+// describe is the key's value, for a message.
+func (s *Sim) describe() string {
+	if s.cfg.Shared != "" {
+		return fmt.Sprint(s.r.do(s.now, "ZRANGE", s.cfg.KeysLock, "0", "-1", "WITHSCORES"))
+	}
+	return strconv.Quote(s.r.get(s.now, s.cfg.KeysLock))
+}
+
 // owned says the key holds a token whose owner may use it: a holder, a
 // waiter that may confirm it, a release in flight, or a client that crashed
 // or is paused (the key's TTL is the bound then).
 func (s *Sim) owned() bool {
+	if s.cfg.Shared != "" {
+		return s.ownedShared()
+	}
 	tok := s.r.get(s.now, s.cfg.KeysLock)
 	if tok == "" {
 		return false
 	}
-	w := s.byID[strings.TrimSuffix(strings.TrimRight(tok, "'"), "t")]
+	w := s.owner(tok)
 	if w == nil {
 		return false
 	}
@@ -127,6 +149,13 @@ func (s *Sim) owned() bool {
 			s.fail("%s gave up, and holds the key to %v, past its claim (%v)", w.id, end, w.handoffAt+s.claim)
 		}
 	}
+	return s.mayUse(w, tok)
+}
+
+// mayUse says w, whose token tok the key holds, may use it: it holds it,
+// may confirm it, is releasing it, or its client crashed or is paused (the
+// key's TTL is the bound then).
+func (s *Sim) mayUse(w *waiter, tok string) bool {
 	if w.wk.c.crashed || s.now < w.wk.c.pausedUntil || w.holding {
 		return true
 	}
@@ -139,11 +168,22 @@ func (s *Sim) owned() bool {
 	return false
 }
 
+// owner is the waiter whose token tok is (a lost reply's fresh token has
+// a "'" more; a shared hold's starts with its kind, "~s3~" say).
+func (s *Sim) owner(tok string) *waiter {
+	if strings.HasPrefix(tok, "~") {
+		if i := strings.Index(tok[1:], "~"); i >= 0 {
+			tok = tok[i+2:]
+		}
+	}
+	return s.byID[strings.TrimSuffix(strings.TrimRight(tok, "'"), "t")]
+}
+
 // checkEnd: when everyone has left, no queue, waiter record or lock
 // remains past its TTL (the fence counter is meant to stay, for Keep).
 func (s *Sim) checkEnd() {
 	s.now += s.cfg.Alive + s.cfg.Claim + s.cfg.TTL + time.Millisecond
-	for _, k := range []string{s.cfg.KeysQ, s.cfg.KeysW, s.cfg.KeysLock} {
+	for _, k := range []string{s.cfg.KeysQ, s.cfg.KeysW, s.cfg.KeysLock, s.cfg.KeysH} {
 		if s.r.pttl(s.now, k) != -2 {
 			s.fail("%s remains after everyone left", k)
 		}

@@ -27,12 +27,15 @@ type Config struct {
 	Defects                      wait.Defects  // test-only defects of the waiters
 	LongClaim                    bool          // test-only: hand-offs claim 10×TTL (defect b with KeepOnLeave)
 	LastFirst                    bool          // test-only: the line's head is its last arrival (defect d)
+	LooseFit                     bool          // test-only: a shared hold fits one permit too many, and a reader beside a writer (defects g, h)
 	Unguarded                    bool          // test-only: the resource takes every write, stale fences too (defect e)
 	PictureDir                   string        // where Porcupine draws a history it rejects ("": nowhere)
 	StallBound, Limit            time.Duration // how long waiters may wait with no owner; the run's end
 	NoFaults                     bool          // no lost replies or wakes, restarts, pauses, crashes or cancels
+	Shared                       string        // "": mutexes; "s3": a semaphore of 3 permits; "rw": readers and writers, at random (shared.go)
 	KeysLock, KeysFence, KeysQ   string
 	KeysW, WakeChannel, LockName string
+	KeysH                        string // a shared hold's holders' fences
 }
 
 // Default is the configuration of a run of seed.
@@ -133,6 +136,7 @@ func New(cfg Config) *Sim {
 	}
 	n := cfg.LockName
 	cfg.KeysLock, cfg.KeysFence, cfg.KeysQ, cfg.KeysW, cfg.WakeChannel = n+":lock", n+":fence", n+":queue", n+":waiters", "dlock:wake:"+n
+	cfg.KeysH = n + ":holders"
 	claim := cfg.Claim
 	if cfg.LongClaim {
 		cfg.Claim = 10 * cfg.TTL
@@ -280,7 +284,7 @@ func (s *Sim) lock(wk *worker) {
 	wk.round++
 	id := wk.name + "r" + strconv.Itoa(wk.round)
 	cfg := s.cfg
-	w := &waiter{wk: wk, id: id, arrival: -1, w: wait.New(wait.Config{ID: id, Token: id + "t", TTL: cfg.TTL, Keep: cfg.Keep,
+	w := &waiter{wk: wk, id: id, arrival: -1, w: wait.New(wait.Config{ID: id, Token: s.kind() + id + "t", TTL: cfg.TTL, Keep: cfg.Keep,
 		Alive: cfg.Alive, Poll: cfg.Poll, Claim: cfg.Claim, Retry: cfg.Retry, Drift: cfg.MaxDrift, Defects: cfg.Defects})}
 	s.waiters = append(s.waiters, w)
 	s.byID[id] = w
@@ -342,13 +346,17 @@ func (s *Sim) exec(w *waiter, release bool, args []string) wait.Result {
 	if !release {
 		w.acquiredAt = s.now
 	}
-	keys := []string{s.cfg.KeysLock, s.cfg.KeysFence, s.cfg.KeysQ, s.cfg.KeysW, s.cfg.KeysLock + ":holders", s.cfg.WakeChannel}
+	keys := []string{s.cfg.KeysLock, s.cfg.KeysFence, s.cfg.KeysQ, s.cfg.KeysW, s.cfg.KeysH, s.cfg.WakeChannel}
 	script := wait.AcquireScript
 	if release { // the publish command, and the releaser's Client's waiter name prefix (a handover)
 		script, args = wait.ReleaseScript, append(args[:4:4], "PUBLISH", w.wk.c.name+"w")
 	}
 	if s.cfg.LastFirst {
 		script = strings.ReplaceAll(script, "redis.call('ZRANGE', Q, 0, 0)", "redis.call('ZRANGE', Q, -1, -1)")
+	}
+	if s.cfg.LooseFit {
+		script = strings.ReplaceAll(script, "return count < n", "return count <= n")
+		script = strings.ReplaceAll(script, "return k == 'r' and fk == 'r'", "return k == 'r'")
 	}
 	s.r.wakes = nil
 	reply := s.r.eval(s.now, script, keys, args)

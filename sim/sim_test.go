@@ -12,7 +12,8 @@ var (
 	seeds   = flag.Int("seeds", 60, "how many seeds TestSeeds runs")
 	seed    = flag.Uint64("seed", 0, "replay this seed alone, printing its event log")
 	maxSeed = flag.Int("defect-seeds", 300, "the seeds a defect must be caught within")
-	defect  = flag.String("defect", "", "with -seed: reintroduce defect a to e")
+	defect  = flag.String("defect", "", "with -seed: reintroduce defect a to h")
+	shared  = flag.String("shared", "", "with -seed: shared holds (Config.Shared: s3, rw)")
 )
 
 // defects are the test-only switches, by name.
@@ -26,10 +27,13 @@ var defects = []struct {
 	{"d", "the line is served last arrival first", func(c *Config) { c.LastFirst = true }},
 	{"e", "the resource takes a stale holder's write (no guard)", func(c *Config) { c.Unguarded = true }},
 	{"f", "a handover's lease counts from its delivery", func(c *Config) { c.Defects.LateLease = true }},
+	{"g", "a semaphore of 2 grants a permit too many", func(c *Config) { c.LooseFit, c.Shared = true, "s2" }},
+	{"h", "a read-write lock lets a reader in beside a writer", func(c *Config) { c.LooseFit, c.Shared = true, "rw" }},
 }
 
 func config(seed uint64, defect string) Config {
 	c := Default(seed)
+	c.Shared = *shared
 	for _, d := range defects {
 		if d.name == defect {
 			d.set(&c)
@@ -123,4 +127,21 @@ func tail(s string, n int) string {
 		}
 	}
 	return s
+}
+
+// Shared holds keep their invariants too: a semaphore's permits, and a
+// read-write lock's writer alone.
+func TestSeedsOfSharedHolds(t *testing.T) {
+	for _, kind := range []string{"s3", "s1", "rw"} {
+		start, n := time.Now(), max(*seeds/3, 10)
+		for i := 1; i <= n; i++ {
+			c := Default(uint64(i))
+			c.Shared = kind
+			s := New(c)
+			if v := s.Run(); v != "" {
+				t.Fatalf("%s, seed %d: %s\nreplay: go test ./sim -run 'TestSeeds$' -seed %d -shared %s -v\n...\n%s", kind, i, v, i, kind, tail(s.Log(), 30))
+			}
+		}
+		t.Logf("%s: %d seeds in %v", kind, n, time.Since(start).Round(time.Millisecond))
+	}
 }
