@@ -18,14 +18,18 @@ type checker struct {
 	issued     map[string]int64 // token -> the fence issued with it
 	stallSince time.Duration    // when waiters began to wait on nobody; -1 none
 	stalled    bool
-	head       string // of a shared hold's queue, at the last event (ownedShared)
+	head       string  // of a shared hold's queue, at the last event (ownedShared)
+	handed     *waiter // the waiter a mutex's last fence was handed to by a release, if it was
 }
 
 // fenced is an acquire's GRANTED at the server: a new fence, or the one
 // issued with this token (a confirmed hand-off, or a re-run after a lost reply).
 func (s *Sim) fenced(w *waiter, f int64) {
+	if s.chk.handed == w {
+		s.chk.handed = nil // confirmed: from here on, its own grant
+	}
 	if f > s.chk.maxFence {
-		s.issue(w, f)
+		s.issue(w, f, false)
 	} else if s.chk.issued[w.w.Token()] != f {
 		s.fail("%s granted fence %d, issued %d to its token (max %d)", w.id, f, s.chk.issued[w.w.Token()], s.chk.maxFence)
 	}
@@ -33,8 +37,8 @@ func (s *Sim) fenced(w *waiter, f int64) {
 
 // issue is a fence issued at the server to w (a grant or a hand-off):
 // fences strictly increase across data loss, and live waiters are served
-// in their order of arrival.
-func (s *Sim) issue(w *waiter, f int64) {
+// in their order of arrival, each getting to use what it was handed.
+func (s *Sim) issue(w *waiter, f int64, handed bool) {
 	if f <= s.chk.maxFence {
 		s.fail("fence %d issued to %s after %d", f, w.id, s.chk.maxFence)
 		return
@@ -48,6 +52,18 @@ func (s *Sim) issue(w *waiter, f int64) {
 		if y != w && s.waiting(y) && !y.unfair && !y.served && y.arrival >= 0 && y.arrivalEpoch == s.epoch && y.arrival < arrived {
 			s.fail("%s served (arrived %v) before %s (arrived %v)", w.id, arrived, y.id, y.arrival)
 		}
+	}
+	// A mutex's grant supersedes the last one: if that was a hand-off (the
+	// releaser's, with a claim or a handover), its waiter, still alive and
+	// waiting on a server that kept its data, must have got to use it. (A
+	// waiter's own grant whose reply is lost can lapse unused: its TTL may
+	// be shorter than the wait for that reply.)
+	if y := s.chk.handed; s.cfg.Shared == "" && y != nil && y != w && s.waiting(y) && !y.unfair && y.epoch == s.epoch {
+		s.fail("%s served, while %s, handed the key before it, still waits", w.id, y.id)
+	}
+	s.chk.handed = nil
+	if handed {
+		s.chk.handed = w
 	}
 	w.served = true
 }

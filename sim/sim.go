@@ -28,6 +28,7 @@ type Config struct {
 	LongClaim                    bool          // test-only: hand-offs claim 10×TTL (defect b with KeepOnLeave)
 	LastFirst                    bool          // test-only: the line's head is its last arrival (defect d)
 	LooseFit                     bool          // test-only: a shared hold fits one permit too many, and a reader beside a writer (defects g, h)
+	BareHandover                 bool          // test-only: a handover sets the waiter's TTL alone, less than the claim (defect i)
 	Unguarded                    bool          // test-only: the resource takes every write, stale fences too (defect e)
 	PictureDir                   string        // where Porcupine draws a history it rejects ("": nowhere)
 	StallBound, Limit            time.Duration // how long waiters may wait with no owner; the run's end
@@ -354,6 +355,9 @@ func (s *Sim) exec(w *waiter, release bool, args []string) wait.Result {
 	if s.cfg.LastFirst {
 		script = strings.ReplaceAll(script, "redis.call('ZRANGE', Q, 0, 0)", "redis.call('ZRANGE', Q, -1, -1)")
 	}
+	if s.cfg.BareHandover {
+		script = strings.ReplaceAll(script, "'PX', math.max(tonumber(ttl), tonumber(ARGV[2])))", "'PX', ttl)")
+	}
 	if s.cfg.LooseFit {
 		script = strings.ReplaceAll(script, "return count < n", "return count <= n")
 		script = strings.ReplaceAll(script, "return k == 'r' and fk == 'r'", "return k == 'r'")
@@ -372,7 +376,7 @@ func (s *Sim) exec(w *waiter, release bool, args []string) wait.Result {
 	case release && res.Next != "":
 		next := s.byID[res.Next]
 		next.epoch, next.handoffAt, next.handedOver = s.epoch, s.now, true
-		s.issue(next, res.Fence)
+		s.issue(next, res.Fence, true)
 	case !release && res.Status == wait.Enqueued && (w.arrival < 0 || w.arrivalEpoch != s.epoch):
 		w.arrival, w.arrivalEpoch = s.now, s.epoch
 	}
@@ -394,7 +398,7 @@ func (s *Sim) wake(msg string) {
 	}
 	if fence != 0 { // a hand-off; "id 0" only says the key may be taken now
 		w.epoch, w.handoffAt, w.handedOver = s.epoch, s.now, false
-		s.issue(w, fence)
+		s.issue(w, fence, true)
 	}
 	if s.chance(s.f.dropP) {
 		s.logf("wake for %s dropped", id)

@@ -12,7 +12,7 @@ var (
 	seeds   = flag.Int("seeds", 60, "how many seeds TestSeeds runs")
 	seed    = flag.Uint64("seed", 0, "replay this seed alone, printing its event log")
 	maxSeed = flag.Int("defect-seeds", 300, "the seeds a defect must be caught within")
-	defect  = flag.String("defect", "", "with -seed: reintroduce defect a to h")
+	defect  = flag.String("defect", "", "with -seed: reintroduce defect a to i")
 	shared  = flag.String("shared", "", "with -seed: shared holds (Config.Shared: s3, rw)")
 )
 
@@ -29,6 +29,7 @@ var defects = []struct {
 	{"f", "a handover's lease counts from its delivery", func(c *Config) { c.Defects.LateLease = true }},
 	{"g", "a semaphore of 2 grants a permit too many", func(c *Config) { c.LooseFit, c.Shared = true, "s2" }},
 	{"h", "a read-write lock lets a reader in beside a writer", func(c *Config) { c.LooseFit, c.Shared = true, "rw" }},
+	{"i", "a handover whose reply is lost lapses under a short TTL", func(c *Config) { c.BareHandover, c.TTL = true, c.Poll/2 }},
 }
 
 func config(seed uint64, defect string) Config {
@@ -143,5 +144,20 @@ func TestSeedsOfSharedHolds(t *testing.T) {
 			}
 		}
 		t.Logf("%s: %d seeds in %v", kind, n, time.Since(start).Round(time.Millisecond))
+	}
+}
+
+// A TTL under the keepalive's period: a lease may end before the waiter's
+// next acquire, so whatever the protocol leaves to that acquire (a
+// handover whose reply was lost, say) must not depend on the lease.
+func TestSeedsWithATTLUnderThePoll(t *testing.T) {
+	n := max(*seeds/3, 10)
+	for i := 1; i <= n; i++ {
+		c := Default(uint64(i))
+		c.TTL = c.Poll / 2
+		s := New(c)
+		if v := s.Run(); v != "" {
+			t.Fatalf("seed %d: %s\n...\n%s", i, v, tail(s.Log(), 30))
+		}
 	}
 }

@@ -7,7 +7,8 @@ import (
 )
 
 // The handover: a release that hands the key to a waiter of the
-// releaser's own Client sets the key's full TTL rather than a claim, takes
+// releaser's own Client sets the key's full TTL (at least the claim, so
+// that a lost reply is confirmed in time) rather than a claim, takes
 // the waiter out of the line, publishes nothing, and answers "id fence";
 // the releaser's driver hands the waiter a Handed event, whose lease counts
 // from the release's send (one Client, one clock). No confirming acquire:

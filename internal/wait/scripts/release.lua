@@ -48,8 +48,10 @@ if string.byte(rec) == 126 then -- a shared waiter (the key changes kind): it ta
 end
 local tok, ttl, keep = string.match(rec, '^(%S+) (%S+) %S+ %S+ (%S+)$')
 if tok and mine ~= '' and string.sub(h, 1, #mine) == mine then -- the handover: the waiter's own TTL
+  -- (at least the claim: should the reply that tells the waiter be lost, its next keepalive,
+  -- within the claim, finds the key its own and confirms it)
   local fence = issue_fence(math.max(tonumber(keep), tonumber(ARGV[3])))
-  redis.call('SET', K, tok, 'PX', ttl)
+  redis.call('SET', K, tok, 'PX', math.max(tonumber(ttl), tonumber(ARGV[2])))
   redis.call('ZREM', Q, h)
   redis.call('HDEL', W, h)
   return h .. ' ' .. fence

@@ -1,0 +1,103 @@
+package dlock_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/redistest"
+)
+
+// A handover whose release's reply is lost (so the waiter is never told
+// in-process) to a waiter whose TTL is shorter than the keepalive's period:
+// the waiter, alive and first in line, is still served first, by its next
+// keepalive, as a claim serves a waiter of another Client (found by
+// review: the key, set for the waiter's 50 ms, expired before the
+// keepalive, and the waiter behind it went first).
+func TestALostHandoverKeepsTheWaitersPlace(t *testing.T) {
+	for _, handover := range []bool{true, false} {
+		t.Run(fmt.Sprintf("handover=%v", handover), func(t *testing.T) { lostHandover(t, handover) })
+	}
+}
+
+func lostHandover(t *testing.T, handover bool) {
+	s := redistest.Start(t)
+	hook := &lostReply{}
+	ardb := s.Client(t)
+	ardb.AddHook(hook)
+	a := dlock.New(ardb)
+	t.Cleanup(func() { a.Close() })
+	b, rdb := newClient(t, s)
+	first := a // the holder's Client: a handover
+	if !handover {
+		first, _ = newClient(t, s) // another: a claim
+	}
+	if err := mustLock(t, a, key(t)+":warm").Unlock(ctxT(t)); err != nil { // the scripts loaded
+		t.Fatal(err)
+	}
+	for round := range 3 {
+		k := fmt.Sprintf("%s:%d", key(t), round)
+		holder := mustLock(t, a, k, dlock.WithTTL(time.Minute))
+		served := make(chan string, 2)
+		wait := func(c *dlock.Client, who string) {
+			l, err := c.Lock(ctxT(t), k, dlock.WithTTL(50*time.Millisecond))
+			if err != nil {
+				t.Errorf("%s: %v", who, err)
+			}
+			served <- who
+			if l != nil {
+				_ = l.Unlock(context.Background())
+			}
+		}
+		go wait(first, "first")
+		eventually(t, "the first waiter is queued", func() bool { return queueLen(t, rdb, k) == 1 })
+		go wait(b, "second")
+		eventually(t, "the second waiter is queued", func() bool { return queueLen(t, rdb, k) == 2 })
+		hook.arm(holder.Token())
+		_ = holder.Unlock(ctxT(t)) // its reply lost
+		if who := <-served; who != "first" {
+			t.Errorf("round %d: the second waiter was served before the first", round)
+		}
+		<-served
+	}
+}
+
+// lostReply is a go-redis hook that, once armed with a token, lets the next
+// script that carries it run and then loses its reply, as a connection that
+// breaks after the server ran it.
+type lostReply struct {
+	mu    sync.Mutex
+	token string
+}
+
+func (h *lostReply) arm(token string) { h.mu.Lock(); h.token = token; h.mu.Unlock() }
+
+func (h *lostReply) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *lostReply) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (h *lostReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if err != nil || h.token == "" || (cmd.Name() != "evalsha" && cmd.Name() != "eval") {
+			return err
+		}
+		for _, arg := range cmd.Args() {
+			if s, ok := arg.(string); ok && s == h.token {
+				h.token = ""
+				cmd.SetErr(fmt.Errorf("the reply was lost (test)"))
+				return cmd.Err()
+			}
+		}
+		return nil
+	}
+}
