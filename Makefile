@@ -10,15 +10,19 @@ GO ?= go
 PACKAGES = ./... ./cmd/dlock/... ./console/... ./prometheus/... ./dlockotel/... ./internal/sqltest/...
 
 # test installs what the tests need, checks formatting and vet of every
-# module, runs every test of every module with the race detector, then the
-# console's browser tests on their own, then the
-# short fault-injection run, which fails if any stale write is accepted or
-# a fence regresses.
+# module, and runs every test of every module with the race detector; beside
+# them (they wait on servers far more than they work: the machine is mostly
+# idle), the short fault-injection run, which fails if any stale write is
+# accepted or a fence regresses; then the console's browser tests on their
+# own, the allocation counts, and the simulator.
 test: deps check bench-check
-	DLOCK_REQUIRE_DATABASES=1 $(GO) test -race -count=1 -timeout 8m -parallel 8 -skip '^TestBrowser' $(PACKAGES)  # -parallel: the tests marked parallel wait on servers more than they work
+	$(GO) build -o .dlock-torture ./cmd/dlock
+	./.dlock-torture torture --quick > .torture.out 2>&1 & torture=$$!; \
+	DLOCK_REQUIRE_DATABASES=1 $(GO) test -race -count=1 -timeout 8m -parallel 8 -skip '^TestBrowser' $(PACKAGES); status=$$?; \
+	wait $$torture; tstatus=$$?; cat .torture.out; rm -f .dlock-torture .torture.out; \
+	[ $$status -eq 0 ] && [ $$tstatus -eq 0 ]  # -parallel: the tests marked parallel wait more than they work
 	DLOCK_REQUIRE_BROWSER=1 $(GO) test -race -count=1 -timeout 2m -run '^TestBrowser' ./cmd/dlock/  # alone: Chromium's CPU would stall the timing-sensitive tests beside it
 	$(GO) test -count=1 -run 'Allocate|GiveUpFaster' .  # allocation counts, and callers at full speed: without the race detector, which allocates and slows
-	$(GO) build -o .dlock-torture ./cmd/dlock && ./.dlock-torture torture --quick; status=$$?; rm -f .dlock-torture; exit $$status
 	$(GO) test -count=1 -timeout 2m ./sim/... -seeds 60  # the wait protocol's simulator (issue 59): 60 seeds, the defects it must find; make sim for more
 
 # deps installs what the tests need when it is missing: redis-server, a C
