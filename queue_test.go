@@ -125,7 +125,8 @@ func TestADeadWaiterIsSkipped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A record is "token ttl_ms alive_until_ms fence" (internal/wait).
+	// A record is "token ttl_ms alive_until_ms fence keep_ms" (internal/wait);
+	// the first three are what a dead one's purge reads.
 	ms := now.UnixMilli()
 	queue, waiters := "dlock:queue:{"+k+"}", "dlock:waiters:{"+k+"}"
 	rdb.ZAdd(ctx, queue, redis.Z{Score: 1, Member: "gone"}, redis.Z{Score: 2, Member: "recent"})

@@ -425,7 +425,7 @@ func fenceFindings(ctx context.Context, rdb *redis.Client, fences []string, now 
 }
 
 // deadWaiters: queued waiters whose record (internal/wait: "token ttl_ms
-// alive_until_ms fence") has not been renewed for deadAfter past its end.
+// alive_until_ms fence keep_ms") has not been renewed for deadAfter past its end.
 func deadWaiters(ctx context.Context, rdb *redis.Client, queues []string, now time.Time) ([]Finding, error) {
 	var dead []string
 	for _, q := range queues {
