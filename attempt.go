@@ -65,7 +65,13 @@ func (c *Client) try(ctx context.Context, key string, o options, listens bool) (
 	out := judge(answers, ctx.Err(), time.Since(a.sent), o.ttl)
 	if out.err == nil {
 		a.held = newLock(c, a.nm, token, out.fence, o, a.sent, o.ttl)
-		a.held.pending = transport.NewPending(c.nodes, func(i int) bool { return answers[i].Abandoned })
+		var late []*node
+		for i, an := range answers {
+			if an.Abandoned {
+				late = append(late, c.nodes[i])
+			}
+		}
+		a.held.pending = transport.NewPending(late)
 		return a.held, 0, nil
 	}
 	return a.conclude(ctx, answers, out)

@@ -223,13 +223,18 @@ func (l *Lock) releaseAll(ctx context.Context) transport.Votes {
 	for _, n := range l.c.nodes {
 		rs.flights[n] = n.releases.Start(l.names.key)
 	}
-	b := &transport.Ballot{N: len(l.c.nodes), Decide: func(vd transport.Verdict) { l.gone(vd == transport.Agreed) }}
+	b := &transport.Ballot{N: len(l.c.nodes)}
+	settle := func(ok bool, err error) { // the first verdict, in time or late, ends the lease
+		if vd, decided := b.Add(ok, err); decided {
+			l.gone(vd == transport.Agreed)
+		}
+	}
 	answers := round[bool, *releases]{Op: "release", Timeout: l.timeout, By: rs, Call: (*releases).on, Yes: isYes,
-		Late: func(_ *releases, _ *node, ok bool, err error) { b.Add(ok, err) },
+		Late: func(_ *releases, _ *node, ok bool, err error) { settle(ok, err) },
 	}.Ask(nil, ctx, l.c.work, l.c.nodes)
 	for _, a := range answers {
 		if !a.Abandoned {
-			b.Add(a.Err == nil && a.V, a.Err)
+			settle(a.Err == nil && a.V, a.Err)
 		}
 	}
 	return count(answers, isYes)

@@ -15,17 +15,14 @@ type Pending[N comparable] struct {
 	after   bool                // Unlock releases each waiting node once its answer has come
 }
 
-// NewPending returns the tracker for the nodes of which abandoned says that
-// their answer did not come in time, or nil if there are none.
-func NewPending[N comparable](nodes []N, abandoned func(i int) bool) *Pending[N] {
-	var p *Pending[N]
-	for i, n := range nodes {
-		if !abandoned(i) {
-			continue
-		}
-		if p == nil {
-			p = &Pending[N]{waiting: make(map[N]chan struct{})}
-		}
+// NewPending returns the tracker for the nodes whose answer did not come
+// in time, or nil if there are none.
+func NewPending[N comparable](late []N) *Pending[N] {
+	if len(late) == 0 {
+		return nil
+	}
+	p := &Pending[N]{waiting: make(map[N]chan struct{}, len(late))}
+	for _, n := range late {
 		p.waiting[n] = make(chan struct{})
 	}
 	return p

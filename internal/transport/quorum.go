@@ -50,27 +50,24 @@ func (v Votes) Of(n int) Verdict {
 	return Undecided
 }
 
-// Ballot counts the answers to one question as they come, in time or late,
-// and calls Decide once, when they first reach a verdict.
+// Ballot counts the answers to one question as they come, in time or late;
+// Add says when they first reach a verdict, once.
 type Ballot struct {
-	N      int
-	Decide func(Verdict) // called once, with Agreed or Refused
+	N int
 
 	mu      sync.Mutex
 	v       Votes
 	decided bool
 }
 
-// Add counts one node's answer and returns the votes and verdict so far.
-func (b *Ballot) Add(yes bool, err error) (Votes, Verdict) {
+// Add counts one node's answer and returns the verdict so far, and whether
+// this answer decided it (Agreed or Refused, reached now for the first time).
+func (b *Ballot) Add(yes bool, err error) (vd Verdict, decided bool) {
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	b.v.Add(yes, err)
-	v, vd := b.v, b.v.Of(b.N)
-	first := vd != Undecided && !b.decided
-	b.decided = b.decided || first
-	b.mu.Unlock()
-	if first {
-		b.Decide(vd)
-	}
-	return v, vd
+	vd = b.v.Of(b.N)
+	decided = vd != Undecided && !b.decided
+	b.decided = b.decided || decided
+	return vd, decided
 }

@@ -23,14 +23,19 @@ func TestVerdictsOfOneThreeAndFourNodes(t *testing.T) {
 
 func TestBallotDecidesOnceWhenLateAnswersCompleteIt(t *testing.T) {
 	var decided []Verdict
-	b := &Ballot{N: 3, Decide: func(v Verdict) { decided = append(decided, v) }}
-	b.Add(true, nil)
-	b.Add(false, fmt.Errorf("timeout"))
+	b := &Ballot{N: 3}
+	add := func(yes bool, err error) {
+		if vd, first := b.Add(yes, err); first {
+			decided = append(decided, vd)
+		}
+	}
+	add(true, nil)
+	add(false, fmt.Errorf("timeout"))
 	if len(decided) != 0 {
 		t.Fatalf("decided %v after one yes of three", decided)
 	}
-	b.Add(true, nil) // late
-	b.Add(true, nil)
+	add(true, nil) // late
+	add(true, nil)
 	if !slices.Equal(decided, []Verdict{Agreed}) {
 		t.Fatalf("decided %v, want [agreed] once", decided)
 	}
