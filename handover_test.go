@@ -71,17 +71,12 @@ func lostHandover(t *testing.T, handover bool) {
 // script that carries it run and then loses its reply, as a connection that
 // breaks after the server ran it.
 type lostReply struct {
+	processOnly
 	mu    sync.Mutex
 	token string
 }
 
 func (h *lostReply) arm(token string) { h.mu.Lock(); h.token = token; h.mu.Unlock() }
-
-func (h *lostReply) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h *lostReply) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
 
 func (h *lostReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {

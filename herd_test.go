@@ -144,12 +144,11 @@ func TestShortTTLWaitersAllAcquire(t *testing.T) {
 }
 
 // failNext is a go-redis hook that fails the next script call once armed.
-type failNext struct{ armed atomic.Bool }
-
-func (f *failNext) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (f *failNext) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+type failNext struct {
+	processOnly
+	armed atomic.Bool
 }
+
 func (f *failNext) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		if name := cmd.Name(); (name == "evalsha" || name == "eval") && f.armed.CompareAndSwap(true, false) {

@@ -140,3 +140,13 @@ func TestAHookMissesPipelinedScriptsByDefault(t *testing.T) {
 		}
 	}
 }
+
+// processOnly gives a test's go-redis hook that has only a ProcessHook the
+// other two, passing through.
+type processOnly struct{}
+
+func (processOnly) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (processOnly) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}

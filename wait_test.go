@@ -299,14 +299,11 @@ func (d lateRequests) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 // just after the next script's answer has come: the caller's context ends
 // while its attempt is being judged.
 type cancelAfterScript struct {
+	processOnly
 	armed  atomic.Bool
 	cancel context.CancelFunc
 }
 
-func (h *cancelAfterScript) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h *cancelAfterScript) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
 func (h *cancelAfterScript) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
