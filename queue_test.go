@@ -121,10 +121,7 @@ func TestADeadWaiterIsSkipped(t *testing.T) {
 	holder := mustLock(t, c, k, dlock.WithTTL(time.Minute))
 	// Two waiters that died: one long gone, one whose last sign of life
 	// is recent, so it is granted the lock and never takes it up.
-	now, err := rdb.Time(ctx).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
+	now := serverNow(t, rdb)
 	// A record is "token ttl_ms alive_until_ms fence keep_ms" (internal/wait);
 	// the first three are what a dead one's purge reads.
 	ms := now.UnixMilli()
@@ -519,10 +516,7 @@ func TestAReleasePurgesACrashedProcesssWaitersAtOnce(t *testing.T) {
 	ctx := ctxT(t)
 	k := key(t)
 	holder := mustLock(t, c, k, dlock.WithTTL(time.Minute))
-	now, err := rdb.Time(ctx).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
+	now := serverNow(t, rdb)
 	queue, waiters := "dlock:queue:{"+k+"}", "dlock:waiters:{"+k+"}"
 	for i := range 300 {
 		id := fmt.Sprintf("dead%d", i)
@@ -545,4 +539,14 @@ func TestAReleasePurgesACrashedProcesssWaitersAtOnce(t *testing.T) {
 	} else {
 		_ = l.Unlock(ctx)
 	}
+}
+
+// serverNow is the server's clock (waiter records count in its time).
+func serverNow(t *testing.T, rdb *redis.Client) time.Time {
+	t.Helper()
+	now, err := rdb.Time(ctxT(t)).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return now
 }
