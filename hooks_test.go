@@ -44,7 +44,8 @@ func (h *scriptCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redi
 	}
 }
 
-// scriptsRun is how many scripts (EVALSHA and EVAL) the server has run.
+// scriptsRun is how many script commands (EVALSHA and EVAL, a NOSCRIPT one
+// included) the server has run.
 func scriptsRun(admin *redis.Client) int64 {
 	return int64(redistest.CommandCalls(admin, "evalsha") + redistest.CommandCalls(admin, "eval"))
 }

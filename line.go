@@ -56,7 +56,7 @@ func (n *node) acquireLine(ctx context.Context, nm *lockNames, token, id string,
 	if err != nil {
 		return grant{}, n.fail("acquire", err)
 	}
-	r, err := wait.ParseReply(false, id != "", res)
+	r, err := wait.ParseReply(wait.RunAcquire, id != "", res)
 	if err != nil {
 		return grant{}, n.fail("acquire", err)
 	}
@@ -89,7 +89,7 @@ func (n *node) releaseLine(ctx context.Context, nm *lockNames, token, id string,
 	if err != nil {
 		return false, n.fail("release", err)
 	}
-	r, err := wait.ParseReply(true, false, res)
+	r, err := wait.ParseReply(wait.RunRelease, false, res)
 	if err != nil {
 		return false, n.fail("release", err)
 	}

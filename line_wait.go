@@ -31,7 +31,8 @@ func (c *Client) waitInLine(ctx context.Context, nm *lockNames, o options, conte
 	c.wakes.add(nm.key, d.id, d.wakes)
 	d.w = wait.New(wait.Config{ID: d.id, Token: token, TTL: o.ttl, Keep: max(o.fenceKeep(), lineClaim),
 		Alive: lineAlive, Poll: linePoll, Claim: lineClaim, Retry: outageFirst, RetryMax: outageMost,
-		Drift: float64(drift(o.ttl)) / float64(o.ttl)}) // the Lock's own lease: lease.go
+		Drift: float64(drift(o.ttl)) / float64(o.ttl), // the Lock's own lease: lease.go
+		Fast:  d.n.fast(nm, token, o)})
 	return d.run(ctx, contended)
 }
 
@@ -161,7 +162,7 @@ func (d *driver) finish() {
 func (d *driver) do(cmds []wait.Command, contended *bool) (l *Lock, err error, answer bool, script *wait.Command) {
 	for _, cmd := range cmds {
 		switch cmd.Kind {
-		case wait.RunAcquire, wait.RunRelease:
+		case wait.RunAcquire, wait.RunRelease, wait.RunFastAcquire:
 			script = &cmd
 		case wait.WakeAt:
 			d.waitFor(cmd.At)
@@ -197,6 +198,14 @@ func (d *driver) exec(ctx context.Context, cmd wait.Command) wait.Event {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, d.o.nodeTimeout)
 		defer cancel()
+	}
+	if cmd.Kind == wait.RunFastAcquire {
+		d.sent = time.Now()
+		g, slow, err := d.n.acquireFast(ctx, d.nm, cmd.Args[0], d.o)
+		if slow {
+			return wait.Event{Kind: wait.Reply, Result: wait.Result{Status: wait.Slow}}
+		}
+		return d.acquired(g, err)
 	}
 	if cmd.Kind == wait.RunAcquire {
 		d.sent, d.unready = time.Now(), d.ready != nil && !isClosed(d.ready)

@@ -93,6 +93,11 @@ func (g grant) granted() bool { return g.ok }
 // nobody is queued, and issues the fence. listens marks the caller as a
 // listener for the key's release messages if the key is taken.
 func (n *node) acquire(ctx context.Context, nm *lockNames, token string, o options, listens bool) (grant, error) {
+	if n.fast(nm, token, o) {
+		if g, slow, err := n.acquireFast(ctx, nm, token, o); !slow {
+			return g, err
+		}
+	}
 	if n.single {
 		return n.acquireLine(ctx, nm, token, "", o)
 	}
@@ -201,6 +206,9 @@ func holderTTL(v any) time.Duration {
 // atomic step, or a newcomer could take the lock in between and the queue
 // lose its order.
 func (n *node) release(ctx context.Context, nm *lockNames, token string, fence int64, keep time.Duration, lean bool) (bool, error) {
+	if lean && n.fast(nm, token, options{}) {
+		return n.releaseFast(ctx, nm, token, max(keep, lineClaim))
+	}
 	if n.single { // a shared hold is one node's: semaphore.go
 		return n.releaseLine(ctx, nm, token, "", max(keep, lineClaim))
 	}

@@ -342,7 +342,7 @@ func TestTwoGoroutinesTakingTurnsSubscribeOnceAndOnlyJoin(t *testing.T) {
 	// Each turn is at most two scripts: the waiter's acquire that queues
 	// it and the holder's release that hands it over (line_handover.go);
 	// a keepalive may come between.
-	if n := redistest.CommandCalls(rdb, "evalsha") + redistest.CommandCalls(rdb, "eval"); n > 2*40+8 {
+	if n := redistest.ScriptRuns(rdb); n > 2*40+8 {
 		t.Fatalf("%d scripts for 40 turns, want at most two each", n)
 	}
 }
@@ -368,7 +368,7 @@ func TestAHandoverWithinAClientGivesTheWholeTTL(t *testing.T) {
 		got <- l
 	}()
 	eventually(t, "the waiter is queued", func() bool { return queueLen(t, rdb, k) == 1 })
-	scripts := func() int { return redistest.CommandCalls(rdb, "evalsha") + redistest.CommandCalls(rdb, "eval") }
+	scripts := func() int { return redistest.ScriptRuns(rdb) }
 	// Its subscription's readiness wakes it once (a hand-off published
 	// before it would be missed): let that acquire pass first.
 	before := scripts()
@@ -461,7 +461,7 @@ func TestScriptsPerLockAndPerHandOff(t *testing.T) {
 	b, _ := newClient(t, s)
 	k := key(t)
 	scripts := func() int {
-		return redistest.CommandCalls(rdb, "evalsha") + redistest.CommandCalls(rdb, "eval")
+		return redistest.ScriptRuns(rdb)
 	}
 	var before int
 	for range 2 { // the first loads the scripts (EVALSHA, NOSCRIPT, EVAL)

@@ -286,7 +286,8 @@ func (s *Sim) lock(wk *worker) {
 	id := wk.name + "r" + strconv.Itoa(wk.round)
 	cfg := s.cfg
 	w := &waiter{wk: wk, id: id, arrival: -1, w: wait.New(wait.Config{ID: id, Token: s.kind() + id + "t", TTL: cfg.TTL, Keep: cfg.Keep,
-		Alive: cfg.Alive, Poll: cfg.Poll, Claim: cfg.Claim, Retry: cfg.Retry, Drift: cfg.MaxDrift, Defects: cfg.Defects})}
+		Alive: cfg.Alive, Poll: cfg.Poll, Claim: cfg.Claim, Retry: cfg.Retry, Drift: cfg.MaxDrift, Defects: cfg.Defects,
+		Fast: s.chance(0.5)})}
 	s.waiters = append(s.waiters, w)
 	s.byID[id] = w
 	if s.chance(s.f.cancelP) {
@@ -309,8 +310,8 @@ func (s *Sim) step(w *waiter, ev wait.Event) {
 	s.logf("%s %v %s -> %v %s", w.id, before, evName(ev), w.w.State(), cmdNames(cmds))
 	for _, cmd := range cmds {
 		switch cmd.Kind {
-		case wait.RunAcquire, wait.RunRelease:
-			s.send(w, cmd.Kind == wait.RunRelease, cmd.Args)
+		case wait.RunAcquire, wait.RunRelease, wait.RunFastAcquire, wait.RunFastRelease:
+			s.send(w, cmd.Kind, cmd.Args)
 		case wait.Grant:
 			s.granted(w, cmd)
 		case wait.Fail:
@@ -323,10 +324,10 @@ func (s *Sim) step(w *waiter, ev wait.Event) {
 
 // send runs a script at the server after a delay; its reply comes back
 // after another, or it is lost and the send fails after Timeout.
-func (s *Sim) send(w *waiter, release bool, args []string) {
+func (s *Sim) send(w *waiter, kind wait.CommandKind, args []string) {
 	sent, c := s.now, w.wk.c
 	s.at(s.now+s.net(), nil, func() {
-		res := s.exec(w, release, args)
+		res := s.exec(w, kind, args)
 		if s.chance(s.f.lossP) {
 			s.logf("%s: reply lost", w.id)
 			s.at(sent+s.cfg.Timeout, c, func() { s.step(w, wait.Event{Kind: wait.Failed}) })
@@ -342,15 +343,21 @@ func (s *Sim) send(w *waiter, release bool, args []string) {
 }
 
 // exec runs a script at the server, now, and tells the checks what it did.
-func (s *Sim) exec(w *waiter, release bool, args []string) wait.Result {
+func (s *Sim) exec(w *waiter, kind wait.CommandKind, args []string) wait.Result {
 	s.Scripts++
+	release := kind == wait.RunRelease || kind == wait.RunFastRelease
 	if !release {
 		w.acquiredAt = s.now
 	}
 	keys := []string{s.cfg.KeysLock, s.cfg.KeysFence, s.cfg.KeysQ, s.cfg.KeysW, s.cfg.KeysH, s.cfg.WakeChannel}
 	script := wait.AcquireScript
-	if release { // the publish command, and the releaser's Client's waiter name prefix (a handover)
+	switch kind {
+	case wait.RunRelease: // the publish command, and the releaser's Client's waiter name prefix (a handover)
 		script, args = wait.ReleaseScript, append(args[:4:4], "PUBLISH", w.wk.c.name+"w")
+	case wait.RunFastAcquire:
+		script, keys = wait.FastAcquireScript, keys[:3]
+	case wait.RunFastRelease:
+		script, keys = wait.FastReleaseScript, keys[:3]
 	}
 	if s.cfg.LastFirst {
 		script = strings.ReplaceAll(script, "redis.call('ZRANGE', Q, 0, 0)", "redis.call('ZRANGE', Q, -1, -1)")
@@ -364,12 +371,12 @@ func (s *Sim) exec(w *waiter, release bool, args []string) wait.Result {
 	}
 	s.r.wakes = nil
 	reply := s.r.eval(s.now, script, keys, args)
-	res, err := wait.ParseReply(release, !release && args[4] == "1", reply)
+	res, err := wait.ParseReply(kind, kind == wait.RunAcquire && args[4] == "1", reply)
 	if err != nil {
 		s.fail("%s: %v", w.id, err)
 	}
 	w.epoch = s.epoch
-	s.logf("server: %s %s -> %v", map[bool]string{false: "acquire", true: "release"}[release], strings.Join(args, " "), reply)
+	s.logf("server: %s %s -> %v", scriptNames[kind], strings.Join(args, " "), reply)
 	switch {
 	case !release && res.Status == wait.Granted:
 		s.fenced(w, res.Fence)
@@ -456,14 +463,15 @@ func evName(ev wait.Event) string {
 	return "Unlock"
 }
 
+var scriptNames = map[wait.CommandKind]string{wait.RunAcquire: "acquire", wait.RunRelease: "release",
+	wait.RunFastAcquire: "fast acquire", wait.RunFastRelease: "fast release"}
+
 func cmdNames(cmds []wait.Command) string {
 	var b strings.Builder
 	for _, c := range cmds {
 		switch c.Kind {
-		case wait.RunAcquire:
-			b.WriteString("[acquire]")
-		case wait.RunRelease:
-			b.WriteString("[release]")
+		case wait.RunAcquire, wait.RunRelease, wait.RunFastAcquire, wait.RunFastRelease:
+			b.WriteString("[" + scriptNames[c.Kind] + "]")
 		case wait.Grant:
 			fmt.Fprintf(&b, "[grant %d until %s]", c.Fence, c.Lease.Sub(epoch0))
 		case wait.Fail:

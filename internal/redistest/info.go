@@ -42,3 +42,13 @@ func ConnectedClients(rdb *redis.Client) int {
 	n, _ := strconv.Atoi(Info(rdb, "clients")["connected_clients"])
 	return n
 }
+
+// ScriptRuns is how many scripts the server has run: EVALSHA and EVAL
+// calls, less the EVALSHAs refused with NOSCRIPT (the script then comes
+// again as an EVAL).
+func ScriptRuns(rdb *redis.Client) int {
+	stat := Info(rdb, "errorstats")["errorstat_NOSCRIPT"]
+	count, _, _ := strings.Cut(strings.TrimPrefix(stat, "count="), ",")
+	noscript, _ := strconv.Atoi(count)
+	return CommandCalls(rdb, "evalsha") + CommandCalls(rdb, "eval") - noscript
+}

@@ -57,13 +57,16 @@ import (
 )
 
 // The scripts, for a driver to run with KEYS as their headers name them:
-// each is the shared prelude (scripts/line.lua), then its own file.
+// each is the shared preludes (scripts/fence.lua, scripts/line.lua), then
+// its own file. (The fast ones: fast.go.)
 var (
-	AcquireScript = line + acquire
-	ReleaseScript = line + release
+	AcquireScript = fence + line + acquire
+	ReleaseScript = fence + line + release
 )
 
 var (
+	//go:embed scripts/fence.lua
+	fence string
 	//go:embed scripts/line.lua
 	line string
 	//go:embed scripts/acquire.lua
@@ -126,6 +129,7 @@ const (
 	Granted  Status = 1 // acquire: the lock is the caller's, with Result.Fence
 	Enqueued Status = 2 // acquire: the caller waits in the line
 	Taken    Status = 3 // acquire without join: held by another
+	Slow     Status = 4 // a fast script: not done, the full one decides (fast.go)
 )
 
 // Result is a script's reply, parsed by ParseReply.
@@ -136,12 +140,14 @@ type Result struct {
 	Next   string        // release: the waiter of the releaser's Client the key was handed over to (handover.go)
 }
 
-// ParseReply parses a script's reply, told apart by type: acquire's fence
-// (a string: GRANTED) or wait_ms (an integer: QUEUED if it was asked to
-// join, else TAKEN); release's 1 (RELEASED), 0 (NOT_HELD) or "id fence"
-// (RELEASED, and handed over to that waiter: handover.go). An integer may
-// come as int64 (go-redis) or int (miniredis's reader).
-func ParseReply(release, join bool, reply any) (Result, error) {
+// ParseReply parses the reply of the script that kind runs, told apart by
+// type: acquire's fence (a string: GRANTED) or wait_ms (an integer: QUEUED
+// if it was asked to join, else TAKEN); release's 1 (RELEASED), 0
+// (NOT_HELD) or "id fence" (RELEASED, and handed over to that waiter:
+// handover.go); the fast scripts' SLOW (fast.go). An integer may come as
+// int64 (go-redis) or int (miniredis's reader).
+func ParseReply(kind CommandKind, join bool, reply any) (Result, error) {
+	release := kind == RunRelease || kind == RunFastRelease
 	if s, ok := reply.(string); ok {
 		if release {
 			return parseHandover(s)
@@ -161,6 +167,9 @@ func ParseReply(release, join bool, reply any) (Result, error) {
 	default:
 		return Result{}, fmt.Errorf("wait: unexpected reply %T from a line script", reply)
 	}
+	if (kind == RunFastRelease && n < 0) || kind == RunFastAcquire {
+		return Result{Status: Slow}, nil
+	}
 	if release {
 		return Result{Status: Status(min(max(n, 0), 1))}, nil
 	}
@@ -179,11 +188,13 @@ type CommandKind int
 
 // The commands Step returns.
 const (
-	RunAcquire CommandKind = iota // run AcquireScript with Command.Args as ARGV
-	RunRelease                    // run ReleaseScript with Command.Args as ARGV
-	Grant                         // hand the caller its lock: Fence, and Lease (its end, by the waiter's clock)
-	Fail                          // hand the caller its error, Err
-	WakeAt                        // feed a Timer event at At
+	RunAcquire     CommandKind = iota // run AcquireScript with Command.Args as ARGV
+	RunRelease                        // run ReleaseScript with Command.Args as ARGV
+	RunFastAcquire                    // run FastAcquireScript with Command.Args as ARGV (fast.go)
+	RunFastRelease                    // run FastReleaseScript with Command.Args as ARGV (fast.go)
+	Grant                             // hand the caller its lock: Fence, and Lease (its end, by the waiter's clock)
+	Fail                              // hand the caller its error, Err
+	WakeAt                            // feed a Timer event at At
 )
 
 // Command is one output of Step.
@@ -207,6 +218,7 @@ type Config struct {
 	Retry     time.Duration // the wait after a failed script
 	RetryMax  time.Duration // the longest wait after failures in a row; 0: always Retry
 	Drift     float64       // the fraction of TTL given up for clock drift
+	Fast      bool          // try the fast scripts first: the key was not contended lately (fast.go)
 	Defects   Defects       // test-only; all false in production
 }
 
@@ -231,6 +243,7 @@ type Waiter struct {
 	timer            time.Time // the time asked for with WakeAt
 	woken, cancelled bool
 	unsure           bool // the last acquire failed unanswered: it may yet run
+	fastOut          bool // the release in flight is a fast one (fast.go)
 	fails            int  // failed scripts in a row
 }
 
@@ -268,7 +281,7 @@ func (w *Waiter) Step(ev Event) []Command {
 	switch w.state {
 	case Idle:
 		if ev.Kind == Start {
-			return w.acquire(ev.Now)
+			return w.start(ev.Now)
 		}
 	case Acquiring:
 		return w.stepAcquiring(ev)
@@ -297,9 +310,13 @@ func (w *Waiter) Step(ev Event) []Command {
 	case Held:
 		if ev.Kind == Unlock {
 			w.state = Releasing
-			return w.cmd(w.release())
+			return w.cmd(w.unlock())
 		}
 	case Releasing:
+		if w.fastOut && (ev.Kind == Failed || ev.Kind == Reply && ev.Result.Status == Slow) {
+			w.fastOut = false
+			return w.cmd(w.release())
+		}
 		if ev.Kind == Reply || ev.Kind == Failed {
 			w.state = Done
 		}
@@ -367,6 +384,8 @@ func (w *Waiter) stepAcquiring(ev Event) []Command {
 			}
 			w.state = Held
 			return w.cmd(Command{Kind: Grant, Fence: ev.Result.Fence, Lease: w.lease(w.sent)})
+		case Slow:
+			return w.acquire(ev.Now)
 		case Enqueued, Taken:
 			if w.woken {
 				return w.acquire(ev.Now)

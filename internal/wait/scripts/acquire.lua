@@ -1,6 +1,7 @@
 -- acquire: take the lock, wait in its line, or confirm a hand-off. A waiter's
 -- re-run is also its keepalive; a re-run after a lost reply is answered the same.
--- (KEYS: line.lua's, put first, with K, F, Q, W, H, WAKE, now_us, now_ms and its functions)
+-- (KEYS: fence.lua's and line.lua's, put first, with K, F, Q, W, H, WAKE, now_us, now_ms
+-- and their functions)
 -- ARGV[1]  token (a shared hold's starts with ~: line.lua's kind)
 -- ARGV[2]  ttl_ms     ARGV[3]  keep_ms (F's life, >= ttl_ms)
 -- ARGV[4]  waiter id  ARGV[5]  join: 1 to queue when not granted, 0 not to
@@ -11,12 +12,6 @@
 -- kind: an error.
 local token, ttl, keep, id = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local shared = string.byte(token) == 126 -- '~'
-
--- The fast path: a free mutex with no line. (Q absent: the caller is in no line.)
-if not shared and redis.call('EXISTS', Q) == 0 and redis.call('SET', K, token, 'NX', 'PX', ttl) then
-  return issue_fence(keep)
-end
-local head, kind, expire, fits, first, wake_head = slow()
 
 local function dequeue()
   if ARGV[5] == '1' then

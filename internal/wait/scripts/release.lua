@@ -2,7 +2,8 @@
 -- it on: a mutex to the first live waiter (K set to its token for a claim, a
 -- fence issued, a wake message naming it); a shared hold's room by a wake
 -- message to the first waiter if its hold fits. A waiter that gives up runs it too.
--- (KEYS: line.lua's, put first, with K, F, Q, W, H, WAKE, now_us, now_ms and its functions)
+-- (KEYS: fence.lua's and line.lua's, put first, with K, F, Q, W, H, WAKE, now_us, now_ms
+-- and their functions)
 -- ARGV[1]  token      ARGV[2]  claim_ms: how long the next waiter has to confirm
 -- ARGV[3]  keep_ms    ARGV[4]  the caller's waiter id ('' for none)
 -- ARGV[5]  the publish command, if not PUBLISH: SPUBLISH on Redis Cluster
@@ -11,13 +12,6 @@
 -- Returns 1 RELEASED, 0 NOT_HELD, or "id fence": RELEASED, and handed over to waiter id.
 local token, id, pub, mine = ARGV[1], ARGV[4], ARGV[5] or 'PUBLISH', ARGV[6] or ''
 
--- The fast path: a mutex's holder with no line behind it.
-if id == '' and string.byte(token) ~= 126 and redis.call('EXISTS', Q) == 0 then
-  if redis.pcall('GET', K) ~= token then return 0 end -- not held (or another kind's key)
-  redis.call('DEL', K)
-  return 1
-end
-local head, kind, expire, fits, first, wake_head = slow()
 if id ~= '' then
   redis.call('ZREM', Q, id)
   redis.call('HDEL', W, id)

@@ -1,0 +1,74 @@
+package dlock
+
+import (
+	"context"
+	"time"
+
+	"github.com/dlock-go/dlock/internal/tokens"
+	"github.com/dlock-go/dlock/internal/transport"
+	"github.com/dlock-go/dlock/internal/wait"
+)
+
+// The fast scripts (internal/wait/fast.go): a lock or unlock of a mutex
+// on one node whose key this Client has not seen contended lately is first
+// tried with a lean script, three keys and the uncontended case only; when
+// it answers SLOW, the full script follows. They pay on the "64 keys, 64
+// goroutines" row (docs/design.md, "The fast scripts").
+var (
+	lineFastAcquire = transport.NewScript(wait.FastAcquireScript)
+	lineFastRelease = transport.NewScript(wait.FastReleaseScript)
+)
+
+// fast reports whether the fast scripts are worth trying on nm's key for
+// token: a mutex's, with no replica acknowledgement asked, and no waiter
+// of this Client's in the key's line now or lately (its wake subscription
+// lingers: line_wakes.go). A wrong guess costs one script, never safety.
+func (n *node) fast(nm *lockNames, token string, o options) bool {
+	return n.single && o.replicas == 0 && !tokens.Shared(token) && n.wakes.quiet(nm.key)
+}
+
+// acquireFast runs the fast acquire for token: granted, or slow (the full
+// acquire decides).
+func (n *node) acquireFast(ctx context.Context, nm *lockNames, token string, o options) (g grant, slow bool, err error) {
+	d := n.durations(o.ttl, max(o.fenceKeep(), lineClaim))
+	res, err := n.RunBoxed(ctx, lineFastAcquire, nm.line[:3], nm.lineBoxed[:3], token, d.ttl, d.keep).Result()
+	if err != nil {
+		return grant{}, false, n.fail("acquire", err)
+	}
+	r, err := wait.ParseReply(wait.RunFastAcquire, false, res)
+	if err != nil {
+		return grant{}, false, n.fail("acquire", err)
+	}
+	return grant{ok: r.Status == wait.Granted, fence: r.Fence}, r.Status == wait.Slow, nil
+}
+
+// releaseFast runs the fast release for token, and the full one (with
+// keep) when it answers SLOW or fails: a fast release that failed may have
+// done nothing, and a waiter in line would then wait out the key's TTL.
+// Should the full one find the key gone, the fast one's error stands: it
+// may have been the fast one that released it.
+func (n *node) releaseFast(ctx context.Context, nm *lockNames, token string, keep time.Duration) (bool, error) {
+	res, err := n.RunBoxed(ctx, lineFastRelease, nm.line[:3], nm.lineBoxed[:3], token).Result()
+	if err == nil {
+		r, err := wait.ParseReply(wait.RunFastRelease, false, res)
+		if err != nil {
+			return false, n.fail("release", err)
+		}
+		if r.Status != wait.Slow {
+			return r.Status == wait.Released, nil
+		}
+	}
+	ok, full := n.releaseLine(ctx, nm, token, "", keep)
+	if err != nil && (full != nil || !ok) {
+		return false, n.fail("release", err)
+	}
+	return ok, full
+}
+
+// quiet reports whether none of the Client's waiters is subscribed to
+// key's wake channel, nor was within watchLinger.
+func (ws *wakes) quiet(key string) bool {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	return ws.keys[key] == nil
+}
