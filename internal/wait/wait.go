@@ -14,7 +14,8 @@
 // record's alive time has passed. Scripts: acquire (queue), the holder's
 // release (hand-off), acquire (confirm) for a contended hand-off, and no
 // confirm for a handover within a Client (handover.go); acquire and
-// release for an uncontended lock and unlock.
+// release for an uncontended lock and unlock, or their fast variants
+// (fast.go).
 //
 // States, events, commands and the next state ("in flight": one script at a
 // time; a Wake or Cancel then only marks the waiter, acted on at the reply):
