@@ -9,18 +9,14 @@ import "time"
 // every grant carries a fence strictly greater than every fence issued
 // before it for the key, and the resource refuses a lower one.
 //
-// How dlock issues fences. The acquire scripts (scripts/acquire_lean.lua,
-// acquire.lua) keep a counter per lock key, in a key of the same hash slot
-// (internal/keyspace), and issue
+// How dlock issues fences. The scripts that grant (internal/wait's
+// scripts/fence.lua, which Redlock's scripts/acquire.lua shares) keep a
+// counter per lock key, in a key of the same hash slot (internal/keyspace),
+// and issue
 //
 //	fence = max(counter + 1, server time in microseconds)
 //
-// in the same atomic step that sets the lock key. (The counter may carry a
-// mark, a '+' before the number, saying that someone may wait for the key:
-// scripts/mark.lua. Every reader takes "+123" for 123, and every write of
-// a fence keeps the mark, so the mark changes nothing here; while someone
-// waits, the counter is kept at least as long as the queue, which only
-// lengthens what is said below.) While the counter survives,
+// in the same atomic step that sets the lock key. While the counter survives,
 // fences grow by at least one per grant. The counter can be lost: a restart
 // without persistence, FLUSHALL, a failover to a replica that never received
 // it, or its own expiry (below). Then the next fence is the server's

@@ -13,9 +13,9 @@ type lockNames struct {
 	key string
 	// all: key, counter, queue, waiters, holders' fences, notify key.
 	all     [6]string
-	acquire [4]string // the acquire script's KEYS: lock, fence, queue, notify
+	acquire [3]string // Redlock's acquire and release scripts' KEYS: lock, fence, notify
 	// acquire boxed as command arguments (transport.Node.RunBoxed)
-	acquireBoxed [4]any
+	acquireBoxed [3]any
 	wake         string // the wake channel
 	// line: the line scripts' KEYS (lock, fence, queue, waiters, holders'
 	// fences, wake channel), and boxed (line.go)
@@ -29,24 +29,10 @@ func (nm *lockNames) fence() string { return nm.all[1] }
 // holders is the hash of a semaphore's or read-write lock's holders' fences.
 func (nm *lockNames) holders() string { return nm.all[4] }
 
-// leanKeys are acquire_lean's KEYS, the lock key and counter, and boxed:
-// each declared key costs the server on every run.
-func (nm *lockNames) leanKeys() ([]string, []any) {
-	return nm.acquire[:2], nm.acquireBoxed[:2]
-}
-
-// leanReleaseKeys are release_lean's KEYS: the lock key alone, and boxed.
-func (nm *lockNames) leanReleaseKeys() ([]string, []any) {
-	return nm.acquire[:1], nm.acquireBoxed[:1]
-}
-
-// releaseKeys are Redlock's release script's KEYS: lock, fence, notify key.
-func (nm *lockNames) releaseKeys() []string { return []string{nm.all[0], nm.all[1], nm.all[5]} }
-
 func namesOf(key string) *lockNames {
 	nm := &lockNames{key: key, wake: keyspace.Wake(key), all: [6]string{key, keyspace.Fence(key),
 		keyspace.Queue(key), keyspace.Waiters(key), keyspace.Holders(key), keyspace.Notify(key)}}
-	nm.acquire = [4]string{nm.all[0], nm.all[1], nm.all[2], nm.all[5]}
+	nm.acquire = [3]string{nm.all[0], nm.all[1], nm.all[5]}
 	nm.line = [6]string{nm.all[0], nm.all[1], nm.all[2], nm.all[3], nm.all[4], nm.wake}
 	for i, k := range nm.line {
 		nm.lineBoxed[i] = k

@@ -175,21 +175,6 @@ func TestNamesCache(t *testing.T) {
 	}
 }
 
-// fence.lua and release.lua keep a marked counter at least as long as the
-// notify key lives (Redlock's listeners): check that they say what the Go
-// code says.
-func TestScriptsMarkConstantsAreNotifyWindows(t *testing.T) {
-	floor := notifyWindow.Milliseconds()
-	for _, keep := range []string{fmt.Sprintf("tonumber(keep_ms) < %d then", floor), fmt.Sprintf("keep_ms = '%d'", floor)} {
-		if strings.Count(fenceSrc, keep) != 2 {
-			t.Errorf("fence.lua does not keep a marked counter for %d ms twice: %s", floor, keep)
-		}
-	}
-	if want := fmt.Sprintf("tonumber(keep) < %d then\n        keep = '%d'", floor, floor); !strings.Contains(releaseSrc, want) {
-		t.Errorf("release.lua does not keep a raised marked counter for %d ms: no %s", floor, want)
-	}
-}
-
 // release.lua derives a key's wake channel from its notify key, replacing
 // one prefix with the other: check that this is the channel keys.go names,
 // for every kind of key.
@@ -200,14 +185,14 @@ func TestReleaseScriptDerivesTheWakeChannel(t *testing.T) {
 	}
 	for _, k := range append([]string{"a", "{a}", "{a}:{a}"}, trickyKeys...) {
 		nm := namesOf(k)
-		if got := keyspace.WakePrefix + strings.TrimPrefix(nm.releaseKeys()[2], keyspace.NotifyPrefix); got != nm.wake {
+		if got := keyspace.WakePrefix + strings.TrimPrefix(nm.acquire[2], keyspace.NotifyPrefix); got != nm.wake {
 			t.Errorf("key %q: channel from the notify key %q, keys.go names %q", k, got, nm.wake)
 		}
 	}
 }
 
-// Every token carries the protocol's version, which mark.lua reads with the
-// same tag as internal/tokens writes; a token of another version is told apart.
+// Every token carries the protocol's version; a token of another version is
+// told apart.
 func TestTokensCarryTheProtocolVersion(t *testing.T) {
 	for _, o := range []options{{}, {kind: "~s3~"}, {kind: tokens.Read}, {candidate: true, value: "host"}} {
 		tok, err := tokens.New(o.kind, o.value, o.candidate)
@@ -218,9 +203,6 @@ func TestTokensCarryTheProtocolVersion(t *testing.T) {
 			t.Errorf("token %q: version %d %v", tok, v, ok)
 		}
 	}
-	if tag := "-v" + strconv.Itoa(tokens.Version); !strings.Contains(markSrc, "'"+tag+"'") {
-		t.Errorf("mark.lua does not mark tokens tagged %q", tag)
-	}
 	old := strings.Repeat("a", 27) + "-v2"
 	if err := otherVersion(old); !errors.Is(err, ErrProtocol) {
 		t.Errorf("a v2 token: %v", err)
@@ -229,14 +211,5 @@ func TestTokensCarryTheProtocolVersion(t *testing.T) {
 		if _, ok := tokens.VersionOf(notOurs); ok || otherVersion(notOurs) != nil {
 			t.Errorf("%q read as a dlock token", notOurs)
 		}
-	}
-}
-
-// The lean scripts' answers have one name on each side: results.lua's MARKED
-// and WAITED are node.go's leanMarked and leanWaited.
-func TestTheLeanAnswersHaveOneNameOnEachSide(t *testing.T) {
-	want := fmt.Sprintf("local MARKED, WAITED = %d, %d", leanMarked, leanWaited)
-	if !strings.Contains(resultsSrc, want) {
-		t.Fatalf("results.lua does not say %q", want)
 	}
 }

@@ -127,8 +127,8 @@ func (l *Lock) renewSlot() chan struct{} {
 func (l *Lock) Key() string { return l.names.key }
 
 // Token returns this acquisition's random owner token, stored at the key
-// while held (160 random bits, URL-safe base64, then "-v1"; a '+' follows
-// while others may wait: scripts/mark.lua). Treat it as a secret: whoever
+// while held (160 random bits, URL-safe base64, then "-v1"). Treat it as a
+// secret: whoever
 // has it can release the lock.
 func (l *Lock) Token() string { return l.token }
 

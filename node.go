@@ -89,9 +89,10 @@ type grant struct {
 // granted reports whether the node granted the lock.
 func (g grant) granted() bool { return g.ok }
 
-// acquire runs the acquire script: sets the key to token if it is free and
-// nobody is queued, and issues the fence. listens marks the caller as a
-// listener for the key's release messages if the key is taken.
+// acquire runs the acquire script: sets the key to token if it is free
+// (and, on one node, nobody is queued), and issues the fence. listens
+// marks the caller as a listener for the key's release messages if the key
+// is taken (Redlock).
 func (n *node) acquire(ctx context.Context, nm *lockNames, token string, o options, listens bool) (grant, error) {
 	if n.fast(nm, token, o) {
 		if g, slow, err := n.acquireFast(ctx, nm, token, o); !slow {
@@ -114,7 +115,7 @@ func (n *node) acquire(ctx context.Context, nm *lockNames, token string, o optio
 	if o.replicas > 0 {
 		res, acked, err = n.RunAcked(ctx, acquireScript, nm.acquire[:], o.replicas, o.replicaTimeout, slices.Clone(args)...)
 	} else {
-		res, err = n.runAcquire(ctx, nm, listens, args)
+		res, err = n.RunBoxed(ctx, acquireScript, nm.acquire[:], nm.acquireBoxed[:], args...).Result()
 	}
 	if err != nil {
 		return grant{}, n.fail("acquire", err)
@@ -124,20 +125,6 @@ func (n *node) acquire(ctx context.Context, nm *lockNames, token string, o optio
 		return grant{}, n.fail("acquire", err)
 	}
 	return g, nil
-}
-
-// runAcquire runs acquire_lean for a caller that does not listen, and
-// acquire.lua for one that does, or when the lean script found the counter
-// marked (someone may wait or listen: mark.lua): one round trip more.
-func (n *node) runAcquire(ctx context.Context, nm *lockNames, listens bool, args []any) (any, error) {
-	if !listens {
-		keys, boxed := nm.leanKeys()
-		res, err := n.RunBoxed(ctx, acquireLeanScript, keys, boxed, args...).Result()
-		if r, _ := res.(int64); r != leanMarked {
-			return res, err
-		}
-	}
-	return n.RunBoxed(ctx, acquireScript, nm.acquire[:], nm.acquireBoxed[:], args...).Result()
 }
 
 // acquired reads the acquire script's reply res (acked: how many replicas
@@ -199,12 +186,10 @@ func holderTTL(v any) time.Duration {
 // at least fence (if > 0, then kept for keep), and hands the lock to the
 // first live waiter, or announces it free to listeners. It reports whether
 // the key held the token. A mutex on one node goes through the line's
-// release (line.go). lean (the lock was not waited for) lets a mutex with
-// no fence to raise go through release_lean, one key instead of six, which
-// changes nothing if the holder's mark says someone may listen (mark.lua):
-// the full release follows. A script: the delete and hand-off must be one
-// atomic step, or a newcomer could take the lock in between and the queue
-// lose its order.
+// release (line.go), first its fast one if lean (the lock was not waited
+// for: line_fast.go). A script: the delete and hand-off must be one atomic
+// step, or a newcomer could take the lock in between and the queue lose
+// its order.
 func (n *node) release(ctx context.Context, nm *lockNames, token string, fence int64, keep time.Duration, lean bool) (bool, error) {
 	if lean && n.fast(nm, token, options{}) {
 		return n.releaseFast(ctx, nm, token, max(keep, lineClaim))
@@ -212,36 +197,12 @@ func (n *node) release(ctx context.Context, nm *lockNames, token string, fence i
 	if n.single { // a shared hold is one node's: semaphore.go
 		return n.releaseLine(ctx, nm, token, "", max(keep, lineClaim))
 	}
-	if lean && fence == 0 && readsHolderMark(token) {
-		keys, boxed := nm.leanReleaseKeys()
-		v, err := n.RunBoxed(ctx, releaseLeanScript, keys, boxed, token).Int64()
-		if err != nil {
-			return false, n.fail("release", err)
-		}
-		if v != leanWaited {
-			return v == 1, nil
-		}
-	}
-	v, err := n.Run(ctx, releaseScript, nm.releaseKeys(), n.releaseArgs(token, fence, keep)...).Int64()
+	v, err := n.RunBoxed(ctx, releaseScript, nm.acquire[:], nm.acquireBoxed[:], n.releaseArgs(token, fence, keep)...).Int64()
 	if err != nil {
 		return false, n.fail("release", err)
 	}
 	return v == 1, nil
 }
-
-// readsHolderMark reports whether token is a mutex token of this version,
-// whose holder waiters mark (mark.lua's marked_value): only it may be lean.
-func readsHolderMark(token string) bool {
-	v, ok := tokens.VersionOf(token)
-	return ok && v == tokens.Version && !tokens.Shared(token)
-}
-
-// leanWaited (release_lean) and leanMarked (acquire_lean): the holder's
-// token or the counter is marked, someone may wait or listen (mark.lua).
-const (
-	leanWaited = 2
-	leanMarked = -3
-)
 
 // releaseArgs returns the release script's arguments: the token, and only
 // what this release needs besides (fence and keep, publish command).
@@ -326,14 +287,14 @@ func (n *node) readKey(ctx context.Context, key, token string) (keyState, error)
 	ms := serverMillis(t)
 	var st keyState
 	if f, _ := fence.Text(); f != "" {
-		st.fence, _ = strconv.ParseInt(strings.TrimPrefix(f, "+"), 10, 64) // a marked counter: scripts/mark.lua
+		st.fence, _ = strconv.ParseInt(f, 10, 64)
 	}
 	st.queued, _ = queued.Int64()
 	records, _ := owners.Slice()
 	st.owners = owner.Live(records, ms)
 	if v, err := get.Text(); err == nil {
 		d, _ := pttl.Int64()
-		st.value, st.exists, st.held = strings.TrimSuffix(v, "+"), true, 1 // "+": the holder's mark
+		st.value, st.exists, st.held = v, true, 1
 		st.pttl = time.Duration(d) * time.Millisecond
 		if d < 0 {
 			st.pttl = time.Duration(d) // -1: no expiry

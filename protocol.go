@@ -8,9 +8,8 @@ import (
 
 // The protocol's version: what dlock keeps on Redis is one format
 // (docs/design.md, "The format on Redis"), and a change to it changes the
-// version. Every token ends its random part with "-v" and the version;
-// scripts mark only their own version's tokens (scripts/mark.lua), and a
-// Client refuses another's (ErrProtocol) rather than mix two on one key.
+// version. Every token ends its random part with "-v" and the version, and
+// a Client refuses another's (ErrProtocol) rather than mix two on one key.
 
 // ErrProtocol is returned when a key holds a token that a dlock speaking
 // another version of the format on Redis wrote: two versions must not use

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/dlock-go/dlock/internal/keyspace"
@@ -159,8 +158,8 @@ func (c *Client) holdTokens(ctx context.Context, nm *lockNames, holder string) (
 	return toks, nil
 }
 
-// holdTokens returns the live dlock holds of key on n: a mutex's token
-// (without its holder's mark), or a semaphore's or read-write lock's
+// holdTokens returns the live dlock holds of key on n: a mutex's token,
+// or a semaphore's or read-write lock's
 // unexpired holders. A value dlock did not write is no hold: Revoke never
 // deletes a key of the user's.
 func (n *node) holdTokens(ctx context.Context, key string) ([]string, error) {
@@ -171,7 +170,7 @@ func (n *node) holdTokens(ctx context.Context, key string) ([]string, error) {
 	case typ == "string":
 		var v string
 		if v, err = n.RDB.Do(ctx, "GET", key).Text(); err == nil {
-			toks = []string{strings.TrimSuffix(v, "+")}
+			toks = []string{v}
 		}
 	case typ == "zset":
 		var t []any

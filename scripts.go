@@ -2,68 +2,35 @@ package dlock
 
 import (
 	_ "embed"
-	"strings"
 
 	"github.com/dlock-go/dlock/internal/transport"
+	"github.com/dlock-go/dlock/internal/wait"
 )
 
 // One script per server-side operation, each a file in scripts/ whose
-// header names its KEYS and ARGV, with the shared files it needs prepended
-// (results, token, fence, again, mark), or, for a lean script's
-// slow path, put where it begins (slowPath). Sent as EVALSHA, and as EVAL
-// on NOSCRIPT (transport.Node.Run): loaded once per server, not per call.
+// header names its KEYS and ARGV; Redlock's acquire has internal/wait's
+// fence prelude put first, as the line's scripts do. Sent as EVALSHA, and
+// as EVAL on NOSCRIPT (transport.Node.Run): loaded once per server, not
+// per call. (One node's mutex, semaphore and read-write lock wait in the
+// line: internal/wait's scripts, line.go.)
 var (
-	//go:embed scripts/results.lua
-	resultsSrc string
-
-	//go:embed scripts/token.lua
-	tokenSrc string
-
-	//go:embed scripts/fence.lua
-	fenceSrc string
-
-	//go:embed scripts/again.lua
-	againSrc string
-
-	//go:embed scripts/mark.lua
-	markSrc string
-
-	//go:embed scripts/acquire_lean.lua
-	acquireLeanSrc    string
-	acquireLeanScript = transport.NewScript(resultsSrc + fenceSrc + slowPath(acquireLeanSrc, tokenSrc+againSrc))
-
 	//go:embed scripts/acquire.lua
 	acquireSrc    string
-	acquireScript = transport.NewScript(resultsSrc + tokenSrc + fenceSrc + againSrc + markSrc + acquireSrc)
+	acquireScript = transport.NewScript(wait.FencePrelude + acquireSrc)
 
 	//go:embed scripts/release.lua
 	releaseSrc    string
-	releaseScript = transport.NewScript(resultsSrc + tokenSrc + markSrc + releaseSrc)
-
-	//go:embed scripts/release_lean.lua
-	releaseLeanSrc    string
-	releaseLeanScript = transport.NewScript(resultsSrc + slowPath(releaseLeanSrc, tokenSrc))
+	releaseScript = transport.NewScript(releaseSrc)
 
 	//go:embed scripts/extend.lua
 	extendSrc    string
-	extendScript = transport.NewScript(resultsSrc + tokenSrc + extendSrc)
+	extendScript = transport.NewScript(extendSrc)
 
 	//go:embed scripts/shared_extend.lua
 	sharedExtendSrc    string
-	sharedExtendScript = transport.NewScript(resultsSrc + sharedExtendSrc)
+	sharedExtendScript = transport.NewScript(sharedExtendSrc)
 
 	//go:embed scripts/owner.lua
 	ownerSrc    string
 	ownerScript = transport.NewScript(ownerSrc)
 )
-
-// slowPath puts shared in a lean script at its mark, where its slow path
-// begins: a declared function is built on every run, and the fast path
-// above the mark returns without building shared.
-func slowPath(src, shared string) string {
-	const mark = "-- (the slow path's functions: scripts.go)"
-	if strings.Count(src, mark) != 1 {
-		panic("dlock: a lean script without its slow path's mark")
-	}
-	return strings.Replace(src, mark, shared, 1)
-}

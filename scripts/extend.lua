@@ -6,13 +6,14 @@
 -- ARGV[1]  token
 -- ARGV[2]  new TTL, milliseconds
 -- ARGV[3]  how long to keep the fencing counter at least, milliseconds
--- Returns 1 when extended, NOT_HELD (an expired lock is not re-created) or why it was revoked.
+-- Returns 1 when extended, 0 NOT_HELD (an expired lock, or a key of another kind, is not
+-- re-created) or why it was revoked.
 local why = redis.call('HGET', KEYS[3], ARGV[1])
 if why then
   return why
 end
-if not holds_token(mutex_value(KEYS[1]), ARGV[1]) then
-  return NOT_HELD
+if redis.pcall('GET', KEYS[1]) ~= ARGV[1] then
+  return 0
 end
 if redis.call('PTTL', KEYS[2]) < tonumber(ARGV[3]) then
   redis.call('PEXPIRE', KEYS[2], ARGV[3])

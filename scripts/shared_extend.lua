@@ -6,7 +6,7 @@
 -- ARGV[1]  token
 -- ARGV[2]  new TTL, milliseconds
 -- ARGV[3]  how long to keep the fencing counter at least, milliseconds
--- Returns 1 when extended, NOT_HELD (an expired hold is not re-created) or why it was revoked.
+-- Returns 1 when extended, 0 NOT_HELD (an expired hold is not re-created) or why it was revoked.
 local why = redis.call('HGET', KEYS[4], ARGV[1])
 if why then
   return why
@@ -15,7 +15,7 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local s = redis.pcall('ZSCORE', KEYS[1], ARGV[1])
 if type(s) ~= 'string' or tonumber(s) <= now then -- expired, released, or another kind's key
-  return NOT_HELD
+  return 0
 end
 if redis.call('PTTL', KEYS[3]) < tonumber(ARGV[3]) then
   redis.call('PEXPIRE', KEYS[3], ARGV[3])

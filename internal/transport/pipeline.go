@@ -317,8 +317,7 @@ func Settled(ctx context.Context, err error) (answered bool) {
 
 // Refusal reports whether err is an unanswered acquire (of a mutex) whose
 // answer has since come and is an integer: the acquire scripts' answer
-// when the key is taken or marked (acquire_lean.lua, acquire.lua), which
-// grants nothing.
+// when the key is taken (Redlock's acquire.lua), which grants nothing.
 func Refusal(err error) bool {
 	var u *unanswered
 	if !errors.As(err, &u) {

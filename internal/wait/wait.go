@@ -65,6 +65,11 @@ var (
 	ReleaseScript = fence + line + release
 )
 
+// FencePrelude is scripts/fence.lua, the line scripts' first prelude (KEYS[1]
+// the lock, KEYS[2] its fence counter; issue_fence), for another script
+// that issues fences the same way (Redlock's acquire).
+var FencePrelude = fence
+
 var (
 	//go:embed scripts/fence.lua
 	fence string
