@@ -68,6 +68,9 @@ func (n *node) releaseFast(ctx context.Context, nm *lockNames, token string, kee
 // quiet reports whether none of the Client's waiters is subscribed to
 // key's wake channel, nor was within watchLinger.
 func (ws *wakes) quiet(key string) bool {
+	if ws.nkeys.Load() == 0 {
+		return true
+	}
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	return ws.keys[key] == nil

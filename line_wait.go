@@ -28,7 +28,6 @@ func (c *Client) waitInLine(ctx context.Context, nm *lockNames, o options, conte
 		return nil, notObtained(c.stopped(ctx))
 	}
 	d := &driver{c: c, n: c.nodes[0], nm: nm, o: o, id: c.newWaiterID(o), done: done, wakes: make(chan wake, 1)}
-	c.wakes.add(nm.key, d.id, d.wakes)
 	d.w = wait.New(wait.Config{ID: d.id, Token: token, TTL: o.ttl, Keep: max(o.fenceKeep(), lineClaim),
 		Alive: lineAlive, Poll: linePoll, Claim: lineClaim, Retry: outageFirst, RetryMax: outageMost,
 		Drift: float64(drift(o.ttl)) / float64(o.ttl), // the Lock's own lease: lease.go
@@ -84,12 +83,14 @@ type driver struct {
 	done    func()      // ends the call Close waits for
 	pending *wait.Event // a failure told first as a Cancel, to feed next
 
-	sent     time.Time // the send of the last acquire
-	unsure   error     // the last acquire's failure, if it went unanswered
-	unready  bool      // it was sent before the subscription was ready
-	replied  bool      // some acquire was answered
-	last     error     // the last node error of an outage ridden out
-	answered bool      // the caller has its answer
+	script   wait.Command // the script do returns (a field: no allocation per script)
+	added    bool         // in c.wakes' waiters (from its first full acquire: a fast one never queues)
+	sent     time.Time    // the send of the last acquire
+	unsure   error        // the last acquire's failure, if it went unanswered
+	unready  bool         // it was sent before the subscription was ready
+	replied  bool         // some acquire was answered
+	last     error        // the last node error of an outage ridden out
+	answered bool         // the caller has its answer
 }
 
 // run steps the waiter until the caller has its answer, then finishes (a
@@ -153,7 +154,9 @@ func (d *driver) finish() {
 	if d.timer != nil {
 		d.timer.Stop()
 	}
-	d.c.wakes.leave(d.nm.key, d.id, d.ready != nil)
+	if d.added || d.ready != nil {
+		d.c.wakes.leave(d.nm.key, d.id, d.ready != nil)
+	}
 	d.done()
 }
 
@@ -163,7 +166,8 @@ func (d *driver) do(cmds []wait.Command, contended *bool) (l *Lock, err error, a
 	for _, cmd := range cmds {
 		switch cmd.Kind {
 		case wait.RunAcquire, wait.RunRelease, wait.RunFastAcquire:
-			script = &cmd
+			d.script = cmd
+			script = &d.script
 		case wait.WakeAt:
 			d.waitFor(cmd.At)
 		case wait.Grant:
@@ -208,6 +212,10 @@ func (d *driver) exec(ctx context.Context, cmd wait.Command) wait.Event {
 		return d.acquired(g, err)
 	}
 	if cmd.Kind == wait.RunAcquire {
+		if !d.added { // before it can be in the line: a handover finds it from then on
+			d.c.wakes.add(d.nm.key, d.id, d.wakes)
+			d.added = true
+		}
 		d.sent, d.unready = time.Now(), d.ready != nil && !isClosed(d.ready)
 		return d.acquired(d.n.acquireLine(ctx, d.nm, cmd.Args[0], d.id, d.o))
 	}
@@ -293,7 +301,8 @@ func (d *driver) replied1(ctx context.Context, ev wait.Event) wait.Event {
 	}
 	if d.o.failFast || !transient(ev.Err) || ctx.Err() != nil {
 		d.answered = true
-		d.pending = &ev
+		pending := ev
+		d.pending = &pending
 		if ctx.Err() != nil {
 			return wait.Event{Kind: wait.Cancel, Now: ev.Now, Err: d.ended(ctx)}
 		}

@@ -3,6 +3,7 @@ package dlock
 import (
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dlock-go/dlock/internal/transport"
@@ -19,6 +20,7 @@ type wakes struct {
 	mu      sync.Mutex
 	waiters map[string]waiterWakes
 	keys    map[string]*keyWakes
+	nkeys   atomic.Int32 // len(keys), read without mu (quiet: line_fast.go)
 }
 
 // waiterWakes is where a waiter's wakes go, and its key.
@@ -49,21 +51,28 @@ type keyWakes struct {
 func (ws *wakes) add(key, id string, ch chan wake) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
+	ws.made()
+	ws.waiters[id] = waiterWakes{key: key, ch: ch}
+}
+
+// made makes the maps, once (under mu).
+func (ws *wakes) made() {
 	if ws.waiters == nil {
 		ws.waiters, ws.keys = map[string]waiterWakes{}, map[string]*keyWakes{}
 	}
-	ws.waiters[id] = waiterWakes{key: key, ch: ch}
 }
 
 // join subscribes a waiter to nm's wake channel and returns the
 // subscription's ready.
 func (ws *wakes) join(n *node, nm *lockNames) <-chan struct{} {
 	ws.mu.Lock()
+	ws.made()
 	kw := ws.keys[nm.key]
 	fresh := kw == nil
 	if fresh {
 		kw = &keyWakes{made: make(chan struct{})}
 		ws.keys[nm.key] = kw
+		ws.nkeys.Add(1)
 	}
 	if kw.linger != nil {
 		kw.linger.Stop()
@@ -100,6 +109,7 @@ func (ws *wakes) retire(key string, kw *keyWakes) {
 	gone := kw.watching == 0 && ws.keys[key] == kw
 	if gone {
 		delete(ws.keys, key)
+		ws.nkeys.Add(-1)
 	}
 	ws.mu.Unlock()
 	if gone {
