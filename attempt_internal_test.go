@@ -110,7 +110,7 @@ func TestLateErrorsAreGivenBackUnlessNothingWasSent(t *testing.T) {
 }
 
 // An acquire not sent because the node had not answered the Client's own
-// release within the node timeout (transport.Flights) is a slow node, as a node
+// release within the node timeout (quorum.Flights) is a slow node, as a node
 // timeout is, not a node down: Lock waits for such nodes rather than give
 // up (found by review: with two of three nodes stalled, 4 of 20 Locks
 // returned a QuorumError after 50 ms where they had waited before).

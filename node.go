@@ -12,6 +12,7 @@ import (
 
 	"github.com/dlock-go/dlock/internal/keyspace"
 	"github.com/dlock-go/dlock/internal/owner"
+	"github.com/dlock-go/dlock/internal/quorum"
 	"github.com/dlock-go/dlock/internal/tokens"
 	"github.com/dlock-go/dlock/internal/transport"
 	"github.com/redis/go-redis/v9"
@@ -40,7 +41,7 @@ type RedisClient interface {
 type node struct {
 	*transport.Node
 	// releases: Redlock releases under way here, which acquires await.
-	releases transport.Flights
+	releases quorum.Flights
 
 	lastDurations atomic.Pointer[durationArgs] // the acquire's last TTL and keep (durations)
 

@@ -9,9 +9,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
+	"github.com/dlock-go/dlock/internal/quorum"
 	"github.com/dlock-go/dlock/internal/transport"
+	"github.com/redis/go-redis/v9"
 )
 
 // Waiting through an outage (docs/failures.md). A node that cannot be
@@ -112,13 +112,13 @@ func (c *Client) mayWait(ctx context.Context, o options, err error) bool {
 	if ctx.Err() != nil || !errors.As(err, &qe) {
 		return false
 	}
-	var down transport.Votes // a node that failed outright is a no to "can a majority still answer?"
+	var down quorum.Votes // a node that failed outright is a no to "can a majority still answer?"
 	for _, e := range qe.Errs {
 		if !isSlow(e) {
 			down.No++
 		}
 	}
-	return down.Of(len(c.nodes)) != transport.Refused && !(o.failFast && down.No > 0)
+	return down.Of(len(c.nodes)) != quorum.Refused && !(o.failFast && down.No > 0)
 }
 
 // neverSent reports whether err shows that the command never reached the

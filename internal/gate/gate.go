@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock/internal/keyspace"
+	"github.com/dlock-go/dlock/internal/quorum"
 	"github.com/dlock-go/dlock/internal/transport"
 )
 
@@ -157,7 +158,7 @@ func (gs *Gates) Enter(ctx context.Context, closed <-chan struct{}, key string) 
 // turn once a majority has announced it: Unlock releases the nodes in
 // parallel, and an attempt at the first answer would meet the rest held.
 func newGate(key string, nodes []Watcher) *gate {
-	g := &gate{wake: make(chan struct{}, 1), freed: make([]bool, len(nodes)), need: transport.Majority(len(nodes))}
+	g := &gate{wake: make(chan struct{}, 1), freed: make([]bool, len(nodes)), need: quorum.Majority(len(nodes))}
 	for i, n := range nodes {
 		w, ready := n.Watch(keyspace.Wake(key), func(payload string) {
 			if payload == "released" {
@@ -193,7 +194,7 @@ func (g *gate) released(i int) {
 // within d, while ctx lasted. Past it, a release before the turn's next
 // attempt is not missed; before it, the caller's retry timer covers.
 func (t *Turn) Subscribed(ctx context.Context, d time.Duration) bool {
-	return transport.AwaitAll(ctx, t.g.readies, d)
+	return quorum.AwaitAll(ctx, t.g.readies, d)
 }
 
 // Attempting forgets the release messages seen so far: the turn is about
