@@ -320,11 +320,21 @@ func (a *attempt) releaseUncertain(n *node, fence int64, cause error) {
 		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 		answered := transport.Settled(ctx, cause)
 		cancel()
-		if answered && !tokens.Shared(a.token) && transport.Refusal(cause) {
+		if answered && !tokens.Shared(a.token) && refusal(cause) {
 			return
 		}
 		a.releaseAnswered(n, fence, answered)
 	})
+}
+
+// refusal reports whether cause is an unanswered acquire (of a mutex) whose
+// answer has since come and is an integer: the acquire scripts' answer when
+// the key is taken or marked (acquire_lean.lua, acquire.lua), which grants
+// nothing.
+func refusal(cause error) bool {
+	v, ok := transport.LateReply(cause)
+	_, taken := v.(int64)
+	return ok && taken
 }
 
 // releaseAnswered releases the token on n, every uncertainPause for at most

@@ -2,7 +2,6 @@ package transport
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
 )
@@ -181,12 +180,11 @@ func AwaitOn[T, B, N any](ctx context.Context, w *Work, n N, pipelined bool, tim
 		return await(ctx, w, timeout, func(ctx context.Context) (T, error) { return call(by, ctx, n) }, lateOf(by, n, late))
 	}
 	defer done()
-	v, err := call(by, viaPipeline{ctx}, n)
+	v, err := call(by, ViaPipeline(ctx), n)
 	if ctx.Err() == nil {
 		return v, err, false
 	}
-	var u *unanswered
-	if !errors.As(err, &u) {
+	if !IsUnanswered(err) {
 		return v, err, false
 	}
 	var zero T
