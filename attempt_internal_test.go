@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlock-go/dlock/internal/ask"
 	"github.com/dlock-go/dlock/internal/transport"
 )
 
@@ -20,7 +21,7 @@ var (
 	taken      = func(pttl time.Duration) answer[grant] { return answer[grant]{V: grant{pttl: pttl}} }
 	failed     = answer[grant]{Err: &NodeError{Node: "n", Op: "acquire", Err: errors.New("connection reset")}}
 	refusedErr = answer[grant]{Err: &NodeError{Node: "n", Op: "acquire", Err: &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}}}
-	abandoned  = answer[grant]{Err: &NodeError{Node: "n", Op: "acquire", Err: transport.ErrNodeTimeout}, Abandoned: true}
+	abandoned  = answer[grant]{Err: &NodeError{Node: "n", Op: "acquire", Err: ask.ErrNodeTimeout}, Abandoned: true}
 )
 
 const testTTL = 10 * time.Second

@@ -14,20 +14,19 @@ import (
 // the first acquire (which grants the key, or queues the caller) to the
 // grant or the caller's error. contended is set when the key was taken.
 func (c *Client) waitInLine(ctx context.Context, nm *lockNames, o options, contended *bool) (*Lock, error) {
-	done, ok := c.begin() // Close waits for the wait, its leave included
-	if !ok {
+	if !c.begin() { // Close waits for the wait, its leave included
 		return nil, notObtained(ErrClosed)
 	}
 	token, err := tokens.New(o.kind, o.value, o.candidate)
 	if err != nil {
-		done()
+		c.end()
 		return nil, err
 	}
 	if !c.holdBack(ctx) {
-		done()
+		c.end()
 		return nil, notObtained(c.stopped(ctx))
 	}
-	d := &driver{c: c, n: c.nodes[0], nm: nm, o: o, id: c.newWaiterID(o), done: done, wakes: make(chan wake, 1)}
+	d := &driver{c: c, n: c.nodes[0], nm: nm, o: o, id: c.newWaiterID(o), wakes: make(chan wake, 1)}
 	c.wakes.add(nm.key, d.id, d.wakes)
 	d.w = wait.New(wait.Config{ID: d.id, Token: token, TTL: o.ttl, Keep: max(o.fenceKeep(), lineClaim),
 		Alive: lineAlive, Poll: linePoll, Claim: lineClaim, Retry: outageFirst, RetryMax: outageMost,
@@ -81,7 +80,6 @@ type driver struct {
 	wakes   chan wake       // wake messages naming this waiter, and a handover (Client.wakes)
 	ready   <-chan struct{} // closed once the wake channel is subscribed; nil before
 	timer   *time.Timer
-	done    func()      // ends the call Close waits for
 	pending *wait.Event // a failure told first as a Cancel, to feed next
 
 	sent     time.Time // the send of the last acquire
@@ -154,7 +152,7 @@ func (d *driver) finish() {
 		d.timer.Stop()
 	}
 	d.c.wakes.leave(d.nm.key, d.id, d.ready != nil)
-	d.done()
+	d.c.end()
 }
 
 // do carries out cmds but their script, which it returns (at most one);

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dlock-go/dlock/internal/ask"
 	"github.com/dlock-go/dlock/internal/keyspace"
 	"github.com/dlock-go/dlock/internal/owner"
 	"github.com/dlock-go/dlock/internal/quorum"
@@ -74,7 +75,7 @@ func (n *node) fail(op string, err error) error {
 // Unanswered is the error of a request whose answer was not waited for: a
 // *NodeError for the node timeout, the caller's context's error as it is.
 func (n *node) Unanswered(op string, err error) error {
-	if err == transport.ErrNodeTimeout {
+	if err == ask.ErrNodeTimeout {
 		return n.fail(op, err)
 	}
 	return err

@@ -9,8 +9,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dlock-go/dlock/internal/ask"
 	"github.com/dlock-go/dlock/internal/quorum"
-	"github.com/dlock-go/dlock/internal/transport"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -46,7 +46,7 @@ func transient(err error) bool {
 	switch {
 	case errors.As(err, &nerr), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
 		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
-		errors.Is(err, redis.ErrPoolTimeout), errors.Is(err, transport.ErrNodeTimeout),
+		errors.Is(err, redis.ErrPoolTimeout), errors.Is(err, ask.ErrNodeTimeout),
 		errors.Is(err, errUnsent), errors.Is(err, ErrNoReplicaAck):
 		return true
 	}
@@ -141,5 +141,5 @@ func neverSent(err error) bool {
 // the two a stalled node gets is a race between timers).
 func isSlow(err error) bool {
 	var ne net.Error
-	return errors.Is(err, transport.ErrNodeTimeout) || errors.Is(err, errUnsent) || errors.As(err, &ne) && ne.Timeout()
+	return errors.Is(err, ask.ErrNodeTimeout) || errors.Is(err, errUnsent) || errors.As(err, &ne) && ne.Timeout()
 }

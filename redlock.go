@@ -4,8 +4,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/dlock-go/dlock/internal/ask"
 	"github.com/dlock-go/dlock/internal/quorum"
-	"github.com/dlock-go/dlock/internal/transport"
 )
 
 // Redlock (docs/redlock.md): a Client over N independent masters asks them
@@ -48,11 +48,11 @@ func (o options) nodeTimeoutFor(n int) time.Duration {
 	return min(DefaultNodeTimeout, o.ttl/10)
 }
 
-// answer is one node's answer in a round (transport.Round).
-type answer[T any] = transport.Answer[T]
+// answer is one node's answer in a round (ask.Round).
+type answer[T any] = ask.Answer[T]
 
 // round is a question put to the Client's nodes at once.
-type round[T, B any] = transport.Round[T, B, *node]
+type round[T, B any] = ask.Round[T, B, *node]
 
 // count tallies answers: an answer that is not an error is a yes if yes
 // says so, a no otherwise.
