@@ -185,7 +185,7 @@ func (d *driver) waitFor(at time.Time) {
 		return
 	}
 	d.timer = time.NewTimer(time.Until(at))
-	d.ready = d.c.wakes.join(d.n, d.nm)
+	d.ready = d.c.wakes.join(d.c, d.n, d.nm)
 	d.unready = !isClosed(d.ready)
 }
 

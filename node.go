@@ -454,3 +454,33 @@ func Direct(rdb *redis.Client) RedisClient {
 	}
 	return transport.Direct(rdb)
 }
+
+// watching is a subscription on a node whose payloads a goroutine of its
+// own hands to the protocol (Client.watch): the transport only delivers
+// them, on the Watch's channel.
+type watching struct {
+	w    *transport.Watch
+	done chan struct{} // closed when the goroutine has ended
+}
+
+// watch subscribes to channel on n and passes each payload to fn, in a
+// goroutine that Close waits for (spawn), which ends when stop cancels the
+// subscription, or when the node stops watching (Close). ready is closed
+// once the node has confirmed the subscription.
+func (c *Client) watch(n *node, channel string, fn func(payload string)) (_ *watching, ready <-chan struct{}) {
+	w, ready := n.Watch(channel)
+	wt := &watching{w: w, done: make(chan struct{})}
+	c.spawn(func() {
+		defer close(wt.done)
+		for p := range w.C {
+			fn(p)
+		}
+	})
+	return wt, ready
+}
+
+// stop cancels the subscription and waits for its goroutine to end.
+func (wt *watching) stop() {
+	wt.w.Cancel()
+	<-wt.done
+}
