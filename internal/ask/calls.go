@@ -40,7 +40,7 @@ var ErrNodeTimeout = errors.New("no answer within the node timeout")
 // One exception spares the goroutine: a node's pipeliner does end a
 // script's wait with its context, so while a node's scripts go through it,
 // an acquire runs in its caller's goroutine and leaves an unanswered
-// script to late as an error (awaitOn).
+// script to late as an error (AwaitOn).
 
 // calls is a set of requests in flight, numbered from 0.
 type calls[T any] struct {

@@ -41,7 +41,7 @@ import (
 // same token's request with the grant, not "taken", so nothing is left
 // held unknown. A caller that stops
 // waiting (its context ends, the node timeout) is treated as with a plain
-// client: its request may still run, and calls (call.go) hands the answer
+// client: its request may still run, and the asker above (internal/ask) hands the answer
 // to whoever must give a late grant back. No ordering between two
 // goroutines' scripts is assumed anywhere (each waits for its own answer
 // before sending the next), so the pipeliner's ordering does not matter.
@@ -352,7 +352,7 @@ type boundCtx struct {
 
 // wait returns a context that ends between c.bound and c.bound plus a
 // second from now, for a script's wait in the pipeline when nothing else
-// can end it (its caller's context cannot: calls.go sends on one that
+// can end it (its caller's context cannot: internal/ask sends on one that
 // keeps the caller's values only). The scripts that start within the same
 // second share it: a context and timer of its own per script cost the
 // client more than the sharing (docs/design.md, "Measurements").
