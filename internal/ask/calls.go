@@ -3,8 +3,9 @@
 // caller stopped waiting goes to the protocol's late handler, which can
 // undo its effect. Work is a Client's background work: the goroutines
 // those calls run on and the count of calls Close waits for. It knows
-// nothing of locks, nor of how a script reaches a node (the transport):
-// the protocol says what to ask and what the answers mean.
+// nothing of locks, and of the transport only that a call sent through a
+// node's pipeliner ends its wait with its context (AwaitOn): the protocol
+// says what to ask and what the answers mean.
 package ask
 
 import (
@@ -50,7 +51,7 @@ type calls[T any] struct {
 	late    func(i int, v T, err error)
 }
 
-// reply is request i's answer.
+// Reply is request i's answer.
 type Reply[T any] struct {
 	I   int // the request's number
 	V   T
