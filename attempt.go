@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dlock-go/dlock/internal/quorum"
 	"github.com/dlock-go/dlock/internal/tokens"
 	"github.com/dlock-go/dlock/internal/transport"
 )
@@ -28,7 +29,7 @@ type attempt struct {
 	listens bool // the caller will wait for release messages (try)
 
 	// after: per node, the Client's releases of the key under way there,
-	// which its acquire waits for (transport.Flights); nil if none.
+	// which its acquire waits for (quorum.Flights); nil if none.
 	after map[*node][]<-chan struct{}
 
 	held *Lock // the lock, if obtained: written before decided is unlocked
@@ -71,7 +72,7 @@ func (c *Client) try(ctx context.Context, key string, o options, listens bool) (
 				late = append(late, c.nodes[i])
 			}
 		}
-		a.held.pending = transport.NewPending(late)
+		a.held.pending = quorum.NewPending(late)
 		return a.held, 0, nil
 	}
 	return a.conclude(ctx, answers, out)
@@ -135,9 +136,9 @@ func (a *attempt) round() round[grant, *attempt] {
 }
 
 // acquireOn runs the attempt's acquire on n once the Client's release of
-// the key on n, if under way, has answered (transport.Flights).
+// the key on n, if under way, has answered (quorum.Flights).
 func (a *attempt) acquireOn(ctx context.Context, n *node) (grant, error) {
-	if !transport.AwaitAll(ctx, a.after[n], a.o.nodeTimeoutFor(len(a.c.nodes))) { // a Timeout: positive on several nodes
+	if !quorum.AwaitAll(ctx, a.after[n], a.o.nodeTimeoutFor(len(a.c.nodes))) { // a Timeout: positive on several nodes
 		return grant{}, n.fail("acquire", errUnsent)
 	}
 	return n.acquire(ctx, a.nm, a.token, a.o, a.listens)
@@ -167,7 +168,7 @@ type outcome struct {
 func judge(answers []answer[grant], ctxErr error, elapsed, ttl time.Duration) outcome {
 	v := count(answers, grant.granted)
 	vd := v.Of(len(answers))
-	if vd == transport.Agreed && ctxErr == nil && elapsed < ttl-drift(ttl) {
+	if vd == quorum.Agreed && ctxErr == nil && elapsed < ttl-drift(ttl) {
 		return outcome{fence: grantedFence(answers)}
 	}
 	out := outcome{holderTTL: -1}
@@ -185,9 +186,9 @@ func judge(answers []answer[grant], ctxErr error, elapsed, ttl time.Duration) ou
 	switch {
 	case ctxErr != nil:
 		out.err = notObtained(ctxErr)
-	case vd == transport.Agreed: // too late to be of use
+	case vd == quorum.Agreed: // too late to be of use
 		out.err = notObtained(ErrLeaseExpired)
-	case vd == transport.Refused:
+	case vd == quorum.Refused:
 		out.err, out.holderTTL = ErrNotObtained, shortestHolder(answers)
 		if v.Yes > 0 {
 			out.err = errNotObtainedSplit
@@ -228,7 +229,7 @@ func (a *attempt) late(n *node, g grant, err error) {
 	a.decided.Unlock()
 	l := a.held
 	if l != nil && l.pending.Arrived(n) && err == nil {
-		return // Unlock releases n now that its answer has come (transport.Pending)
+		return // Unlock releases n now that its answer has come (quorum.Pending)
 	}
 	if !lateGiveBack(g, err, l != nil && !l.asked() && !l.lease.over()) {
 		return
@@ -319,11 +320,20 @@ func (a *attempt) releaseUncertain(n *node, fence int64, cause error) {
 		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 		answered := transport.Settled(ctx, cause)
 		cancel()
-		if answered && !tokens.Shared(a.token) && transport.Refusal(cause) {
+		if answered && !tokens.Shared(a.token) && refusal(cause) {
 			return
 		}
 		a.releaseAnswered(n, fence, answered)
 	})
+}
+
+// refusal reports whether cause is an unanswered acquire (of a mutex) whose
+// answer has since come and is an integer: the acquire script's answer when
+// the key is taken (Redlock's acquire.lua), which grants nothing.
+func refusal(cause error) bool {
+	v, ok := transport.LateReply(cause)
+	_, taken := v.(int64)
+	return ok && taken
 }
 
 // releaseAnswered releases the token on n, every uncertainPause for at most

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlock-go/dlock/internal/ask"
 	"github.com/dlock-go/dlock/internal/transport"
 )
 
@@ -20,7 +21,7 @@ var (
 	taken      = func(pttl time.Duration) answer[grant] { return answer[grant]{V: grant{pttl: pttl}} }
 	failed     = answer[grant]{Err: &NodeError{Node: "n", Op: "acquire", Err: errors.New("connection reset")}}
 	refusedErr = answer[grant]{Err: &NodeError{Node: "n", Op: "acquire", Err: &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}}}
-	abandoned  = answer[grant]{Err: &NodeError{Node: "n", Op: "acquire", Err: transport.ErrNodeTimeout}, Abandoned: true}
+	abandoned  = answer[grant]{Err: &NodeError{Node: "n", Op: "acquire", Err: ask.ErrNodeTimeout}, Abandoned: true}
 )
 
 const testTTL = 10 * time.Second
@@ -110,7 +111,7 @@ func TestLateErrorsAreGivenBackUnlessNothingWasSent(t *testing.T) {
 }
 
 // An acquire not sent because the node had not answered the Client's own
-// release within the node timeout (transport.Flights) is a slow node, as a node
+// release within the node timeout (quorum.Flights) is a slow node, as a node
 // timeout is, not a node down: Lock waits for such nodes rather than give
 // up (found by review: with two of three nodes stalled, 4 of 20 Locks
 // returned a QuorumError after 50 ms where they had waited before).

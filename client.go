@@ -10,8 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dlock-go/dlock/internal/ask"
 	"github.com/dlock-go/dlock/internal/gate"
-	"github.com/dlock-go/dlock/internal/transport"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -39,7 +39,7 @@ type Client struct {
 	wakes   wakes         // the line's waiters, and their wake subscriptions by key (line_wakes.go)
 	waiters atomic.Uint64 // waiters so far, which name them (line_handover.go)
 	// work runs calls callers may leave, and cleanups; Close waits for it.
-	work *transport.Work
+	work *ask.Work
 }
 
 // cleanupTimeout bounds best-effort releases after the caller has gone
@@ -96,7 +96,7 @@ func New[C RedisClient](nodes ...C) *Client {
 	c.leaving = make(chan struct{}, leavingLimit)
 	c.ctx, c.close = context.WithCancel(context.Background())
 	c.done = c.ctx.Done()
-	c.work = transport.NewWork()
+	c.work = ask.NewWork()
 	watchers := make([]gate.Watcher, len(c.nodes))
 	for i, n := range c.nodes {
 		watchers[i] = n
@@ -173,12 +173,15 @@ func (c *Client) stopped(ctx context.Context) error {
 	return c.usable()
 }
 
-// spawn runs fn in a goroutine that Close waits for (transport.Work).
+// spawn runs fn in a goroutine that Close waits for (ask.Work).
 func (c *Client) spawn(fn func()) { c.work.Spawn(fn) }
 
-// begin registers a call that Close must wait for; done ends it. ok is
-// false (and nothing is registered) once the Client is closed.
-func (c *Client) begin() (done func(), ok bool) { return c.work.Begin() }
+// begin registers a call that Close must wait for, which end ends. It
+// reports false (and registers nothing) once the Client is closed.
+func (c *Client) begin() bool { return c.work.Begin() }
+
+// end ends a call that begin registered.
+func (c *Client) end() { c.work.End() }
 
 // bind returns a context that ends with ctx or, with cause ErrClosed, when
 // the Client is closed; unbind releases it.

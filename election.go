@@ -159,13 +159,13 @@ func (e *Election) Observe(ctx context.Context) *Observation {
 		defer unbind()
 		ch := keyspace.Elect(e.key)
 		for _, n := range e.c.nodes {
-			w, _ := n.Watch(ch, func(string) {
+			w, _ := e.c.watch(n, ch, func(string) {
 				select {
 				case poke <- struct{}{}:
 				default:
 				}
 			})
-			defer w.Cancel()
+			defer w.stop()
 		}
 		err := e.observe(ctx, out, poke)
 		o.mu.Lock()

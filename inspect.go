@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dlock-go/dlock/internal/quorum"
 	"github.com/dlock-go/dlock/internal/tokens"
-	"github.com/dlock-go/dlock/internal/transport"
 )
 
 // Status is what Inspect sees of a lock key.
@@ -121,11 +121,11 @@ func majorityHolder(ctx context.Context, answers []answer[keyState]) (holder, er
 		}
 	}
 	for token := range values {
-		if v, d := holding(answers, token); v.Of(len(answers)) == transport.Agreed {
+		if v, d := holding(answers, token); v.Of(len(answers)) == quorum.Agreed {
 			return holder{held: true, token: token, ttl: d, fence: holdersFence(answers, token)}, nil
 		}
 	}
-	if answered := count(answers, func(keyState) bool { return true }); answered.Of(len(answers)) != transport.Agreed {
+	if answered := count(answers, func(keyState) bool { return true }); answered.Of(len(answers)) != quorum.Agreed {
 		return holder{}, undecided(answered, ctx.Err(), len(answers))
 	}
 	return holder{}, nil
@@ -161,7 +161,7 @@ func (q inspection) on(ctx context.Context, n *node) (keyState, error) {
 // holding counts inspect answers: yes from each node that holds token, no
 // from the others. d is the majority-th longest TTL of the holding nodes:
 // the lock lasts while a majority does.
-func holding(answers []answer[keyState], token string) (v transport.Votes, d time.Duration) {
+func holding(answers []answer[keyState], token string) (v quorum.Votes, d time.Duration) {
 	v = count(answers, func(st keyState) bool { return st.exists && st.value == token })
 	var ttls []time.Duration
 	for _, a := range answers {
@@ -169,7 +169,7 @@ func holding(answers []answer[keyState], token string) (v transport.Votes, d tim
 			ttls = append(ttls, a.V.pttl)
 		}
 	}
-	if q := transport.Majority(len(answers)); len(ttls) >= q {
+	if q := quorum.Majority(len(answers)); len(ttls) >= q {
 		slices.SortFunc(ttls, func(a, b time.Duration) int { return cmp.Compare(b, a) })
 		d = ttls[q-1]
 	}
@@ -199,13 +199,13 @@ func (c *Client) Attach(ctx context.Context, key, token string, opts ...Option) 
 	answers := c.inspectAll(ctx, key, token, o.nodeTimeoutFor(len(c.nodes)), "inspect")
 	v, d := holding(answers, token)
 	switch v.Of(len(c.nodes)) {
-	case transport.Agreed:
+	case quorum.Agreed:
 		fence := holdersFence(answers, token)
 		if d < MinTTL {
 			return nil, fmt.Errorf("%w: %q is about to expire: %w", ErrNotHeld, key, ErrLeaseExpired)
 		}
 		return newLock(c, c.names.get(key), token, fence, o, sent, d), nil
-	case transport.Refused:
+	case quorum.Refused:
 		return nil, fmt.Errorf("%w: %q", ErrNotHeld, key)
 	}
 	return nil, undecided(v, ctx.Err(), len(c.nodes))

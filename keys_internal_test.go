@@ -87,13 +87,8 @@ func TestReleaseNotifiesWatchers(t *testing.T) {
 				if g, err := n.acquireLine(ctx, nm, "waiter", "w1", options{ttl: time.Minute}); err != nil || g.ok {
 					t.Fatal(g, err)
 				}
-				wake := make(chan string, 1)
-				w, ready := n.Watch(keyspace.Wake(k), func(p string) {
-					select {
-					case wake <- p:
-					default:
-					}
-				})
+				w, ready := n.Watch(keyspace.Wake(k))
+				wake := w.C
 				select { // the confirmation itself, not a timer
 				case <-ready:
 				case <-ctx.Done():

@@ -14,20 +14,19 @@ import (
 // the first acquire (which grants the key, or queues the caller) to the
 // grant or the caller's error. contended is set when the key was taken.
 func (c *Client) waitInLine(ctx context.Context, nm *lockNames, o options, contended *bool) (*Lock, error) {
-	done, ok := c.begin() // Close waits for the wait, its leave included
-	if !ok {
+	if !c.begin() { // Close waits for the wait, its leave included
 		return nil, notObtained(ErrClosed)
 	}
 	token, err := tokens.New(o.kind, o.value, o.candidate)
 	if err != nil {
-		done()
+		c.end()
 		return nil, err
 	}
 	if !c.holdBack(ctx) {
-		done()
+		c.end()
 		return nil, notObtained(c.stopped(ctx))
 	}
-	d := &driver{c: c, n: c.nodes[0], nm: nm, o: o, id: c.newWaiterID(o), done: done, wakes: make(chan wake, 1)}
+	d := &driver{c: c, n: c.nodes[0], nm: nm, o: o, id: c.newWaiterID(o), wakes: make(chan wake, 1)}
 	d.w = wait.New(wait.Config{ID: d.id, Token: token, TTL: o.ttl, Keep: max(o.fenceKeep(), lineClaim),
 		Alive: lineAlive, Poll: linePoll, Claim: lineClaim, Retry: outageFirst, RetryMax: outageMost,
 		Drift: float64(drift(o.ttl)) / float64(o.ttl), // the Lock's own lease: lease.go
@@ -80,7 +79,6 @@ type driver struct {
 	wakes   chan wake       // wake messages naming this waiter, and a handover (Client.wakes)
 	ready   <-chan struct{} // closed once the wake channel is subscribed; nil before
 	timer   *time.Timer
-	done    func()      // ends the call Close waits for
 	pending *wait.Event // a failure told first as a Cancel, to feed next
 
 	script   wait.Command // the script do returns (a field: no allocation per script)
@@ -157,7 +155,7 @@ func (d *driver) finish() {
 	if d.added || d.ready != nil {
 		d.c.wakes.leave(d.nm.key, d.id, d.ready != nil)
 	}
-	d.done()
+	d.c.end()
 }
 
 // do carries out cmds but their script, which it returns (at most one);
@@ -191,7 +189,7 @@ func (d *driver) waitFor(at time.Time) {
 		return
 	}
 	d.timer = time.NewTimer(time.Until(at))
-	d.ready = d.c.wakes.join(d.n, d.nm)
+	d.ready = d.c.wakes.join(d.c, d.n, d.nm)
 	d.unready = !isClosed(d.ready)
 }
 

@@ -5,8 +5,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/dlock-go/dlock/internal/transport"
 )
 
 // wakes is a Client's waiters in line, by id, and its subscriptions to
@@ -36,11 +34,11 @@ type wake struct {
 }
 
 // keyWakes is one key's subscription. watch and ready are set once made is
-// closed: the Watch is made, and cancelled, outside wakes.mu, which send
-// takes on the subscriber's goroutine.
+// closed: the subscription is made, and stopped (which waits for its
+// goroutine), outside wakes.mu, which deliver takes on that goroutine.
 type keyWakes struct {
 	made     chan struct{}
-	watch    *transport.Watch
+	watch    *watching
 	ready    <-chan struct{}
 	watching int         // the waiters subscribed
 	linger   *time.Timer // ends the subscription once the last waiter has gone
@@ -62,9 +60,9 @@ func (ws *wakes) made() {
 	}
 }
 
-// join subscribes a waiter to nm's wake channel and returns the
-// subscription's ready.
-func (ws *wakes) join(n *node, nm *lockNames) <-chan struct{} {
+// join subscribes a waiter to nm's wake channel on n, a node of c's, and
+// returns the subscription's ready.
+func (ws *wakes) join(c *Client, n *node, nm *lockNames) <-chan struct{} {
 	ws.mu.Lock()
 	ws.made()
 	kw := ws.keys[nm.key]
@@ -81,7 +79,7 @@ func (ws *wakes) join(n *node, nm *lockNames) <-chan struct{} {
 	kw.watching++
 	ws.mu.Unlock()
 	if fresh {
-		kw.watch, kw.ready = n.Watch(nm.wake, func(p string) { ws.deliver(nm.key, p) })
+		kw.watch, kw.ready = c.watch(n, nm.wake, func(p string) { ws.deliver(nm.key, p) })
 		close(kw.made)
 	}
 	<-kw.made
@@ -114,12 +112,12 @@ func (ws *wakes) retire(key string, kw *keyWakes) {
 	ws.mu.Unlock()
 	if gone {
 		<-kw.made
-		kw.watch.Cancel()
+		kw.watch.stop()
 	}
 }
 
 // deliver hands a wake message on key's channel to the waiter it names
-// (on the subscriber's goroutine).
+// (on the subscription's goroutine).
 func (ws *wakes) deliver(key, payload string) {
 	id, _, _ := strings.Cut(payload, " ")
 	if fence, ok := wakeFor(id, payload); ok {

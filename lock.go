@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dlock-go/dlock/internal/quorum"
 	"github.com/dlock-go/dlock/internal/tokens"
 	"github.com/dlock-go/dlock/internal/transport"
 )
@@ -22,15 +23,15 @@ type Lock struct {
 	names    *lockNames // the key and the names derived from it
 	token    string
 	fence    int64
-	raise    int64                     // what a release raises each node's fencing counter to: the fence, or 0 on one node
-	ttl      time.Duration             // the lease asked for at acquire, and by renewals
-	keep     time.Duration             // how long the fencing counter is kept from a grant (fence.go)
-	timeout  time.Duration             // per-node timeout (0: none)
-	acquired time.Time                 // when the acquire request was sent
-	valid    time.Duration             // how long the key lived from then (a hand-off counts from an earlier step)
-	lease    lease                     // a field, not a pointer: one allocation less per lock
-	pending  *transport.Pending[*node] // nodes whose acquire had not answered when it was obtained (transport.Pending)
-	waited   atomic.Bool               // obtained after waiting: others likely wait too (node.release's lean)
+	raise    int64                  // what a release raises each node's fencing counter to: the fence, or 0 on one node
+	ttl      time.Duration          // the lease asked for at acquire, and by renewals
+	keep     time.Duration          // how long the fencing counter is kept from a grant (fence.go)
+	timeout  time.Duration          // per-node timeout (0: none)
+	acquired time.Time              // when the acquire request was sent
+	valid    time.Duration          // how long the key lived from then (a hand-off counts from an earlier step)
+	lease    lease                  // a field, not a pointer: one allocation less per lock
+	pending  *quorum.Pending[*node] // nodes whose acquire had not answered when it was obtained (quorum.Pending)
+	waited   atomic.Bool            // obtained after waiting: others likely wait too (node.release's lean)
 
 	stopped chan struct{} // closed when the watchdog has returned; nil without one
 
@@ -182,7 +183,7 @@ func (l *Lock) Unlock(ctx context.Context) (err error) {
 			}
 		}()
 	}
-	l.pending.ReleaseAfter() // before the lock is marked asked: transport.Pending
+	l.pending.ReleaseAfter() // before the lock is marked asked: quorum.Pending
 	l.halt()
 	v := l.releaseAll(ctx)
 	if l.stopped != nil {
@@ -195,9 +196,9 @@ func (l *Lock) Unlock(ctx context.Context) (err error) {
 		l.c.cleanup(func(ctx context.Context) { l.keepOwner(ctx, "", 0) })
 	}
 	switch v.Of(len(l.c.nodes)) {
-	case transport.Agreed:
+	case quorum.Agreed:
 		return nil
-	case transport.Refused:
+	case quorum.Refused:
 		return l.notHeld()
 	default:
 		return undecided(v, ctx.Err(), len(l.c.nodes))
@@ -207,7 +208,7 @@ func (l *Lock) Unlock(ctx context.Context) (err error) {
 // releaseAll releases on every node, raising each counter to the fence
 // (redlock.go). A quorum's answers decide; the rest finish in the background
 // and still count, so a verdict they complete ends the Context.
-func (l *Lock) releaseAll(ctx context.Context) transport.Votes {
+func (l *Lock) releaseAll(ctx context.Context) quorum.Votes {
 	if len(l.c.nodes) == 1 {
 		r := round[bool, *Lock]{Op: "release", Timeout: l.timeout, By: l, Call: (*Lock).releaseOn, Yes: isYes,
 			Late: (*Lock).lateRelease}
@@ -218,15 +219,15 @@ func (l *Lock) releaseAll(ctx context.Context) transport.Votes {
 		return count([]answer[bool]{a}, isYes)
 	}
 	// Recorded as under way before the round, so that an acquire of this
-	// Client's after Unlock returns waits for them (transport.Flights).
+	// Client's after Unlock returns waits for them (quorum.Flights).
 	rs := &releases{l: l, flights: make(map[*node]chan struct{}, len(l.c.nodes))}
 	for _, n := range l.c.nodes {
 		rs.flights[n] = n.releases.Start(l.names.key)
 	}
-	b := &transport.Ballot{N: len(l.c.nodes)}
+	b := &quorum.Ballot{N: len(l.c.nodes)}
 	settle := func(ok bool, err error) { // the first verdict, in time or late, ends the lease
 		if vd, decided := b.Add(ok, err); decided {
-			l.gone(vd == transport.Agreed)
+			l.gone(vd == quorum.Agreed)
 		}
 	}
 	answers := round[bool, *releases]{Op: "release", Timeout: l.timeout, By: rs, Call: (*releases).on, Yes: isYes,
@@ -248,7 +249,7 @@ func (l *Lock) lateRelease(_ *node, ok bool, err error) {
 	}
 }
 
-// releases is one Unlock's releases on several nodes (transport.Flights).
+// releases is one Unlock's releases on several nodes (quorum.Flights).
 type releases struct {
 	l       *Lock
 	flights map[*node]chan struct{}
@@ -393,9 +394,9 @@ func (l *Lock) renew(ctx context.Context, ttl time.Duration) (sent time.Time, er
 func extended(r renewal) bool { return r.Extended }
 
 // renewalVerdict applies a renewal's verdict v to the lease.
-func (l *Lock) renewalVerdict(ctx context.Context, v transport.Votes, sent time.Time, ttl time.Duration, cut bool) error {
+func (l *Lock) renewalVerdict(ctx context.Context, v quorum.Votes, sent time.Time, ttl time.Duration, cut bool) error {
 	switch v.Of(len(l.c.nodes)) {
-	case transport.Agreed:
+	case quorum.Agreed:
 		// Confirmed too late: someone else may have had the lock meanwhile.
 		if !time.Now().Before(l.lease.validUntil()) {
 			l.lease.over()
@@ -407,7 +408,7 @@ func (l *Lock) renewalVerdict(ctx context.Context, v transport.Votes, sent time.
 			l.keepOwner(ctx, l.owner, ttl)
 		}
 		return nil
-	case transport.Refused:
+	case quorum.Refused:
 		// Unlock, under way, may have deleted the key: it says why.
 		if !l.isHalted() {
 			l.lease.end(ErrKeyLost)
@@ -428,9 +429,9 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	answers := l.c.inspectAll(ctx, l.Key(), l.token, l.timeout, "ttl")
 	v, d := holding(answers, l.token)
 	switch v.Of(len(l.c.nodes)) {
-	case transport.Agreed:
+	case quorum.Agreed:
 		return d, nil
-	case transport.Refused:
+	case quorum.Refused:
 		l.lease.end(ErrKeyLost)
 		return 0, l.notHeld()
 	}

@@ -10,8 +10,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dlock-go/dlock/internal/ask"
 	"github.com/dlock-go/dlock/internal/keyspace"
 	"github.com/dlock-go/dlock/internal/owner"
+	"github.com/dlock-go/dlock/internal/quorum"
 	"github.com/dlock-go/dlock/internal/tokens"
 	"github.com/dlock-go/dlock/internal/transport"
 	"github.com/redis/go-redis/v9"
@@ -40,7 +42,7 @@ type RedisClient interface {
 type node struct {
 	*transport.Node
 	// releases: Redlock releases under way here, which acquires await.
-	releases transport.Flights
+	releases quorum.Flights
 
 	lastDurations atomic.Pointer[durationArgs] // the acquire's last TTL and keep (durations)
 
@@ -73,7 +75,7 @@ func (n *node) fail(op string, err error) error {
 // Unanswered is the error of a request whose answer was not waited for: a
 // *NodeError for the node timeout, the caller's context's error as it is.
 func (n *node) Unanswered(op string, err error) error {
-	if err == transport.ErrNodeTimeout {
+	if err == ask.ErrNodeTimeout {
 		return n.fail(op, err)
 	}
 	return err
@@ -412,4 +414,34 @@ func Direct(rdb *redis.Client) RedisClient {
 		panic(invalid("Direct: nil client"))
 	}
 	return transport.Direct(rdb)
+}
+
+// watching is a subscription on a node whose payloads a goroutine of its
+// own hands to the protocol (Client.watch): the transport only delivers
+// them, on the Watch's channel.
+type watching struct {
+	w    *transport.Watch
+	done chan struct{} // closed when the goroutine has ended
+}
+
+// watch subscribes to channel on n and passes each payload to fn, in a
+// goroutine that Close waits for (spawn), which ends when stop cancels the
+// subscription, or when the node stops watching (Close). ready is closed
+// once the node has confirmed the subscription.
+func (c *Client) watch(n *node, channel string, fn func(payload string)) (_ *watching, ready <-chan struct{}) {
+	w, ready := n.Watch(channel)
+	wt := &watching{w: w, done: make(chan struct{})}
+	c.spawn(func() {
+		defer close(wt.done)
+		for p := range w.C {
+			fn(p)
+		}
+	})
+	return wt, ready
+}
+
+// stop cancels the subscription and waits for its goroutine to end.
+func (wt *watching) stop() {
+	wt.w.Cancel()
+	<-wt.done
 }

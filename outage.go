@@ -9,9 +9,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/dlock-go/dlock/internal/ask"
+	"github.com/dlock-go/dlock/internal/quorum"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/dlock-go/dlock/internal/transport"
 )
 
 // Waiting through an outage (docs/failures.md). A node that cannot be
@@ -46,7 +46,7 @@ func transient(err error) bool {
 	switch {
 	case errors.As(err, &nerr), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
 		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
-		errors.Is(err, redis.ErrPoolTimeout), errors.Is(err, transport.ErrNodeTimeout),
+		errors.Is(err, redis.ErrPoolTimeout), errors.Is(err, ask.ErrNodeTimeout),
 		errors.Is(err, errUnsent), errors.Is(err, ErrNoReplicaAck):
 		return true
 	}
@@ -112,13 +112,13 @@ func (c *Client) mayWait(ctx context.Context, o options, err error) bool {
 	if ctx.Err() != nil || !errors.As(err, &qe) {
 		return false
 	}
-	var down transport.Votes // a node that failed outright is a no to "can a majority still answer?"
+	var down quorum.Votes // a node that failed outright is a no to "can a majority still answer?"
 	for _, e := range qe.Errs {
 		if !isSlow(e) {
 			down.No++
 		}
 	}
-	return down.Of(len(c.nodes)) != transport.Refused && !(o.failFast && down.No > 0)
+	return down.Of(len(c.nodes)) != quorum.Refused && !(o.failFast && down.No > 0)
 }
 
 // neverSent reports whether err shows that the command never reached the
@@ -141,5 +141,5 @@ func neverSent(err error) bool {
 // the two a stalled node gets is a race between timers).
 func isSlow(err error) bool {
 	var ne net.Error
-	return errors.Is(err, transport.ErrNodeTimeout) || errors.Is(err, errUnsent) || errors.As(err, &ne) && ne.Timeout()
+	return errors.Is(err, ask.ErrNodeTimeout) || errors.Is(err, errUnsent) || errors.As(err, &ne) && ne.Timeout()
 }

@@ -4,7 +4,8 @@ import (
 	"errors"
 	"time"
 
-	"github.com/dlock-go/dlock/internal/transport"
+	"github.com/dlock-go/dlock/internal/ask"
+	"github.com/dlock-go/dlock/internal/quorum"
 )
 
 // Redlock (docs/redlock.md): a Client over N independent masters asks them
@@ -47,16 +48,16 @@ func (o options) nodeTimeoutFor(n int) time.Duration {
 	return min(DefaultNodeTimeout, o.ttl/10)
 }
 
-// answer is one node's answer in a round (transport.Round).
-type answer[T any] = transport.Answer[T]
+// answer is one node's answer in a round (ask.Round).
+type answer[T any] = ask.Answer[T]
 
 // round is a question put to the Client's nodes at once.
-type round[T, B any] = transport.Round[T, B, *node]
+type round[T, B any] = ask.Round[T, B, *node]
 
 // count tallies answers: an answer that is not an error is a yes if yes
 // says so, a no otherwise.
-func count[T any](answers []answer[T], yes func(T) bool) transport.Votes {
-	var v transport.Votes
+func count[T any](answers []answer[T], yes func(T) bool) quorum.Votes {
+	var v quorum.Votes
 	for _, a := range answers {
 		v.Add(a.Err == nil && yes(a.V), a.Err)
 	}
@@ -69,18 +70,18 @@ func isYes(ok bool) bool { return ok }
 // undecided returns the error of an undecided verdict among n nodes: ctxErr
 // if the caller's context ended; on one node, its error; on several, a
 // *QuorumError with every node's error.
-func undecided(v transport.Votes, ctxErr error, n int) error {
+func undecided(v quorum.Votes, ctxErr error, n int) error {
 	if ctxErr != nil {
 		return ctxErr
 	}
 	if n == 1 && len(v.Failures) == 1 {
 		return v.Failures[0]
 	}
-	return &QuorumError{OK: v.Yes, Nodes: n, Quorum: transport.Majority(n), Errs: v.Failures}
+	return &QuorumError{OK: v.Yes, Nodes: n, Quorum: quorum.Majority(n), Errs: v.Failures}
 }
 
 // errUnsent: an acquire not sent because the Client's release of the key on
-// the node was unanswered at the node timeout (transport.Flights): nothing
+// the node was unanswered at the node timeout (quorum.Flights): nothing
 // to give back (neverSent); slow, not down, so Lock waits (isSlow).
 var errUnsent = errors.New("not sent: the Client's release of the key on this node was still unanswered")
 

@@ -71,11 +71,10 @@ func (c *Client) Revoke(ctx context.Context, key string, r Revocation) (Revoked,
 	if err := r.check(); err != nil {
 		return Revoked{}, err
 	}
-	done, ok := c.begin()
-	if !ok {
+	if !c.begin() {
 		return Revoked{}, ErrClosed
 	}
-	defer done()
+	defer c.end()
 	ctx, unbind := c.bind(ctx)
 	defer unbind()
 	out, err := c.revoke(ctx, key, r, o.fenceKeep())

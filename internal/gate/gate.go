@@ -19,14 +19,15 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock/internal/keyspace"
+	"github.com/dlock-go/dlock/internal/quorum"
 	"github.com/dlock-go/dlock/internal/transport"
 )
 
-// Watcher is a node's pub/sub (transport.Node has it): fn gets each
+// Watcher is a node's pub/sub (transport.Node has it): w.C receives each
 // message on channel until the Watch is cancelled; ready closes once the
 // node confirmed the subscription.
 type Watcher interface {
-	Watch(channel string, fn func(payload string)) (w *transport.Watch, ready <-chan struct{})
+	Watch(channel string) (w *transport.Watch, ready <-chan struct{})
 }
 
 // Gates is a Client's gates, one per key with waiters.
@@ -96,6 +97,7 @@ type gate struct {
 	wake    chan struct{}      // a majority of nodes announced a release (one pending at most)
 	watches []*transport.Watch // on every node
 	readies []<-chan struct{}  // closed once each node confirmed its subscription
+	readers sync.WaitGroup     // one goroutine per watch, reading its messages
 
 	mu    sync.Mutex
 	freed []bool // the nodes that announced a release since the turn's last attempt
@@ -157,17 +159,26 @@ func (gs *Gates) Enter(ctx context.Context, closed <-chan struct{}, key string) 
 // turn once a majority has announced it: Unlock releases the nodes in
 // parallel, and an attempt at the first answer would meet the rest held.
 func newGate(key string, nodes []Watcher) *gate {
-	g := &gate{wake: make(chan struct{}, 1), freed: make([]bool, len(nodes)), need: transport.Majority(len(nodes))}
+	g := &gate{wake: make(chan struct{}, 1), freed: make([]bool, len(nodes)), need: quorum.Majority(len(nodes))}
 	for i, n := range nodes {
-		w, ready := n.Watch(keyspace.Wake(key), func(payload string) {
-			if payload == "released" {
-				g.released(i)
-			}
-		})
+		w, ready := n.Watch(keyspace.Wake(key))
 		g.watches = append(g.watches, w)
 		g.readies = append(g.readies, ready)
+		g.readers.Add(1)
+		go g.read(i, w)
 	}
 	return g
+}
+
+// read counts node i's release messages until w is cancelled (Leave) or
+// its node stops watching.
+func (g *gate) read(i int, w *transport.Watch) {
+	defer g.readers.Done()
+	for payload := range w.C {
+		if payload == "released" {
+			g.released(i)
+		}
+	}
 }
 
 // released records node i's release message; a majority's wakes the turn.
@@ -193,7 +204,7 @@ func (g *gate) released(i int) {
 // within d, while ctx lasted. Past it, a release before the turn's next
 // attempt is not missed; before it, the caller's retry timer covers.
 func (t *Turn) Subscribed(ctx context.Context, d time.Duration) bool {
-	return transport.AwaitAll(ctx, t.g.readies, d)
+	return quorum.AwaitAll(ctx, t.g.readies, d)
 }
 
 // Attempting forgets the release messages seen so far: the turn is about
@@ -252,6 +263,7 @@ func (t *Turn) Leave(until time.Time) {
 		for _, w := range g.watches {
 			w.Cancel()
 		}
+		g.readers.Wait()
 		return
 	}
 	defer gs.mu.Unlock()

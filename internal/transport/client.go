@@ -1,10 +1,12 @@
 // Package transport is how dlock's scripts reach Redis: one node (a
 // server, a Sentinel-managed master or a cluster) through the user's
 // go-redis client, pipelined through a client of dlock's own when many
-// goroutines send at once; the goroutines that run calls whose callers may
-// stop waiting, and where their late answers go. It knows nothing of
-// locks: the protocol above decides what to send and what the answers
-// mean.
+// goroutines send at once, and its pub/sub channels. It only sends and
+// receives: a call returns its reply, or an error from which the late
+// reply can be read once it has come (Settled, LateReply), and it never
+// calls a function of the protocol's. It knows nothing of locks: the
+// protocol above decides what to send, whom to ask (internal/ask) and what
+// the answers mean.
 package transport
 
 import (
@@ -68,7 +70,3 @@ func IsRedisError(err error) bool {
 	var re redis.Error
 	return errors.As(err, &re) && !errors.Is(err, redis.Nil)
 }
-
-// ErrNodeTimeout is a node's error when it did not answer within the
-// node timeout (see calls.wait).
-var ErrNodeTimeout = errors.New("no answer within the node timeout")

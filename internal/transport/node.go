@@ -91,13 +91,13 @@ func (n *Node) RunAcked(ctx context.Context, s *Script, keys []string, replicas 
 	}
 }
 
-// Watch registers fn for channel's messages, each passed as its payload
+// Watch subscribes to channel: w.C receives each message's payload
 // ("resubscribed" after the connection was made again, when messages may
-// have been lost); fn runs on the subscriber's goroutine and must not
-// block. ready is closed once the server has confirmed the subscription.
-// The caller must Cancel the watch.
-func (n *Node) Watch(channel string, fn func(payload string)) (w *Watch, ready <-chan struct{}) {
-	return n.sub.watch(channel, fn)
+// have been lost), and is closed when the watch is cancelled or the node
+// stops watching. ready is closed once the server has confirmed the
+// subscription. The caller must Cancel the watch.
+func (n *Node) Watch(channel string) (w *Watch, ready <-chan struct{}) {
+	return n.sub.watch(channel)
 }
 
 // StopWatching ends the node's subscriptions: their connections are

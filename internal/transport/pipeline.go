@@ -41,7 +41,7 @@ import (
 // same token's request with the grant, not "taken", so nothing is left
 // held unknown. A caller that stops
 // waiting (its context ends, the node timeout) is treated as with a plain
-// client: its request may still run, and calls (call.go) hands the answer
+// client: its request may still run, and the asker above (internal/ask) hands the answer
 // to whoever must give a late grant back. No ordering between two
 // goroutines' scripts is assumed anywhere (each waits for its own answer
 // before sending the next), so the pipeliner's ordering does not matter.
@@ -156,8 +156,14 @@ func (c *coalescer) busy() bool {
 
 // viaPipeline is a caller's context marked so that its script goes
 // through the pipeliner, whose wait ends with the context (see send and
-// awaitOn), whatever the number in flight.
+// ask.AwaitOn), whatever the number in flight.
 type viaPipeline struct{ context.Context }
+
+// ViaPipeline returns ctx marked so that the scripts run with it go
+// through the node's pipeliner whatever the number in flight (when the
+// node has one: see Busy), whose wait for an answer ends with ctx, leaving
+// an error for which IsUnanswered reports true.
+func ViaPipeline(ctx context.Context) context.Context { return viaPipeline{ctx} }
 
 // pipelined runs s through ap. A script missing on the server is loaded
 // (load, which skips the load when one finished since the script was
@@ -315,20 +321,27 @@ func Settled(ctx context.Context, err error) (answered bool) {
 	return err == nil || IsRedisError(err) // a script's error reply is an answer too
 }
 
-// Refusal reports whether err is an unanswered acquire (of a mutex) whose
-// answer has since come and is an integer: the acquire scripts' answer
-// when the key is taken (Redlock's acquire.lua), which grants nothing.
-func Refusal(err error) bool {
+// LateReply returns the reply that came, after its caller stopped waiting,
+// to the pipelined script whose error err is (unanswered); for use once
+// Settled has reported it answered. ok is false when err is not such an
+// error, or the reply is an error. What the reply means is the caller's.
+func LateReply(err error) (v any, ok bool) {
 	var u *unanswered
 	if !errors.As(err, &u) {
-		return false
+		return nil, false
 	}
-	cmd, ok := u.f.Cmd().(*redis.Cmd)
-	if !ok || cmd.Err() != nil {
-		return false
+	cmd, isCmd := u.f.Cmd().(*redis.Cmd)
+	if !isCmd || cmd.Err() != nil {
+		return nil, false
 	}
-	_, taken := cmd.Val().(int64)
-	return taken
+	return cmd.Val(), true
+}
+
+// IsUnanswered reports whether err is a pipelined script's error for an
+// answer that did not come in time: the script may still run (Settled).
+func IsUnanswered(err error) bool {
+	var u *unanswered
+	return errors.As(err, &u)
 }
 
 // boundCtx is a context that ends at its deadline.
@@ -339,7 +352,7 @@ type boundCtx struct {
 
 // wait returns a context that ends between c.bound and c.bound plus a
 // second from now, for a script's wait in the pipeline when nothing else
-// can end it (its caller's context cannot: calls.go sends on one that
+// can end it (its caller's context cannot: internal/ask sends on one that
 // keeps the caller's values only). The scripts that start within the same
 // second share it: a context and timer of its own per script cost the
 // client more than the sharing (docs/design.md, "Measurements").

@@ -8,7 +8,7 @@ import (
 )
 
 // A node's subscriber carries every channel the Client watches and passes
-// each message to the channel's watchers. What the messages mean, and why
+// each message to the channel's watchers, on their channels (Watch.C). What the messages mean, and why
 // waiting never depends on them, is the protocol's (dlock's queue.go).
 //
 // One goroutine (run) owns the subscriber's state: which channels are
@@ -53,13 +53,32 @@ type watched struct {
 	confirmed bool
 }
 
-// Watch is one watcher of a channel: fn receives each message's payload
-// ("resubscribed" after the connection was made again, when messages may
-// have been lost). fn runs on the owner goroutine and must not block.
+// Watch is one watcher of a channel.
 type Watch struct {
+	// C receives each message's payload ("resubscribed" after the
+	// connection was made again, when messages may have been lost). It
+	// holds watchBuffer payloads: one that finds it full is dropped, so
+	// that a slow watcher holds up neither the subscriber nor the other
+	// watchers. C is closed when the watch is cancelled or the node stops
+	// watching (after a payload still in it).
+	C <-chan string
+
 	s       *subscriber
 	channel string
-	fn      func(payload string)
+	c       chan string // C; closed by the owner goroutine only
+}
+
+// watchBuffer is how many payloads a watcher's channel holds: a watcher
+// reads each at once, and a payload dropped only costs it a wake-up, which
+// its fallback timer covers.
+const watchBuffer = 64
+
+// send gives w payload without blocking (dropped when w.C is full).
+func (w *Watch) send(payload string) {
+	select {
+	case w.c <- payload:
+	default:
+	}
 }
 
 // resubscribed is the payload a watcher receives when its channel was
@@ -86,14 +105,17 @@ func (s *subscriber) do(op func(*subState)) bool {
 	}
 }
 
-// watch registers fn for channel's messages. ready is closed once the
-// server has confirmed the subscription: any message after that reaches fn
-// (unless the connection breaks). The caller must cancel the watch.
-func (s *subscriber) watch(channel string, fn func(payload string)) (w *Watch, ready <-chan struct{}) {
-	w = &Watch{s: s, channel: channel, fn: fn}
+// watch subscribes a new watcher to channel's messages. ready is closed
+// once the server has confirmed the subscription: any message after that
+// reaches w.C (unless the connection breaks). The caller must cancel the
+// watch. Once the subscriber is closed, w.C is closed at once and ready
+// never.
+func (s *subscriber) watch(channel string) (w *Watch, ready <-chan struct{}) {
+	c := make(chan string, watchBuffer)
+	w = &Watch{C: c, s: s, channel: channel, c: c}
 	never := make(chan struct{})
 	ready = never
-	s.do(func(st *subState) {
+	ran := s.do(func(st *subState) {
 		ch := st.chans[channel]
 		if ch == nil {
 			ch = &watched{watchers: map[*Watch]struct{}{}, ready: make(chan struct{})}
@@ -103,19 +125,26 @@ func (s *subscriber) watch(channel string, fn func(payload string)) (w *Watch, r
 		ch.watchers[w] = struct{}{}
 		ready = ch.ready
 	})
+	if !ran {
+		close(c)
+	}
 	return w, ready
 }
 
-// Cancel removes the watcher, and the channel's subscription with its last
-// watcher.
+// Cancel removes the watcher and closes its C, and ends the channel's
+// subscription with its last watcher.
 func (w *Watch) Cancel() {
 	s := w.s
 	s.do(func(st *subState) {
 		ch := st.chans[w.channel]
 		if ch == nil {
+			return // cancelled already
+		}
+		if _, ok := ch.watchers[w]; !ok {
 			return
 		}
 		delete(ch.watchers, w)
+		close(w.c)
 		if len(ch.watchers) > 0 {
 			return
 		}
@@ -202,6 +231,11 @@ func (s *subscriber) run() {
 			_ = ps.Close()
 		}
 		st.helpers.Wait()
+		for _, ch := range st.chans {
+			for w := range ch.watchers {
+				close(w.c)
+			}
+		}
 	}()
 	for {
 		var send chan func()
@@ -256,13 +290,13 @@ func (s *subscriber) dispatch(st *subState, m any) {
 				return
 			}
 			for w := range ch.watchers {
-				w.fn(resubscribed)
+				w.send(resubscribed)
 			}
 		}
 	case *redis.Message:
 		if ch := st.chans[m.Channel]; ch != nil {
 			for w := range ch.watchers {
-				w.fn(m.Payload)
+				w.send(m.Payload)
 			}
 		}
 	}

@@ -1,8 +1,10 @@
-package transport
+package ask
 
 import (
 	"context"
 	"time"
+
+	"github.com/dlock-go/dlock/internal/quorum"
 )
 
 // Asked is a node a Round puts its question to.
@@ -86,7 +88,7 @@ func (r Round[T, B, N]) enough(n int) func([]Reply[T]) bool {
 	if r.Yes == nil {
 		return nil
 	}
-	need := Majority(n)
+	need := quorum.Majority(n)
 	return func(got []Reply[T]) bool {
 		yes := 0
 		for _, g := range got {

@@ -1,4 +1,4 @@
-package transport
+package ask
 
 import "sync"
 
@@ -11,51 +11,44 @@ type Work struct {
 	// n calls are running, counted under mu; idle is signalled when n
 	// reaches 0. closing refuses fresh calls (Begin); drained is set once
 	// Drain has seen n reach 0: later work is not waited for.
-	mu       sync.Mutex
-	idle     sync.Cond
-	n        int
-	closing  bool
-	drained  bool
-	untrackF func() // ends a tracked call: made once, as a method value costs an allocation
+	mu      sync.Mutex
+	idle    sync.Cond
+	n       int
+	closing bool
+	drained bool
 }
 
 // NewWork returns the Work of a new Client.
-func NewWork() *Work {
-	w := &Work{workers: newWorkers()}
-	w.untrackF = w.untrack
-	return w
-}
+func NewWork() *Work { return &Work{workers: newWorkers()} }
 
 // Spawn runs fn in a goroutine that Drain waits for, also while Drain is
 // waiting. Once Drain has returned, the goroutine is not waited for; it
 // ends with its Redis call.
 func (w *Work) Spawn(fn func()) {
-	done, tracked := w.Track(false)
+	tracked := w.Track(false)
 	w.workers.run(func() {
 		if tracked {
-			defer done()
+			defer w.End()
 		}
 		fn()
 	})
 }
 
-// Begin registers a call that Drain must wait for; done ends it. ok is
-// false (and nothing is registered) once Close has begun.
-func (w *Work) Begin() (done func(), ok bool) { return w.Track(true) }
+// Begin registers a call that Drain must wait for, which End ends. It
+// reports false (and registers nothing) once Close has begun.
+func (w *Work) Begin() bool { return w.Track(true) }
 
-// Track registers work that Drain must wait for: refused once Close has
-// begun if fresh (a new call), else once Drain has returned.
-func (w *Work) Track(fresh bool) (done func(), ok bool) {
+// Track registers work that Drain must wait for, which End ends: refused
+// (false) once Close has begun if fresh (a new call), else once Drain has
+// returned.
+func (w *Work) Track(fresh bool) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.drained || (fresh && w.closing) {
-		return nil, false
+		return false
 	}
 	w.n++
-	if w.untrackF == nil { // a zero Work
-		return w.untrack, true
-	}
-	return w.untrackF, true
+	return true
 }
 
 // Close refuses fresh calls from now on.
@@ -88,8 +81,9 @@ func (w *Work) wait(drain bool) {
 	w.drained = w.drained || drain
 }
 
-// untrack ends a call that Track registered.
-func (w *Work) untrack() {
+// End ends work that Begin or Track registered (once for each that
+// reported true).
+func (w *Work) End() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.n--; w.n == 0 {

@@ -1,11 +1,25 @@
-package transport
+// Package ask puts one question to a Redis node, or to several at once, and
+// waits for the answers (Round, AwaitOn); an answer that comes after the
+// caller stopped waiting goes to the protocol's late handler, which can
+// undo its effect. Work is a Client's background work: the goroutines
+// those calls run on and the count of calls Close waits for. It knows
+// nothing of locks, and of the transport only that a call sent through a
+// node's pipeliner ends its wait with its context (AwaitOn): the protocol
+// says what to ask and what the answers mean.
+package ask
 
 import (
 	"context"
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/dlock-go/dlock/internal/transport"
 )
+
+// ErrNodeTimeout is a node's error when it did not answer within the
+// node timeout (see calls.wait).
+var ErrNodeTimeout = errors.New("no answer within the node timeout")
 
 // Answers that come after the caller has gone
 //
@@ -27,7 +41,7 @@ import (
 // One exception spares the goroutine: a node's pipeliner does end a
 // script's wait with its context, so while a node's scripts go through it,
 // an acquire runs in its caller's goroutine and leaves an unanswered
-// script to late as an error (awaitOn).
+// script to late as an error (AwaitOn).
 
 // calls is a set of requests in flight, numbered from 0.
 type calls[T any] struct {
@@ -37,7 +51,7 @@ type calls[T any] struct {
 	late    func(i int, v T, err error)
 }
 
-// reply is request i's answer.
+// Reply is request i's answer.
 type Reply[T any] struct {
 	I   int // the request's number
 	V   T
@@ -170,23 +184,21 @@ func AwaitOn[T, B, N any](ctx context.Context, w *Work, n N, pipelined bool, tim
 		v, err := call(by, ctx, n)
 		return v, err, false
 	}
-	inline := pipelined && timeout <= 0 && !EndsWithin(ctx, inlineLeast)
-	var done func()
+	inline := pipelined && timeout <= 0 && !transport.EndsWithin(ctx, inlineLeast)
 	if inline {
 		// Close waits for this call as for a worker's, so that the
 		// give-back it may leave is work Close waits for too.
-		done, inline = w.Track(false) // not once Close has returned
+		inline = w.Track(false) // not once Close has returned
 	}
 	if !inline {
 		return await(ctx, w, timeout, func(ctx context.Context) (T, error) { return call(by, ctx, n) }, lateOf(by, n, late))
 	}
-	defer done()
-	v, err := call(by, viaPipeline{ctx}, n)
+	defer w.End()
+	v, err := call(by, transport.ViaPipeline(ctx), n)
 	if ctx.Err() == nil {
 		return v, err, false
 	}
-	var u *unanswered
-	if !errors.As(err, &u) {
+	if !transport.IsUnanswered(err) {
 		return v, err, false
 	}
 	var zero T
