@@ -21,6 +21,9 @@ type lockNames struct {
 	// fences, wake channel), and boxed (line.go)
 	line      [6]string
 	lineBoxed [6]any
+	// fastRelease: the fast release's KEYS (lock, queue), and boxed (line_fast.go)
+	fastRelease      [2]string
+	fastReleaseBoxed [2]any
 }
 
 // fence is the lock key's fencing counter.
@@ -37,6 +40,8 @@ func namesOf(key string) *lockNames {
 	for i, k := range nm.line {
 		nm.lineBoxed[i] = k
 	}
+	nm.fastRelease = [2]string{nm.line[0], nm.line[2]}
+	nm.fastReleaseBoxed = [2]any{nm.lineBoxed[0], nm.lineBoxed[2]}
 	for i, k := range nm.acquire {
 		nm.acquireBoxed[i] = k // one allocation per key name, here, not per script
 	}

@@ -48,7 +48,7 @@ func (n *node) acquireFast(ctx context.Context, nm *lockNames, token string, o o
 // Should the full one find the key gone, the fast one's error stands: it
 // may have been the fast one that released it.
 func (n *node) releaseFast(ctx context.Context, nm *lockNames, token string, keep time.Duration) (bool, error) {
-	res, err := n.RunBoxed(ctx, lineFastRelease, nm.line[:3], nm.lineBoxed[:3], token).Result()
+	res, err := n.RunBoxed(ctx, lineFastRelease, nm.fastRelease[:], nm.fastReleaseBoxed[:], token).Result()
 	if err == nil {
 		r, err := wait.ParseReply(wait.RunFastRelease, false, res)
 		if err != nil {
@@ -63,6 +63,33 @@ func (n *node) releaseFast(ctx context.Context, nm *lockNames, token string, kee
 		return false, n.fail("release", err)
 	}
 	return ok, full
+}
+
+// lockFast carries out a Lock's first step when the Waiter's first command
+// would be the fast acquire (wait.Config.Fast), before any Waiter or driver
+// is made, sent at sent: the Lock, when the key is granted and its lease
+// (from sent) has not ended, which is the Waiter's own Grant; else, with no
+// Lock, the reply (or failure) as the Waiter's event, which waitInLine then
+// feeds the Waiter after its Start. Uncontended, no waiter, driver or
+// waiter name is made: it pays on the 64-keys row (docs/design.md, "The
+// fast scripts").
+func (c *Client) lockFast(ctx context.Context, nm *lockNames, token string, o options, sent time.Time) (*Lock, wait.Event) {
+	g, ev := c.nodes[0].fastAcquired(ctx, nm, token, o)
+	if g.ok && time.Since(sent) < o.ttl-drift(o.ttl) {
+		noteStep(o.note, nil, false)
+		return newLock(c, nm, token, g.fence, o, sent, o.ttl), ev
+	}
+	return nil, ev
+}
+
+// fastAcquired runs the fast acquire and returns its grant and its reply
+// as the Waiter's event.
+func (n *node) fastAcquired(ctx context.Context, nm *lockNames, token string, o options) (grant, wait.Event) {
+	g, slow, err := n.acquireFast(ctx, nm, token, o)
+	if slow {
+		return g, wait.Event{Kind: wait.Reply, Result: wait.Result{Status: wait.Slow}}
+	}
+	return g, replyEvent(g, err)
 }
 
 // quiet reports whether none of the Client's waiters is subscribed to

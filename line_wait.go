@@ -26,12 +26,22 @@ func (c *Client) waitInLine(ctx context.Context, nm *lockNames, o options, conte
 		c.end()
 		return nil, notObtained(c.stopped(ctx))
 	}
-	d := &driver{c: c, n: c.nodes[0], nm: nm, o: o, id: c.newWaiterID(o), wakes: make(chan wake, 1)}
+	fast, sent := c.nodes[0].fast(nm, token, o), time.Now()
+	var first *wait.Event
+	if fast {
+		l, ev := c.lockFast(ctx, nm, token, o, sent)
+		if l != nil {
+			c.end()
+			return l, nil
+		}
+		first = &ev
+	}
+	d := &driver{c: c, n: c.nodes[0], nm: nm, o: o, id: c.newWaiterID(o), wakes: make(chan wake, 1), sent: sent}
 	d.w = wait.New(wait.Config{ID: d.id, Token: token, TTL: o.ttl, Keep: max(o.fenceKeep(), lineClaim),
 		Alive: lineAlive, Poll: linePoll, Claim: lineClaim, Retry: outageFirst, RetryMax: outageMost,
 		Drift: float64(drift(o.ttl)) / float64(o.ttl), // the Lock's own lease: lease.go
-		Fast:  d.n.fast(nm, token, o)})
-	return d.run(ctx, contended)
+		Fast:  fast})
+	return d.run(ctx, contended, first)
 }
 
 // watchLinger is how long a key's wake subscription outlives its last
@@ -92,9 +102,14 @@ type driver struct {
 }
 
 // run steps the waiter until the caller has its answer, then finishes (a
-// leave) in the background, where Close waits for it.
-func (d *driver) run(ctx context.Context, contended *bool) (*Lock, error) {
-	cmds := d.w.Step(wait.Event{Kind: wait.Start, Now: time.Now()})
+// leave) in the background, where Close waits for it. first, if not nil,
+// is the reply to the Waiter's first command, the fast acquire, which
+// lockFast ran at d.sent before the Waiter was made (line_fast.go).
+func (d *driver) run(ctx context.Context, contended *bool, first *wait.Event) (*Lock, error) {
+	cmds := d.w.Step(wait.Event{Kind: wait.Start, Now: d.sent})
+	if first != nil {
+		cmds = d.w.Step(d.replied1(ctx, *first))
+	}
 	for {
 		l, err, answer, script := d.do(cmds, contended)
 		switch {
@@ -203,11 +218,8 @@ func (d *driver) exec(ctx context.Context, cmd wait.Command) wait.Event {
 	}
 	if cmd.Kind == wait.RunFastAcquire {
 		d.sent = time.Now()
-		g, slow, err := d.n.acquireFast(ctx, d.nm, cmd.Args[0], d.o)
-		if slow {
-			return wait.Event{Kind: wait.Reply, Result: wait.Result{Status: wait.Slow}}
-		}
-		return d.acquired(g, err)
+		_, ev := d.n.fastAcquired(ctx, d.nm, cmd.Args[0], d.o)
+		return ev
 	}
 	if cmd.Kind == wait.RunAcquire {
 		if !d.added { // before it can be in the line: a handover finds it from then on
@@ -215,7 +227,7 @@ func (d *driver) exec(ctx context.Context, cmd wait.Command) wait.Event {
 			d.added = true
 		}
 		d.sent, d.unready = time.Now(), d.ready != nil && !isClosed(d.ready)
-		return d.acquired(d.n.acquireLine(ctx, d.nm, cmd.Args[0], d.id, d.o))
+		return replyEvent(d.n.acquireLine(ctx, d.nm, cmd.Args[0], d.id, d.o))
 	}
 	if d.unsure != nil {
 		// The acquire that failed unanswered may still be sent (a
@@ -226,11 +238,11 @@ func (d *driver) exec(ctx context.Context, cmd wait.Command) wait.Event {
 	if err == nil && !ok {
 		return wait.Event{Kind: wait.Reply, Result: wait.Result{Status: wait.NotHeld}}
 	}
-	return d.acquired(grant{}, err)
+	return replyEvent(grant{}, err)
 }
 
-// acquired is a script's reply as the Waiter reads it (a release's: any).
-func (d *driver) acquired(g grant, err error) wait.Event {
+// replyEvent is a script's reply as the Waiter reads it (a release's: any).
+func replyEvent(g grant, err error) wait.Event {
 	if err != nil {
 		return wait.Event{Kind: wait.Failed, Err: err}
 	}

@@ -357,7 +357,7 @@ func (s *Sim) exec(w *waiter, kind wait.CommandKind, args []string) wait.Result 
 	case wait.RunFastAcquire:
 		script, keys = wait.FastAcquireScript, keys[:3]
 	case wait.RunFastRelease:
-		script, keys = wait.FastReleaseScript, keys[:3]
+		script, keys = wait.FastReleaseScript, []string{keys[0], keys[2]}
 	}
 	if s.cfg.LastFirst {
 		script = strings.ReplaceAll(script, "redis.call('ZRANGE', Q, 0, 0)", "redis.call('ZRANGE', Q, -1, -1)")

@@ -27,7 +27,7 @@ import (
 // retry does (lock.go).
 var (
 	FastAcquireScript = fence + fastAcquire // KEYS: the line's first three
-	FastReleaseScript = fastRelease         // KEYS: the line's first three
+	FastReleaseScript = fastRelease         // KEYS: the line's first and third
 )
 
 var (
