@@ -317,7 +317,7 @@ const uncertainPause = 100 * time.Millisecond
 // of ours: under overload most abandoned ones are, and releases add load.
 func (a *attempt) releaseUncertain(n *node, fence int64, cause error) {
 	a.c.spawn(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+		ctx, cancel := a.c.cleanupContext()
 		answered := transport.Settled(ctx, cause)
 		cancel()
 		if answered && !tokens.Shared(a.token) && refusal(cause) {
@@ -342,7 +342,7 @@ func refusal(cause error) bool {
 // checked again after uncertainPause: a server that answers has by then run
 // what it held from before (it reads every socket in turn).
 func (a *attempt) releaseAnswered(n *node, fence int64, answered bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	ctx, cancel := a.c.cleanupContext()
 	defer cancel()
 	for {
 		released, err := n.release(ctx, a.nm, a.token, fence, a.o.fenceKeep(), true)

@@ -28,7 +28,11 @@ type Client struct {
 	ctx             context.Context // ended by Close
 	close           context.CancelFunc
 	done            <-chan struct{} // ctx.Done()
-	closeOnce       sync.Once
+	// cleanups is the context every cleanup's own derives from: Close
+	// ends it closeGrace after it begins (cleanupContext).
+	cleanups    context.Context
+	endCleanups context.CancelFunc
+	closeOnce   sync.Once
 
 	hooks  atomic.Pointer[hooks]       // observer and tracer (observe.go), nil when neither
 	logger atomic.Pointer[slog.Logger] // see observe.go
@@ -45,6 +49,17 @@ type Client struct {
 // cleanupTimeout bounds best-effort releases after the caller has gone
 // (where go-redis honours context deadlines; else its read timeout does).
 const cleanupTimeout = 5 * time.Second
+
+// closeGrace is the longest Close lets cleanups run (a give-back waits up
+// to cleanupTimeout for go-redis, then as long for the server): a stalled
+// node's give-backs would otherwise chain, one after another's wait.
+const closeGrace = 2 * cleanupTimeout
+
+// cleanupContext returns a cleanup's context: cleanupTimeout (d, if given)
+// from now, ended sooner by Close's grace (closeGrace).
+func (c *Client) cleanupContext(d ...time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(c.cleanups, append(d, cleanupTimeout)[0])
+}
 
 // New returns a Client that locks on the given Redis clients: any go-redis
 // client, or anything with the RedisClient methods (a wrapped client,
@@ -95,6 +110,7 @@ func New[C RedisClient](nodes ...C) *Client {
 	}
 	c.leaving = make(chan struct{}, leavingLimit)
 	c.ctx, c.close = context.WithCancel(context.Background())
+	c.cleanups, c.endCleanups = context.WithCancel(context.Background())
 	c.done = c.ctx.Done()
 	c.work = ask.NewWork()
 	watchers := make([]gate.Watcher, len(c.nodes))
@@ -125,22 +141,31 @@ func isNil(rdb any) bool {
 }
 
 // Close releases dlock's own resources: its pub/sub subscriptions and
-// background goroutines. It waits for calls in flight and cleanups, bounded
-// by the go-redis clients' timeouts (an unanswered call's give-back waits
-// at most 5 s for go-redis, then 5 s for the server). Held locks stay (they
-// expire, or can still be unlocked), as do the go-redis clients. Waiting
-// Lock calls return an error matching ErrClosed. Close is idempotent.
+// background goroutines. It waits for calls in flight and cleanups (the
+// give-back of a grant a caller left behind): the cleanups at most 10 s,
+// then they stop (a grant not given back expires by its TTL), and a Redis
+// command in flight as long as go-redis's timeouts let it (its read
+// timeout, 3 s by default). Held locks stay (they expire, or can still be
+// unlocked), as do the go-redis clients. Waiting Lock calls return an error
+// matching ErrClosed. Close is idempotent.
 func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
 		c.work.Close()
 		c.closed.Store(true)
 		c.close()
+		// The nodes' subscriptions end beside each other and beside the
+		// work (a paused node's takes seconds: go-redis's timeouts).
+		var stopped sync.WaitGroup
 		for _, n := range c.nodes {
-			n.StopWatching()
+			stopped.Go(n.StopWatching)
 		}
 		// Waits for work started meanwhile too: a grant that comes back
-		// during Close is given back before it returns.
+		// during Close is given back before it returns, within closeGrace.
+		grace := time.AfterFunc(closeGrace, c.endCleanups)
 		c.work.Drain()
+		grace.Stop()
+		c.endCleanups()
+		stopped.Wait()
 		for _, n := range c.nodes {
 			n.Close()
 		}
@@ -195,7 +220,7 @@ func (c *Client) bind(ctx context.Context) (_ context.Context, unbind func()) {
 // happen even though the caller has gone.
 func (c *Client) cleanup(fn func(ctx context.Context)) {
 	c.spawn(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+		ctx, cancel := c.cleanupContext()
 		defer cancel()
 		fn(ctx)
 	})

@@ -150,7 +150,7 @@ func (d *driver) goLeave(script *wait.Command) {
 // no Cancel any more, bounded by twice cleanupTimeout (a leave retried
 // through a stall).
 func (d *driver) leave(script *wait.Command) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*cleanupTimeout)
+	ctx, cancel := d.c.cleanupContext(2 * cleanupTimeout)
 	defer cancel()
 	for d.w.State() != wait.Done && ctx.Err() == nil {
 		if script != nil {

@@ -2,6 +2,7 @@ package dlock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -344,5 +345,35 @@ func TestPipelinedCallsSurviveRepeatedScriptFlushes(t *testing.T) {
 		if k := fmt.Sprintf("%s:%d", base, g); rdb.Exists(ctxT(t), k).Val() != 0 {
 			t.Errorf("%s is still held after every lock was unlocked", k)
 		}
+	}
+}
+
+// Close returns within its documented bound (cleanups 10 s, then a command
+// in flight go-redis's 3 s read timeout) when a Redlock wait left
+// give-backs on two of three nodes that are paused: they run beside each
+// other, the subscriptions end beside them, and Close ends them at its
+// grace instead of letting one wait chain after another (it took 17 s).
+func TestCloseIsBoundedWithTwoOfThreeNodesPaused(t *testing.T) {
+	t.Parallel() // waits more than it works (Makefile: -parallel)
+	s1, s2, s3 := redistest.Start(t), redistest.Start(t), redistest.Start(t)
+	c := dlock.New(s1.Client(t), s2.Client(t), s3.Client(t))
+	k := key(t)
+	if err := mustLock(t, c, k).Unlock(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	s2.Pause()
+	s3.Pause()
+	t.Cleanup(func() { s2.Resume(); s3.Resume() })
+	ctx, cancel := context.WithTimeout(ctxT(t), time.Second)
+	defer cancel()
+	if _, err := c.Lock(ctx, k); !errors.Is(err, dlock.ErrNotObtained) {
+		t.Fatalf("Lock with two of three nodes paused: %v", err)
+	}
+	start := time.Now()
+	c.Close()
+	d := time.Since(start)
+	t.Logf("Close took %v", d)
+	if d > 16*time.Second {
+		t.Fatalf("Close took %v, past its documented 13 s (and a margin)", d)
 	}
 }
