@@ -74,6 +74,11 @@ func (n *node) releaseFast(ctx context.Context, nm *lockNames, token string, kee
 // waiter name is made: it pays on the 64-keys row (docs/design.md, "The
 // fast scripts").
 func (c *Client) lockFast(ctx context.Context, nm *lockNames, token string, o options, sent time.Time) (*Lock, wait.Event) {
+	if o.hasNodeTimeout { // as the driver's exec bounds each script
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.nodeTimeout)
+		defer cancel()
+	}
 	g, ev := c.nodes[0].fastAcquired(ctx, nm, token, o)
 	if g.ok && time.Since(sent) < o.ttl-drift(o.ttl) {
 		noteStep(o.note, nil, false)
