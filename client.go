@@ -161,10 +161,11 @@ func (c *Client) Close() error {
 		}
 		// Waits for work started meanwhile too: a grant that comes back
 		// during Close is given back before it returns, within closeGrace.
+		// A cleanup after Close (an Unlock's) runs as before, unless the
+		// grace ran out.
 		grace := time.AfterFunc(closeGrace, c.endCleanups)
 		c.work.Drain()
 		grace.Stop()
-		c.endCleanups()
 		stopped.Wait()
 		for _, n := range c.nodes {
 			n.Close()
