@@ -96,3 +96,31 @@ func (h *lostReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		return nil
 	}
 }
+
+// A fast release whose reply is lost (it ran: the key is gone), with no
+// line: the full release after it finds the key gone, Unlock reports the
+// lost reply's error (it cannot tell its own release from an expiry), and
+// the Lock's Context ends all the same (found by review: it stayed open
+// for the lease's minute).
+func TestALostFastReleaseEndsTheLease(t *testing.T) {
+	s := redistest.Start(t)
+	hook := &lostReply{}
+	rdb := s.Client(t)
+	rdb.AddHook(hook)
+	c := dlock.New(rdb)
+	t.Cleanup(func() { c.Close() })
+	k := key(t)
+	holder := mustLock(t, c, k, dlock.WithTTL(time.Minute))
+	hook.arm(holder.Token())
+	if err := holder.Unlock(ctxT(t)); err == nil {
+		t.Fatal("Unlock whose release's reply was lost returned nil")
+	}
+	if n := rdb.Exists(ctxT(t), k).Val(); n != 0 {
+		t.Fatal("the key is still there")
+	}
+	select {
+	case <-holder.Context().Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the Lock's Context has not ended after Unlock")
+	}
+}

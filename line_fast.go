@@ -2,6 +2,8 @@ package dlock
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/dlock-go/dlock/internal/tokens"
@@ -45,8 +47,9 @@ func (n *node) acquireFast(ctx context.Context, nm *lockNames, token string, o o
 // releaseFast runs the fast release for token, and the full one (with
 // keep) when it answers SLOW or fails: a fast release that failed may have
 // done nothing, and a waiter in line would then wait out the key's TTL.
-// Should the full one find the key gone, the fast one's error stands: it
-// may have been the fast one that released it.
+// Should the full one find the key gone, the fast one's error stands (it
+// may have been the fast one that released it), marked errKeyGone: the
+// lease is over either way.
 func (n *node) releaseFast(ctx context.Context, nm *lockNames, token string, keep time.Duration) (bool, error) {
 	res, err := n.RunBoxed(ctx, lineFastRelease, nm.fastRelease[:], nm.fastReleaseBoxed[:], token).Result()
 	if err == nil {
@@ -59,11 +62,19 @@ func (n *node) releaseFast(ctx context.Context, nm *lockNames, token string, kee
 		}
 	}
 	ok, full := n.releaseLine(ctx, nm, token, "", keep)
-	if err != nil && (full != nil || !ok) {
+	switch {
+	case err != nil && full == nil && !ok:
+		return false, fmt.Errorf("%w (%w)", n.fail("release", err), errKeyGone)
+	case err != nil && full != nil:
 		return false, n.fail("release", err)
 	}
 	return ok, full
 }
+
+// errKeyGone marks a release's error when the key is known to no longer
+// hold the token, though whether this release removed it is not:
+// Lock.lateRelease ends the lease on it.
+var errKeyGone = errors.New("the key no longer holds the token")
 
 // lockFast carries out a Lock's first step when the Waiter's first command
 // would be the fast acquire (wait.Config.Fast), before any Waiter or driver

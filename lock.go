@@ -242,10 +242,14 @@ func (l *Lock) releaseAll(ctx context.Context) quorum.Votes {
 }
 
 // lateRelease settles a one-node release from its answer, in time or late:
-// released or found gone ends the lease; an error decides nothing.
+// released or found gone ends the lease, as does an error that says the
+// key is gone (errKeyGone); any other error decides nothing.
 func (l *Lock) lateRelease(_ *node, ok bool, err error) {
-	if err == nil {
+	switch {
+	case err == nil:
 		l.gone(ok)
+	case errors.Is(err, errKeyGone): // released by this Unlock, or expired: over either way
+		l.gone(false)
 	}
 }
 
