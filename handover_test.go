@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -122,5 +123,69 @@ func TestALostFastReleaseEndsTheLease(t *testing.T) {
 	case <-holder.Context().Done():
 	case <-time.After(10 * time.Second):
 		t.Fatal("the Lock's Context has not ended after Unlock")
+	}
+}
+
+// stallFirst is a go-redis hook that stalls the first script call, once
+// armed, for d or until its context ends (as a stalled node would, to a
+// client that honours its context), without sending it.
+type stallFirst struct {
+	processOnly
+	armed   atomic.Bool
+	d       time.Duration
+	stalled atomic.Int32
+}
+
+func (h *stallFirst) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if name := cmd.Name(); (name == "evalsha" || name == "eval") && h.armed.CompareAndSwap(true, false) {
+			h.stalled.Add(1)
+			t := time.NewTimer(h.d)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				cmd.SetErr(ctx.Err())
+				return ctx.Err()
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// WithNodeTimeout bounds each node's answer ("a stalled node costs at most
+// d, whatever the go-redis clients' timeouts"), the first acquire too,
+// which lockFast runs before any driver (found by review: it had the
+// caller's context only, and Lock waited out the stall).
+func TestNodeTimeoutBoundsTheFastAcquire(t *testing.T) {
+	t.Parallel() // waits more than it works (Makefile: -parallel)
+	s := redistest.Start(t)
+	rdb := s.Client(t)
+	h := &stallFirst{d: 8 * time.Second}
+	rdb.AddHook(h)
+	c := dlock.New(rdb)
+	t.Cleanup(func() { c.Close() })
+	k := key(t)
+	// the scripts loaded, the Client warm
+	if err := mustLock(t, c, k+":warm").Unlock(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	h.armed.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	l, err := c.Lock(ctx, k, dlock.WithTTL(10*time.Second), dlock.WithNodeTimeout(200*time.Millisecond))
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("Lock: %v", err)
+	}
+	defer l.Unlock(context.Background())
+	if h.stalled.Load() != 1 {
+		t.Fatalf("the hook stalled %d calls", h.stalled.Load())
+	}
+	// With a 200 ms node timeout the stalled first acquire is given up on at
+	// 200 ms and retried; 4 s is twenty node timeouts.
+	if took > 4*time.Second {
+		t.Fatalf("Lock took %v with WithNodeTimeout(200ms): the stalled first acquire was waited for past the node timeout", took)
 	}
 }
