@@ -29,6 +29,7 @@ type Config struct {
 	LastFirst                    bool          // test-only: the line's head is its last arrival (defect d)
 	LooseFit                     bool          // test-only: a shared hold fits one permit too many, and a reader beside a writer (defects g, h)
 	BareHandover                 bool          // test-only: a handover sets the waiter's TTL alone, less than the claim (defect i)
+	FastBlind                    bool          // test-only: the fast acquire takes a free key without looking for a line (defect j)
 	Unguarded                    bool          // test-only: the resource takes every write, stale fences too (defect e)
 	PictureDir                   string        // where Porcupine draws a history it rejects ("": nowhere)
 	StallBound, Limit            time.Duration // how long waiters may wait with no owner; the run's end
@@ -364,6 +365,9 @@ func (s *Sim) exec(w *waiter, kind wait.CommandKind, args []string) wait.Result 
 	}
 	if s.cfg.BareHandover {
 		script = strings.ReplaceAll(script, "'PX', math.max(tonumber(ttl), tonumber(ARGV[2])))", "'PX', ttl)")
+	}
+	if s.cfg.FastBlind {
+		script = strings.ReplaceAll(script, "redis.call('EXISTS', KEYS[3]) == 0 and ", "")
 	}
 	if s.cfg.LooseFit {
 		script = strings.ReplaceAll(script, "return count < n", "return count <= n")

@@ -12,7 +12,7 @@ var (
 	seeds   = flag.Int("seeds", 60, "how many seeds TestSeeds runs")
 	seed    = flag.Uint64("seed", 0, "replay this seed alone, printing its event log")
 	maxSeed = flag.Int("defect-seeds", 300, "the seeds a defect must be caught within")
-	defect  = flag.String("defect", "", "with -seed: reintroduce defect a to i")
+	defect  = flag.String("defect", "", "with -seed: reintroduce defect a to j")
 	shared  = flag.String("shared", "", "with -seed: shared holds (Config.Shared: s3, rw)")
 )
 
@@ -30,6 +30,7 @@ var defects = []struct {
 	{"g", "a semaphore of 2 grants a permit too many", func(c *Config) { c.LooseFit, c.Shared = true, "s2" }},
 	{"h", "a read-write lock lets a reader in beside a writer", func(c *Config) { c.LooseFit, c.Shared = true, "rw" }},
 	{"i", "a handover whose reply is lost lapses under a short TTL", func(c *Config) { c.BareHandover, c.TTL = true, c.Poll/2 }},
+	{"j", "the fast acquire takes a free key without looking for a line", func(c *Config) { c.FastBlind = true }},
 }
 
 func config(seed uint64, defect string) Config {
