@@ -13,8 +13,8 @@ import (
 
 // The fast scripts (internal/wait/fast.go): a lock or unlock of a mutex
 // on one node whose key this Client has not seen contended lately is first
-// tried with a lean script, three keys and the uncontended case only; when
-// it answers SLOW, the full script follows. They pay on the "64 keys, 64
+// tried with a lean script, of two or three keys and the uncontended case
+// only; when it answers SLOW, the full script follows. They pay on the "64 keys, 64
 // goroutines" row (docs/design.md, "The fast scripts").
 var (
 	lineFastAcquire = transport.NewScript(wait.FastAcquireScript)
@@ -90,22 +90,15 @@ func (c *Client) lockFast(ctx context.Context, nm *lockNames, token string, o op
 		ctx, cancel = context.WithTimeout(ctx, o.nodeTimeout)
 		defer cancel()
 	}
-	g, ev := c.nodes[0].fastAcquired(ctx, nm, token, o)
-	if g.ok && time.Since(sent) < o.ttl-drift(o.ttl) {
+	g, slow, err := c.nodes[0].acquireFast(ctx, nm, token, o)
+	switch {
+	case slow:
+		return nil, wait.Event{Kind: wait.Reply, Result: wait.Result{Status: wait.Slow}}
+	case g.ok && time.Since(sent) < o.ttl-drift(o.ttl):
 		noteStep(o.note, nil, false)
-		return newLock(c, nm, token, g.fence, o, sent, o.ttl), ev
+		return newLock(c, nm, token, g.fence, o, sent, o.ttl), wait.Event{}
 	}
-	return nil, ev
-}
-
-// fastAcquired runs the fast acquire and returns its grant and its reply
-// as the Waiter's event.
-func (n *node) fastAcquired(ctx context.Context, nm *lockNames, token string, o options) (grant, wait.Event) {
-	g, slow, err := n.acquireFast(ctx, nm, token, o)
-	if slow {
-		return g, wait.Event{Kind: wait.Reply, Result: wait.Result{Status: wait.Slow}}
-	}
-	return g, replyEvent(g, err)
+	return nil, replyEvent(g, err)
 }
 
 // quiet reports whether none of the Client's waiters is subscribed to

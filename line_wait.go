@@ -178,7 +178,7 @@ func (d *driver) finish() {
 func (d *driver) do(cmds []wait.Command, contended *bool) (l *Lock, err error, answer bool, script *wait.Command) {
 	for _, cmd := range cmds {
 		switch cmd.Kind {
-		case wait.RunAcquire, wait.RunRelease, wait.RunFastAcquire:
+		case wait.RunAcquire, wait.RunRelease: // (the fast acquire, only ever first, is lockFast's)
 			d.script = cmd
 			script = &d.script
 		case wait.WakeAt:
@@ -215,11 +215,6 @@ func (d *driver) exec(ctx context.Context, cmd wait.Command) wait.Event {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, d.o.nodeTimeout)
 		defer cancel()
-	}
-	if cmd.Kind == wait.RunFastAcquire {
-		d.sent = time.Now()
-		_, ev := d.n.fastAcquired(ctx, d.nm, cmd.Args[0], d.o)
-		return ev
 	}
 	if cmd.Kind == wait.RunAcquire {
 		if !d.added { // before it can be in the line: a handover finds it from then on
