@@ -1,7 +1,7 @@
-// Package gate is the turnstile of dlock's listening wait (Redlock,
-// WithReplicaAck): one of a Client's waiters on a key at a time listens for
-// the key's releases and tries; the others wait in arrival order, without
-// a word to Redis. A release costs each Client one attempt, and its waiters
+// Package gate is the turnstile of dlock's listening wait (Redlock; one
+// node's waiters queue in Redis instead): one of a Client's waiters on a
+// key at a time listens for the key's releases and tries; the others wait
+// in arrival order, without a word to Redis. A release costs each Client one attempt, and its waiters
 // are served in order (across Clients, fairness stays best-effort).
 //
 // A gate subscribes to the key's wake channel (keyspace.Wake) on every node
