@@ -5,7 +5,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/dlock-go/dlock/internal/doctor"
+	"github.com/dlock-go/dlock/internal/eviction"
 )
 
 // Eviction. Every key dlock writes has a TTL, so under a memory limit
@@ -29,7 +29,7 @@ func (c *Client) checkEviction() {
 		ctx, cancel := context.WithTimeout(c.ctx, evictionCheckTimeout)
 		defer cancel()
 		for _, n := range c.nodes {
-			if policy, limit, err := doctor.EvictionPolicy(ctx, n.RDB); err == nil && doctor.Evicts(policy, limit) {
+			if policy, limit, err := eviction.Policy(ctx, n.RDB); err == nil && eviction.Evicts(policy, limit) {
 				logger := c.logger.Load()
 				if logger == nil {
 					logger = slog.Default()

@@ -17,6 +17,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/dlock-go/dlock/internal/eviction"
 	"github.com/dlock-go/dlock/internal/keyspace"
 	"github.com/dlock-go/dlock/internal/tokens"
 )
@@ -475,7 +476,7 @@ func deadWaiters(ctx context.Context, rdb *redis.Client, queues []string, now ti
 // said, in note, not to have been checked; err is for a Redis that did not
 // answer.
 func Eviction(ctx context.Context, rdb *redis.Client) (f *Finding, note string, err error) {
-	policy, limit, err := EvictionPolicy(ctx, rdb)
+	policy, limit, err := eviction.Policy(ctx, rdb)
 	var reply redis.Error
 	if errors.As(err, &reply) {
 		return nil, fmt.Sprintf("%s: could not check the eviction policy (CONFIG GET maxmemory*: %v); it must be noeviction, or maxmemory 0", rdb.Options().Addr, err), nil
@@ -483,7 +484,7 @@ func Eviction(ctx context.Context, rdb *redis.Client) (f *Finding, note string, 
 	if err != nil {
 		return nil, "", err
 	}
-	if !Evicts(policy, limit) {
+	if !eviction.Evicts(policy, limit) {
 		return nil, "", nil // no limit: nothing is evicted, whatever the policy
 	}
 	what := "any key"
@@ -494,43 +495,6 @@ func Eviction(ctx context.Context, rdb *redis.Client) (f *Finding, note string, 
 		Keys: []string{fmt.Sprintf("%s (maxmemory %d, maxmemory-policy %s)", rdb.Options().Addr, limit, policy)},
 		What: fmt.Sprintf("with memory full, %s evicts %s: an evicted lock key lets a second holder in, an evicted fence counter, wait queue or guard record breaks fencing and the wait order", policy, what),
 		Fix:  "CONFIG SET maxmemory-policy noeviction, and maxmemory-policy noeviction in redis.conf (or CONFIG REWRITE) so that a restart keeps it; writes then fail when memory is full, which dlock reports, instead of dropping locks; keep locks on a Redis apart from a cache that needs eviction"}, "", nil
-}
-
-// EvictionPolicy reads a server's maxmemory-policy and maxmemory (CONFIG
-// GET); err is the server's refusal (a redis.Error: an ACL, a renamed
-// command) or a failure to answer.
-func EvictionPolicy(ctx context.Context, rdb interface {
-	Do(ctx context.Context, args ...any) *redis.Cmd
-}) (policy string, limit int64, err error) {
-	reply, err := rdb.Do(ctx, "CONFIG", "GET", "maxmemory*").Result()
-	if err != nil {
-		return "", 0, err
-	}
-	vals := map[string]string{}
-	switch r := reply.(type) {
-	case map[any]any: // RESP3
-		for k, v := range r {
-			ks, _ := k.(string)
-			vals[ks], _ = v.(string)
-		}
-	case []any: // RESP2: name, value, ...
-		for i := 0; i+1 < len(r); i += 2 {
-			ks, _ := r[i].(string)
-			vals[ks], _ = r[i+1].(string)
-		}
-	}
-	policy, found := vals["maxmemory-policy"]
-	if limit, err = strconv.ParseInt(vals["maxmemory"], 10, 64); err != nil || !found {
-		return "", 0, fmt.Errorf("unexpected reply to CONFIG GET maxmemory*: %v", reply)
-	}
-	return policy, limit, nil
-}
-
-// Evicts reports whether a server with policy and a memory limit of limit
-// bytes may evict a key that has a TTL: every policy but noeviction may,
-// under a limit.
-func Evicts(policy string, limit int64) bool {
-	return limit > 0 && policy != "noeviction"
 }
 
 // shorten keeps the first characters of a value that may be a token.

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dlock-go/dlock/internal/eviction"
 	"github.com/dlock-go/dlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -23,8 +24,8 @@ func TestTheEvictionPolicyIsReadOverEitherProtocol(t *testing.T) {
 		opts.Protocol = protocol
 		rdb := redis.NewClient(opts)
 		defer rdb.Close()
-		policy, limit, err := EvictionPolicy(ctx, rdb)
-		if err != nil || policy != "allkeys-lru" || limit != 8<<20 || !Evicts(policy, limit) {
+		policy, limit, err := eviction.Policy(ctx, rdb)
+		if err != nil || policy != "allkeys-lru" || limit != 8<<20 || !eviction.Evicts(policy, limit) {
 			t.Fatalf("RESP%d: %q, %d, %v; want allkeys-lru, %d, evicting", protocol, policy, limit, err, 8<<20)
 		}
 		f, note, err := Eviction(ctx, rdb)
@@ -42,14 +43,14 @@ func TestTheEvictionPolicyIsReadOverEitherProtocol(t *testing.T) {
 	limited := redis.NewClient(opts)
 	defer limited.Close()
 	var refused redis.Error
-	if _, _, err := EvictionPolicy(ctx, limited); !errors.As(err, &refused) {
+	if _, _, err := eviction.Policy(ctx, limited); !errors.As(err, &refused) {
 		t.Fatalf("CONFIG refused: %v, want the server's error", err)
 	}
 	if f, note, err := Eviction(ctx, limited); f != nil || err != nil || !strings.Contains(note, "could not check the eviction policy") {
 		t.Fatalf("CONFIG refused: finding %+v, note %q, err %v; want only the note", f, note, err)
 	}
 
-	if Evicts("noeviction", 8<<20) || Evicts("allkeys-lru", 0) {
+	if eviction.Evicts("noeviction", 8<<20) || eviction.Evicts("allkeys-lru", 0) {
 		t.Fatal("noeviction, or no memory limit, evicts nothing")
 	}
 }
