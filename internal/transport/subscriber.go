@@ -39,6 +39,10 @@ type subState struct {
 	open    []*redis.PubSub // every PubSub made, closed at the end
 	pending []func()        // subscription changes not yet handed to the sender
 	helpers sync.WaitGroup  // the sender and the receivers
+	// asked counts, by channel, the subscriptions asked for whose
+	// confirmation has not come: only the last one's confirms the channel's
+	// watchers (dispatch).
+	asked map[string]int
 
 	// Cluster: one PubSub per master, by address, and each channel's
 	// master. Only the sender touches these (in the pending functions).
@@ -168,6 +172,7 @@ func (w *Watch) Cancel() {
 // subscription opens its connection, after which its receiver starts.
 func (s *subscriber) subscribe(st *subState, ch *watched, name string) {
 	ctx := s.ctx
+	st.asked[name]++
 	receive := func(ps *redis.PubSub) {
 		st.helpers.Add(1)
 		go s.receive(ps, &st.helpers)
@@ -222,7 +227,7 @@ func (s *subscriber) receive(ps *redis.PubSub, wg *sync.WaitGroup) {
 // run is the owner goroutine.
 func (s *subscriber) run() {
 	defer close(s.done)
-	st := &subState{chans: map[string]*watched{}, shards: map[string]*redis.PubSub{}, shardOf: map[string]string{}}
+	st := &subState{chans: map[string]*watched{}, shards: map[string]*redis.PubSub{}, shardOf: map[string]string{}, asked: map[string]int{}}
 	io := make(chan func())
 	st.helpers.Add(1)
 	go st.runSender(s.ctx, io)
@@ -282,6 +287,19 @@ func (s *subscriber) dispatch(st *subState, m any) {
 	case *redis.Subscription:
 		if m.Kind != "subscribe" && m.Kind != "ssubscribe" {
 			return
+		}
+		// A watch cancelled before its subscription was confirmed, and one
+		// made after it on the same channel, ask twice: the first reply
+		// answers the cancelled one, whose UNSUBSCRIBE the server runs next,
+		// and must not make the new one ready (found by review). Replies
+		// come in order on the connection; one lost with a reconnect leaves
+		// a ready that closes late or never, which the waits' timers cover.
+		switch n := st.asked[m.Channel]; {
+		case n > 1:
+			st.asked[m.Channel] = n - 1
+			return
+		case n == 1:
+			delete(st.asked, m.Channel)
 		}
 		if ch := st.chans[m.Channel]; ch != nil {
 			if !ch.confirmed {
