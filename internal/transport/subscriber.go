@@ -39,9 +39,9 @@ type subState struct {
 	open    []*redis.PubSub // every PubSub made, closed at the end
 	pending []func()        // subscription changes not yet handed to the sender
 	helpers sync.WaitGroup  // the sender and the receivers
-	// asked counts, by channel, the subscriptions asked for whose
-	// confirmation has not come: only the last one's confirms the channel's
-	// watchers (dispatch).
+	// asked counts, by channel, the subscriptions asked for on the shared
+	// connection whose confirmation has not come: only the last one's
+	// confirms the channel's watchers (dispatch).
 	asked map[string]int
 
 	// Cluster: one PubSub per master, by address, and each channel's
@@ -172,7 +172,6 @@ func (w *Watch) Cancel() {
 // subscription opens its connection, after which its receiver starts.
 func (s *subscriber) subscribe(st *subState, ch *watched, name string) {
 	ctx := s.ctx
-	st.asked[name]++
 	receive := func(ps *redis.PubSub) {
 		st.helpers.Add(1)
 		go s.receive(ps, &st.helpers)
@@ -198,6 +197,7 @@ func (s *subscriber) subscribe(st *subState, ch *watched, name string) {
 		})
 		return
 	}
+	st.asked[name]++ // (standalone: every SUBSCRIBE queued is sent, in order, on one connection)
 	first := st.shared == nil
 	if first {
 		st.shared = s.n.RDB.Subscribe(ctx)
