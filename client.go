@@ -70,9 +70,11 @@ func (c *Client) cleanupContext(d ...time.Duration) (context.Context, context.Ca
 // majority, len(nodes)/2+1, granted it; use an odd number, as 4 nodes
 // survive one failure, like 3. Close does not close the go-redis clients.
 //
-// On a plain *redis.Client, many concurrent scripts are pipelined over a
-// connection of dlock's own client, made from the same options and closed
-// by Close (internal/transport); only lone calls reach the user's hooks.
+// On a plain *redis.Client, many concurrent scripts are pipelined through
+// its AsyncAutoPipeline, made on first need with five unordered batches:
+// the client's pool and hooks see every script (internal/transport). Close
+// leaves that pipeliner to the client, which closes it; give Direct(rdb)
+// instead if your own code needs that client's AsyncAutoPipeline ordered.
 //
 // New panics, with an error matching ErrInvalidArgument or
 // errors.ErrUnsupported, when no Client can work: no clients, a nil one,

@@ -403,12 +403,12 @@ func serverMillis(t []any) int64 {
 	return sec*1000 + usec/1000
 }
 
-// Direct returns rdb wrapped so that dlock sends every call through it,
-// never pipelined through a client of its own (see New): for a client whose
-// hooks must see every call (tracing, metrics) or change what is sent or
-// where. The cost is that pipelining: under many concurrent scripts each is
-// a request of its own on rdb's pool (docs/operating.md). A nil rdb panics,
-// as in New.
+// Direct returns rdb wrapped so that dlock sends every call through it as
+// a request of its own, never through its AsyncAutoPipeline (see New): for
+// code that makes that pipeliner itself with other options, or hooks that
+// must see each script as a command, not in a pipeline. The cost is the
+// pipelining: under many concurrent scripts each is a request of its own on
+// rdb's pool (docs/operating.md). A nil rdb panics, as in New.
 func Direct(rdb *redis.Client) RedisClient {
 	if rdb == nil {
 		panic(invalid("Direct: nil client"))

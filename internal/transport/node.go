@@ -107,8 +107,9 @@ func (n *Node) StopWatching() { n.sub.close() }
 // Busy reports whether the node's scripts go through the pipeliner now.
 func (n *Node) Busy() bool { return n.co.busy() }
 
-// Close closes dlock's own client of the node, once every script using it
-// has its answer; later scripts go to the user's client.
+// Close stops pipelining the node's scripts, once every script using the
+// pipeliner has its answer; later scripts go to the user's client as
+// requests of their own.
 func (n *Node) Close() { n.co.close() }
 
 // Publish returns the command that announces on a key's channel: sharded

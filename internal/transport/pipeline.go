@@ -23,15 +23,18 @@ import (
 // The pipeliner is half duplex, five unordered batches at a time (see
 // pipelineOptions).
 //
-// The AutoPipeliner belongs to a client dlock makes for itself from the
-// user's options as New found them (same address, credentials, TLS,
-// timeouts and dialer; not the user's hooks),
-// so the user's client is untouched: its own AutoPipeline, if they use
-// one, keeps their configuration, and Client.Close closes dlock's. That
-// client is made on first need. Only a plain *redis.Client to one server
-// coalesces: a cluster, a Sentinel failover client (whose dialer follows
-// the Sentinels' choice of master) or any other Client (Direct's
-// wrapper included) is used as given.
+// The AutoPipeliner is the user's client's own AsyncAutoPipeline, made on
+// first need with pipelineOptions: its batches go through the client's
+// pool and its ProcessPipelineHook, so a user's tracing or metrics hook
+// sees every script. (A WithTimeout clone of the client, which would give
+// dlock a pipeliner of its own, does not keep the client's hooks in
+// go-redis v9.23.) go-redis caches that pipeliner on the client, and the
+// first options it was made with win: if the user's code made it first,
+// dlock's scripts use theirs as it is, and if dlock did, their code gets
+// dlock's unordered batches; New's doc says so and offers Direct. dlock's
+// Close leaves it to the client, whose Close closes it. Only a plain
+// *redis.Client coalesces (a Sentinel failover client is one); a cluster
+// client or any other Client (Direct's wrapper included) is used as given.
 //
 // Why this is as safe as one request per script: every script is one
 // EVALSHA either way, and a pipeline changes neither what the server runs
@@ -46,17 +49,15 @@ import (
 // goroutines' scripts is assumed anywhere (each waits for its own answer
 // before sending the next), so the pipeliner's ordering does not matter.
 type coalescer struct {
-	opt      *redis.Options // for dlock's own client; nil: never coalesce
-	plain    bool           // the node's client is a *redis.Client, whose EvalSha is its Do (runScript)
-	bound    time.Duration  // the longest a script waits in the pipeline (see send); 0: none
+	user     *redis.Client // the client to pipeline through; nil: never coalesce
+	plain    bool          // the node's client is a *redis.Client, whose EvalSha is its Do (runScript)
+	bound    time.Duration // the longest a script waits in the pipeline (see send); 0: none
 	inflight atomic.Int32
 	within   atomic.Pointer[boundCtx] // the context that bounds the waits that start now (see wait)
 
 	mu     sync.RWMutex // held for reading while a script uses ap
 	closed bool
-	own    *redis.Client
 	ap     *redis.AutoPipeliner
-	conns  conns       // own's connections
 	failed atomic.Bool // making the pipeliner failed: do not try again
 
 	loadMu  sync.Mutex
@@ -69,16 +70,13 @@ type coalescer struct {
 func newCoalescer(rdb Client) *coalescer {
 	c := &coalescer{}
 	_, c.plain = rdb.(*redis.Client)
-	// The options are copied now, as newNode reads them: the user's client
-	// writes to them as it connects (under a lock of its own that dlock
-	// cannot take).
-	if user, ok := rdb.(*redis.Client); ok && user.Options().Addr != FailoverAddr {
-		c.opt = ownOptions(user.Options())
+	if user, ok := rdb.(*redis.Client); ok {
+		c.user = user
 		// As long as the user's client would wait for a command: the
 		// write and read timeouts, and a second for the queue. None when
 		// the user's client has none (a negative timeout).
-		if c.opt.ReadTimeout >= 0 && c.opt.WriteTimeout >= 0 {
-			c.bound = c.opt.WriteTimeout + c.opt.ReadTimeout + time.Second
+		if opt := user.Options(); opt.ReadTimeout >= 0 && opt.WriteTimeout >= 0 {
+			c.bound = opt.WriteTimeout + opt.ReadTimeout + time.Second
 		}
 	}
 	return c
@@ -99,7 +97,7 @@ const coalesceAbove = 4
 func (c *coalescer) run(ctx context.Context, rdb Client, s *Script, keys []string, boxed []any, args ...any) *redis.Cmd {
 	n := c.inflight.Add(1)
 	defer c.inflight.Add(-1)
-	if _, forced := ctx.(viaPipeline); (forced || n > coalesceAbove) && c.opt != nil {
+	if _, forced := ctx.(viaPipeline); (forced || n > coalesceAbove) && c.user != nil {
 		c.mu.RLock()
 		ap := c.pipeliner()
 		if ap != nil {
@@ -151,7 +149,7 @@ func evalsha(sha any, keys []string, boxed []any, args []any) []any {
 // busy reports whether the node's scripts go through the pipeliner now:
 // more than coalesceAbove are in flight, and the pipeliner can serve them.
 func (c *coalescer) busy() bool {
-	return c.opt != nil && c.inflight.Load() >= coalesceAbove && !c.failed.Load()
+	return c.user != nil && c.inflight.Load() >= coalesceAbove && !c.failed.Load()
 }
 
 // viaPipeline is a caller's context marked so that its script goes
@@ -379,18 +377,11 @@ func (c *coalescer) pipeliner() *redis.AutoPipeliner {
 	c.mu.RUnlock()
 	c.mu.Lock()
 	if c.ap == nil && !c.closed && !c.failed.Load() {
-		opt := ownOptions(c.opt) // a copy: NewClient writes to it
-		if opt.Dialer == nil {   // set by NewClient: this is for safety
-			opt.Dialer = redis.NewDialer(opt)
-		}
-		opt.Dialer = c.conns.dialer(opt.Dialer)
-		own := redis.NewClient(opt)
-		ap, err := own.AsyncAutoPipelineWithOptions(pipelineOptions())
+		ap, err := c.user.AsyncAutoPipelineWithOptions(pipelineOptions())
 		if err != nil {
-			own.Close()
 			c.failed.Store(true)
 		} else {
-			c.own, c.ap = own, ap
+			c.ap = ap
 		}
 	}
 	c.mu.Unlock()
@@ -401,42 +392,17 @@ func (c *coalescer) pipeliner() *redis.AutoPipeliner {
 	return c.ap
 }
 
-// close closes the pipeliner and dlock's own client, once every script
-// using it has its answer; later scripts go to the user's client.
-//
-// Its connections are closed first (conns). Holding mu, close knows that
-// no caller waits on the pipeliner any more (each holds mu for reading
-// until its script is answered, or abandoned after c.bound); what it may
-// still have in flight went unanswered that long, on a server that
-// stalls. Closing the connections ends those reads at once, where the
-// pipeliner's Close alone would wait for them up to its own bound, 30 s.
-// (Client.Close still waits first for its calls in flight, each bounded
-// by c.bound, and for the cleanups of late grants they leave.)
+// close closes the pipeliner once every script using it has its answer;
+// later scripts go to the user's client. Holding mu, close knows that no
+// caller waits on the pipeliner any more (each holds mu for reading until
+// its script is answered, or abandoned after c.bound); a batch it may
+// still have in flight on a stalled server ends by the read timeout of
+// the user's client.
 func (c *coalescer) close() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.closed = true
-	if c.ap != nil {
-		c.conns.closeAll()
-		c.ap.Close()
-		c.own.Close()
-		c.ap, c.own = nil, nil
-	}
-}
-
-// ownOptions returns the options of dlock's own client: the user's, less
-// what a client must not share with another (its push-notification
-// processor, its client-side cache; the maintenance-notifications
-// configuration is copied, not shared).
-func ownOptions(user *redis.Options) *redis.Options {
-	opt := *user
-	opt.PushNotificationProcessor = nil
-	opt.ClientSideCache, opt.ClientSideCacheConfig = nil, nil
-	if user.MaintNotificationsConfig != nil {
-		mn := *user.MaintNotificationsConfig
-		opt.MaintNotificationsConfig = &mn
-	}
-	return &opt
+	c.ap = nil // the user's client's, which closes it
 }
 
 // pipelineOptions configures the pipeliner: half duplex, where a batch is

@@ -11,14 +11,15 @@ import (
 	"go.uber.org/goleak"
 )
 
-// Many goroutines on a default client: their scripts go through the
-// node's own pipeliner (not the user's client's AutoPipeline), and Close
-// stops the pipeliner and closes the node's own client; a script after
-// Close goes to the user's client.
-func TestManyGoroutinesCoalesceOnTheNodesOwnClient(t *testing.T) {
+// Many goroutines on a default client: their scripts go through the user's
+// client's AsyncAutoPipeline (its pool and hooks); after the node's Close,
+// which leaves that pipeliner and the client to the user, a script goes
+// straight to the user's client.
+func TestManyGoroutinesCoalesceThroughTheUsersPool(t *testing.T) {
 	s := redistest.Start(t)
-	rdb := s.Client(t)
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	rdb := s.Client(t)
+	defer rdb.Close() // and its AutoPipeliner, which dlock's Close leaves to it
 	n := NewNode(rdb, 0, time.Second)
 	co := n.co
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -64,36 +65,21 @@ func TestManyGoroutinesCoalesceOnTheNodesOwnClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer user.Close()
 	if user == ap {
-		t.Fatal("the node used the user's client's AutoPipeline")
+		t.Fatal("the node used the user's client's blocking AutoPipeline")
 	}
 	n.Close()
-	if co.ap != nil || co.own != nil {
-		t.Fatal("Close left the pipeliner or the node's own client open")
+	if co.ap != nil {
+		t.Fatal("Close left the pipeliner open")
+	}
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		t.Fatalf("the user's client after Close: %v", err)
 	}
 	if err := user.Ping(ctx).Err(); err != nil {
 		t.Fatalf("the user's AutoPipeline after Close: %v", err)
 	}
 	if err := n.Run(viaPipeline{ctx}, incr, []string{"count:after-close"}).Err(); err != nil {
 		t.Fatalf("a script after Close: %v", err)
-	}
-}
-
-// ownOptions copies what the user configured but no per-client state.
-func TestOwnOptionsShareNoClientState(t *testing.T) {
-	s := redistest.Start(t)
-	rdb := s.Client(t)
-	user := rdb.Options()
-	own := ownOptions(user)
-	if own.Addr != user.Addr || own.Password != user.Password || own.DB != user.DB || own.ReadTimeout != user.ReadTimeout {
-		t.Fatal("dlock's own client lost the user's settings")
-	}
-	if own.PushNotificationProcessor != nil || own.ClientSideCache != nil || own.ClientSideCacheConfig != nil {
-		t.Fatal("dlock's own client shares the user's per-client state")
-	}
-	if user.MaintNotificationsConfig != nil && own.MaintNotificationsConfig == user.MaintNotificationsConfig {
-		t.Fatal("the maintenance-notifications configuration is shared, not copied")
 	}
 }
 
