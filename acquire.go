@@ -81,9 +81,9 @@ func (c *Client) lock(ctx context.Context, key string, o options, contended *boo
 	if len(c.nodes) == 1 { // one node: the line (Redlock does not queue: it listens for releases)
 		return c.waitInLine(ctx, c.names.get(key), o, contended)
 	}
-	if !c.gates.First(key) {
+	if !c.listens.first(key) {
 		// Another Lock of this Client is making its first attempt: to the
-		// gate without one (gate.Gates.First).
+		// gate without one (listens.first).
 		*contended = true
 		return c.waitListening(ctx, key, o, nil, contended)
 	}
@@ -98,10 +98,10 @@ func (c *Client) lock(ctx context.Context, key string, o options, contended *boo
 	return c.waitListening(ctx, key, o, err, contended)
 }
 
-// tryFirst is Redlock's first attempt, under way for gate.Gates.First
+// tryFirst is Redlock's first attempt, under way for listens.first
 // until it returns.
 func (c *Client) tryFirst(ctx context.Context, key string, o options) (*Lock, error) {
-	defer c.gates.FirstDone(key)
+	defer c.listens.firstDone(key)
 	l, _, err := c.try(ctx, key, o, true)
 	return l, err
 }

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock/internal/ask"
-	"github.com/dlock-go/dlock/internal/gate"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -34,10 +33,10 @@ type Client struct {
 	endCleanups context.CancelFunc
 	closeOnce   sync.Once
 
-	hooks  atomic.Pointer[hooks]       // observer and tracer (observe.go), nil when neither
-	logger atomic.Pointer[slog.Logger] // see observe.go
-	names  namesCache                  // see keys.go
-	gates  *gate.Gates                 // listening waiters by key (listen.go)
+	hooks   atomic.Pointer[hooks]       // observer and tracer (observe.go), nil when neither
+	logger  atomic.Pointer[slog.Logger] // see observe.go
+	names   namesCache                  // see keys.go
+	listens listens                     // listening waiters by key (listen.go)
 	// leaving holds a slot per waiter leaving the line (line_wait.go).
 	leaving chan struct{}
 	wakes   wakes         // the line's waiters, and their wake subscriptions by key (line_wakes.go)
@@ -115,11 +114,7 @@ func New[C RedisClient](nodes ...C) *Client {
 	c.cleanups, c.endCleanups = context.WithCancel(context.Background())
 	c.done = c.ctx.Done()
 	c.work = ask.NewWork()
-	watchers := make([]gate.Watcher, len(c.nodes))
-	for i, n := range c.nodes {
-		watchers[i] = n
-	}
-	c.gates = gate.New(watchers)
+	c.listens.nodes = c.nodes
 	return c
 }
 

@@ -401,7 +401,7 @@ func TestAGrantWhoseMessageIsLostIsFoundByTheKeepalive(t *testing.T) {
 // one at a time, with fences that grow, and every Unlock succeeds. Each
 // goroutine's first attempt, all sent at once, once queued the first
 // holder's release behind five thousand scripts, and now and then an
-// Unlock found no majority within the node timeout (gate.Gates.First).
+// Unlock found no majority within the node timeout (listens.first).
 func TestARedlockHerdWithTheDefaultsUnlocksCleanly(t *testing.T) {
 	t.Parallel() // waits more than it works (Makefile: -parallel)
 	if testing.Short() {

@@ -6,15 +6,19 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"sync"
+	"sync/atomic"
 	"time"
 
-	"github.com/dlock-go/dlock/internal/gate"
+	"github.com/dlock-go/dlock/internal/keyspace"
+	"github.com/dlock-go/dlock/internal/listen"
+	"github.com/dlock-go/dlock/internal/transport"
 )
 
 // The listening wait: Lock with Redlock, which does not queue (each node
-// would order its waiters on its own). A Client's waiters
-// on a key take turns at its gate (internal/gate); the one whose turn it is
-// tries whenever a majority of nodes announce a release, or a timer fires.
+// would order its waiters on its own). Its decisions are internal/listen's
+// Line, one per Client and key with waiters; this file is its driver: the
+// callers' goroutines, the subscriptions, the timers and the attempts.
 
 // notifyWindow is how long a listening waiter's failed attempt keeps the
 // notify key alive; the release publishes only while it exists, so a
@@ -26,72 +30,262 @@ const notifyWindow = 3 * maxRetryWait
 var notifyMillis any = notifyWindow.Milliseconds()
 
 // A listening wait is woken by release messages, backed by a jittered timer
-// (for expiries and lost messages) doubling from minRetryWait to
-// maxRetryWait, or firing just after the holder's TTL when sooner.
+// (listen.Delay); elections and renewals retry on the same bounds.
 const (
-	minRetryWait = 16 * time.Millisecond
-	maxRetryWait = time.Second
+	minRetryWait = listen.MinWait
+	maxRetryWait = listen.MaxWait
 )
 
-// waitListening is Lock's wait with Redlock, after a
-// first attempt that failed with err, or none (err nil:
-// gate.Gates.First): at its gate's turn, it waits for a release
-// message or a jittered timer, and tries again.
-func (c *Client) waitListening(ctx context.Context, key string, o options, err error, contended *bool) (*Lock, error) {
-	last := err // the last attempt's error
-	slow := slowNodes{c: c, key: key}
-	slow.note(err)
-	turn, ok := c.gates.Enter(ctx, c.done, key)
-	if !ok {
-		return nil, gaveUp(c.stopped(ctx), last)
-	}
-	var held time.Time // the lease's end, once this turn obtained the lock
-	defer func() { turn.Leave(held) }()
+// retryDelay returns a jittered wait in [wait/2, wait], or just past the
+// holder's TTL if sooner (a lock that expires publishes nothing).
+func retryDelay(wait, holderTTL time.Duration) time.Duration {
+	return listen.Delay(wait, holderTTL, rand.Uint64())
+}
 
-	// The gate subscribed before this turn's next attempt, so a release
-	// between that attempt and the wait below is not missed.
-	wait := minRetryWait
-	turn.Subscribed(ctx, wait)
-	turn.AwaitHolder(ctx, c.done)
-	if err := c.stopped(ctx); err != nil {
-		return nil, gaveUp(err, last)
+// listens is a Client's listening lines, one per key with waiters, and the
+// keys with a first attempt under way (first).
+type listens struct {
+	nodes []*node
+
+	mu     sync.Mutex
+	lines  map[string]*listenLine
+	n      atomic.Int32    // len(lines), read without mu (freed)
+	trying map[string]bool // the keys with a first attempt under way (first)
+	ids    listen.ID
+}
+
+// listenLine is a Line and what its driver keeps beside it.
+type listenLine struct {
+	m       *listen.Line
+	key     string
+	waiters map[listen.ID]*listener
+	watches []*transport.Watch
+	readers sync.WaitGroup // one goroutine per watch (read)
+	gone    bool           // the line ended (Unsubscribe): its readers' events are dropped
+}
+
+// listener is one waiting call: the commands for it, and a note that some
+// came.
+type listener struct {
+	id   listen.ID
+	cmds []listen.Command
+	note chan struct{} // one slot
+}
+
+// first reports whether a listening Lock call may make its first attempt
+// on key: no other call of the Client's is making one (until firstDone).
+// Else it goes to the line without one, which would find the key alike and
+// fail: a herd's attempts queued the first holder's Unlock behind them.
+// Waiters already in line do not stop it: a release may let it through.
+func (ls *listens) first(key string) bool {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.trying[key] {
+		return false
 	}
-	for {
-		turn.Attempting()
-		l, pttl, err := c.try(ctx, key, o, true)
-		switch {
-		case err == nil:
-			held = l.lease.validUntil()
-			return l, nil
-		case ctx.Err() != nil:
-			return nil, gaveUp(ctx.Err(), last)
-		case !c.mayWait(ctx, o, err):
-			return nil, c.unwaited(ctx, o, err)
+	if ls.trying == nil {
+		ls.trying = map[string]bool{}
+	}
+	ls.trying[key] = true
+	return true
+}
+
+// firstDone ends the first attempt that first allowed.
+func (ls *listens) firstDone(key string) {
+	ls.mu.Lock()
+	delete(ls.trying, key)
+	ls.mu.Unlock()
+}
+
+// enter puts a new call in key's line and returns it, its line, and the
+// commands for it.
+func (ls *listens) enter(key string) (*listener, *listenLine, []listen.Command) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock() // a line in ls.lines has not ended: the Enter is stepped before it can
+	ln := ls.lines[key]
+	if ln == nil {
+		ln = &listenLine{m: listen.New(len(ls.nodes)), key: key, waiters: map[listen.ID]*listener{}}
+		if ls.lines == nil {
+			ls.lines = map[string]*listenLine{}
 		}
-		*contended = *contended || isContended(ctx, err)
-		slow.note(err)
-		last = err
-		var stop error
-		if wait, stop = c.awaitRetry(ctx, turn, err, wait, pttl); stop != nil {
-			return nil, gaveUp(stop, last)
+		ls.lines[key] = ln
+		ls.n.Add(1)
+	}
+	ls.ids++
+	me := &listener{id: ls.ids, note: make(chan struct{}, 1)}
+	ln.waiters[me.id] = me
+	mine, _ := ls.stepLocked(ln, me, listen.Event{Kind: listen.Enter, ID: me.id})
+	return me, ln, mine
+}
+
+// freed tells key's line that the Client's holder released it.
+func (ls *listens) freed(key string) {
+	if ls.n.Load() == 0 { // no line: every Unlock of a Client without waiters
+		return
+	}
+	ls.mu.Lock()
+	ln := ls.lines[key]
+	ls.mu.Unlock()
+	if ln != nil {
+		ls.step(ln, nil, listen.Event{Kind: listen.Freed})
+	}
+}
+
+// step feeds ev to ln's Line, carries out its commands, and returns those
+// for me, whose goroutine carries them out; the others' go to their
+// waiters.
+func (ls *listens) step(ln *listenLine, me *listener, ev listen.Event) []listen.Command {
+	ls.mu.Lock()
+	mine, ended := ls.stepLocked(ln, me, ev)
+	ls.mu.Unlock()
+	if ended { // outside mu: the readers may be waiting for it
+		for _, w := range ln.watches {
+			w.Cancel()
+		}
+		ln.readers.Wait()
+	}
+	return mine
+}
+
+// stepLocked is step with ls.mu held, stamping ev with the time and random
+// bits; ended reports that the line ended, and its watches are to be
+// cancelled (outside mu).
+func (ls *listens) stepLocked(ln *listenLine, me *listener, ev listen.Event) (mine []listen.Command, ended bool) {
+	if ln.gone {
+		return nil, false
+	}
+	ev.Now, ev.Rand = time.Now(), rand.Uint64()
+	for _, cmd := range ln.m.Step(ev) {
+		switch w := ln.waiters[cmd.ID]; {
+		case cmd.Kind == listen.Subscribe:
+			ls.subscribe(ln)
+		case cmd.Kind == listen.Unsubscribe:
+			ln.gone, ended = true, true
+			delete(ls.lines, ln.key)
+			ls.n.Add(-1)
+		case w == me:
+			mine = append(mine, cmd)
+		case w != nil:
+			w.cmds = append(w.cmds, cmd)
+			select {
+			case w.note <- struct{}{}:
+			default: // a note is pending
+			}
+		}
+	}
+	if ev.Kind == listen.Leave || (len(mine) > 0 && mine[len(mine)-1].Kind == listen.Return) {
+		delete(ln.waiters, ev.ID)
+	}
+	return mine, ended
+}
+
+// take returns the commands that came for me.
+func (ls *listens) take(me *listener) []listen.Command {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	cmds := me.cmds
+	me.cmds = nil
+	return cmds
+}
+
+// subscribe watches ln's key's wake channel on every node (ls.mu held).
+func (ls *listens) subscribe(ln *listenLine) {
+	for i, n := range ls.nodes {
+		w, ready := n.Watch(keyspace.Wake(ln.key))
+		ln.watches = append(ln.watches, w)
+		ln.readers.Add(1)
+		go ls.read(ln, i, w, ready)
+	}
+}
+
+// read reports node i's confirmation of ln's subscription, and its release
+// messages, until the watch is cancelled.
+func (ls *listens) read(ln *listenLine, i int, w *transport.Watch, ready <-chan struct{}) {
+	defer ln.readers.Done()
+	for {
+		select {
+		case <-ready:
+			ready = nil
+			ls.step(ln, nil, listen.Event{Kind: listen.Ready, Node: i})
+		case p, ok := <-w.C:
+			if !ok {
+				return
+			}
+			if p == "released" {
+				ls.step(ln, nil, listen.Event{Kind: listen.Released, Node: i})
+			}
 		}
 	}
 }
 
-// awaitRetry waits, in turn, for a release message or the retry timer
-// (wait, pttl) after an attempt that failed with err. It returns the next
-// wait, doubled to maxRetryWait when the timer ran out, and why to stop:
-// ctx's end, or ErrClosed.
-func (c *Client) awaitRetry(ctx context.Context, turn *gate.Turn, err error, wait, pttl time.Duration) (time.Duration, error) {
-	switch released := turn.Await(ctx, c.done, retryDelay(wait, pttl)); {
-	case !released:
-		wait = min(2*wait, maxRetryWait)
-	case errors.Is(err, errSplit):
-		// Another Client's waiter split the nodes with us: a random pause
-		// keeps us from splitting them again.
-		pause(ctx, c.done, rand.N(minRetryWait))
+// waitListening is Lock's wait with Redlock, after a first attempt that
+// failed with err, or none (err nil: listens.first): in its line, it tries
+// when the Line says, until it obtains the lock, fails for good, or stops
+// waiting (its context's end, or Close).
+func (c *Client) waitListening(ctx context.Context, key string, o options, err error, contended *bool) (*Lock, error) {
+	last := err // the last attempt's error
+	slow := slowNodes{c: c, key: key}
+	slow.note(err)
+	me, ln, work := c.listens.enter(key)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	var l *Lock
+	var final error
+	for {
+		for len(work) > 0 {
+			cmd := work[0]
+			work = work[1:]
+			switch cmd.Kind {
+			case listen.Timer:
+				timer.Reset(time.Until(cmd.At))
+			case listen.Return:
+				return l, final
+			case listen.Attempt:
+				var ev listen.Event
+				l, ev, final = c.attemptListening(ctx, key, o, &last, contended, &slow)
+				ev.ID = me.id
+				work = append(work, c.listens.step(ln, me, ev)...)
+			}
+		}
+		select {
+		case <-me.note:
+			work = c.listens.take(me)
+		case <-timer.C:
+			work = c.listens.step(ln, me, listen.Event{Kind: listen.Tick})
+		case <-ctx.Done():
+		case <-c.done:
+		}
+		if err := c.stopped(ctx); err != nil { // no attempt is under way: nothing is held
+			c.listens.step(ln, me, listen.Event{Kind: listen.Leave, ID: me.id})
+			return nil, gaveUp(err, last)
+		}
 	}
-	return wait, c.stopped(ctx)
+}
+
+// attemptListening tries once and returns the lock, or the attempt's
+// outcome for the Line and the call's error should it return now.
+func (c *Client) attemptListening(ctx context.Context, key string, o options, last *error, contended *bool, slow *slowNodes) (*Lock, listen.Event, error) {
+	ev := listen.Event{Kind: listen.Result, Outcome: listen.Taken}
+	l, pttl, err := c.try(ctx, key, o, true)
+	switch {
+	case err == nil:
+		ev.Outcome, ev.Until = listen.Granted, l.lease.validUntil()
+		return l, ev, nil
+	case ctx.Err() != nil:
+		ev.Outcome = listen.Final
+		return nil, ev, gaveUp(ctx.Err(), *last)
+	case !c.mayWait(ctx, o, err):
+		ev.Outcome = listen.Final
+		return nil, ev, c.unwaited(ctx, o, err)
+	case errors.Is(err, errSplit):
+		ev.Outcome = listen.Split
+	}
+	ev.PTTL = pttl
+	*contended = *contended || isContended(ctx, err)
+	slow.note(err)
+	*last = err
+	return nil, ev, nil
 }
 
 // slowNodes warns, once per Lock call, that it waits for a majority of
@@ -126,13 +320,4 @@ func gaveUp(cause, last error) error {
 		return fmt.Errorf("%w: %w (last attempt: %w)", ErrNotObtained, cause, last)
 	}
 	return notObtained(cause)
-}
-
-// retryDelay returns a jittered wait in [wait/2, wait), or just past the
-// holder's TTL if sooner (a lock that expires publishes nothing).
-func retryDelay(wait, holderTTL time.Duration) time.Duration {
-	if holderTTL > 0 && holderTTL < wait/2 {
-		return holderTTL + rand.N(wait/8+1)
-	}
-	return wait/2 + rand.N(wait/2+1)
 }

@@ -325,7 +325,7 @@ func (l *Lock) gone(ok bool) {
 	l.released = true
 	then := l.afterRelease
 	l.mu.Unlock()
-	l.c.gates.Freed(l.names.key)
+	l.c.listens.freed(l.names.key)
 	if ok {
 		l.lease.end(ErrReleased)
 		if then != nil {
