@@ -23,7 +23,7 @@ test: deps check bench-check
 	[ $$status -eq 0 ] && [ $$tstatus -eq 0 ]  # -parallel: the tests marked parallel wait more than they work
 	DLOCK_REQUIRE_BROWSER=1 $(GO) test -race -count=1 -timeout 2m -run '^TestBrowser' ./cmd/dlock/  # alone: Chromium's CPU would stall the timing-sensitive tests beside it
 	$(GO) test -count=1 -run 'Allocate|GiveUpFaster' .  # allocation counts, and callers at full speed: without the race detector, which allocates and slows
-	$(GO) test -count=1 -timeout 5m ./sim/... -seeds 300  # the wait protocol's simulator (issue 59): 300 mutex seeds and 100 of each shared kind, about a minute here, and the defects it must find; make sim for more
+	$(GO) test -count=1 -timeout 5m ./sim/... -seeds 300  # the wait protocol's simulator (issue 59): 300 mutex seeds, 100 of each shared kind and 100 of Redlock's listening wait, about 75 s here, and the defects it must find; make sim for more
 
 # deps installs what the tests need when it is missing: redis-server, a C
 # compiler (the race detector needs cgo), and the PostgreSQL and MariaDB
@@ -94,11 +94,12 @@ gobench: deps
 	$(GO) test -run '^$$' -bench . -benchtime 2s -count 1 .
 
 # sim runs the wait protocol's deterministic simulator (sim/, issue 59) over
-# SEEDS seeds; a failing seed prints the command that replays it with its
-# event log (-seed S -v).
+# SEEDS seeds, a third as many of each shared kind and of Redlock's
+# listening wait; a failing seed prints the command that replays it with
+# its event log (-seed S -v, or -redlock-seed S -v).
 SEEDS ?= 1000
 sim:
-	$(GO) test -count=1 -timeout 60m -run 'TestSeeds$$|TestSeedsOfSharedHolds' -v ./sim/ -seeds $(SEEDS)
+	$(GO) test -count=1 -timeout 60m -run 'TestSeeds$$|TestSeedsOfSharedHolds|TestRedlockSeeds$$' -v ./sim/ -seeds $(SEEDS)
 
 # demo reproduces the Redis guidance's experiments (embedded Redis; no setup).
 demo:

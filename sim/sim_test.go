@@ -12,7 +12,7 @@ var (
 	seeds   = flag.Int("seeds", 60, "how many seeds TestSeeds runs")
 	seed    = flag.Uint64("seed", 0, "replay this seed alone, printing its event log")
 	maxSeed = flag.Int("defect-seeds", 300, "the seeds a defect must be caught within")
-	defect  = flag.String("defect", "", "with -seed: reintroduce defect a to j")
+	defect  = flag.String("defect", "", "with -seed: reintroduce defect a to j (with -redlock-seed: k or l)")
 	shared  = flag.String("shared", "", "with -seed: shared holds (Config.Shared: s3, rw)")
 )
 

@@ -142,6 +142,15 @@ type Line struct {
 	woken      bool   // a majority of them did
 
 	holder time.Time // a turn was passed on by a call that obtained the lock, held until then; zero: none, or freed
+
+	// Defects is test-only; zero in production.
+	Defects Defects
+}
+
+// Defects reintroduce bugs, for showing that the simulator (sim/) finds
+// them.
+type Defects struct {
+	SilentPass bool // the turn passes on to the next in line, who is not told
 }
 
 // New returns an empty Line of a Client of nodes nodes.
@@ -321,6 +330,10 @@ func (l *Line) pass(now time.Time, cmds []Command) []Command {
 		l.subscribed = false
 		clear(l.ready)
 		return append(cmds, Command{Kind: Unsubscribe})
+	}
+	if l.Defects.SilentPass {
+		l.phase = waiting
+		return cmds
 	}
 	if l.phase == subscribing { // still not confirmed: the next turn waits out the same bound
 		return append(cmds, Command{Kind: Timer, ID: l.queue[0], At: l.due})
