@@ -25,15 +25,15 @@
 //	(no turn)    Enter                        Subscribe, Timer(now+MinWait) Subscribing
 //	(no turn)    Enter, subscribed            (as a turn passed on)
 //	Subscribing  Ready on every node, or Tick (as a turn passed on)
-//	(passed on)  a holder of the Client's     Timer(its lease's end)       Holding
+//	(passed on)  a holder of the Client's     Timer(its lease's end, at most now+MaxWait) Holding
 //	(passed on)  no holder                    Attempt                      Attempting
-//	Holding      Freed, or Tick               Attempt                      Attempting
+//	Holding      Freed, a majority Released, or Tick  Attempt (Tick before the lease's end: wait = MaxWait) Attempting
 //	Attempting   Result Granted               Return; the turn passes on, holder = Until
 //	Attempting   Result Final                 Return; the turn passes on
 //	Attempting   Result Taken/Split           Timer(now+delay)             Waiting
 //	Attempting   Result Taken, woken          Attempt                      Attempting
 //	Attempting   Result Split, woken          Timer(now+pause)             Pausing
-//	Waiting      a majority Released          Attempt                      Attempting
+//	Waiting      a majority Released, or Freed Attempt                     Attempting
 //	Waiting      a majority Released, split   Timer(now+pause)             Pausing
 //	Waiting      Tick                         Attempt (wait doubled)       Attempting
 //	Pausing      Tick                         Attempt                      Attempting
@@ -174,7 +174,7 @@ func (l *Line) Step(ev Event) []Command {
 		return l.released(ev)
 	case Freed:
 		l.holder = time.Time{}
-		if len(l.queue) > 0 && l.phase == holding {
+		if len(l.queue) > 0 && (l.phase == holding || l.phase == waiting) {
 			return l.attempt(nil)
 		}
 	case Tick:
@@ -204,7 +204,7 @@ func (l *Line) enter(ev Event) []Command {
 func (l *Line) begin(now time.Time) []Command {
 	l.wait, l.split = MinWait, false
 	if now.Before(l.holder) {
-		l.phase, l.due = holding, l.holder
+		l.phase, l.due = holding, minTime(l.holder, now.Add(MaxWait))
 		return []Command{{Kind: Timer, ID: l.queue[0], At: l.due}}
 	}
 	return l.attempt(nil)
@@ -250,8 +250,11 @@ func (l *Line) released(ev Event) []Command {
 		return nil
 	}
 	l.woken = true
-	if l.phase == waiting {
+	switch l.phase {
+	case waiting:
 		return l.again(ev)
+	case holding: // the key was released, by whoever held it
+		return l.attempt(nil)
 	}
 	return nil
 }
@@ -275,6 +278,10 @@ func (l *Line) tick(ev Event) []Command {
 		return l.begin(ev.Now)
 	case waiting:
 		l.wait = min(2*l.wait, MaxWait)
+	case holding:
+		if ev.Now.Before(l.holder) { // no word of the holder's release for MaxWait: look, and then as seldom
+			l.wait = MaxWait
+		}
 	}
 	return l.attempt(nil)
 }
@@ -296,6 +303,13 @@ func (l *Line) result(ev Event) []Command {
 	}
 	l.phase, l.due = waiting, ev.Now.Add(Delay(l.wait, ev.PTTL, ev.Rand))
 	return []Command{{Kind: Timer, ID: ev.ID, At: l.due}}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 // Delay is how long a turn waits for a release before it tries again: about

@@ -95,17 +95,36 @@ func TestASplitPausesAfterTheRelease(t *testing.T) {
 }
 
 func TestATurnPassedOnByAHolderWaitsForItsRelease(t *testing.T) {
-	l := subscribed(t, 1)
+	l := subscribed(t, 3)
 	l.Step(Event{Kind: Enter, ID: 2, Now: t0})
 	want(t, "1 obtains", l.Step(Event{Kind: Result, ID: 1, Outcome: Granted, Until: at(time.Minute), Now: t0}),
-		Command{Kind: Return, ID: 1}, Command{Kind: Timer, ID: 2, At: at(time.Minute)})
-	want(t, "a release message of another's lock", l.Step(Event{Kind: Released, Node: 0, Now: t0}))
+		Command{Kind: Return, ID: 1}, Command{Kind: Timer, ID: 2, At: at(MaxWait)})
+	want(t, "one node's release", l.Step(Event{Kind: Released, Node: 0, Now: t0}))
 	want(t, "freed", l.Step(Event{Kind: Freed, Now: t0}), Command{Kind: Attempt, ID: 2})
 
-	// Unfreed, the holder's lease end starts the attempt.
+	// A majority's release messages end the wait too: the key was released
+	// (a revoke, an Unlock whose replies were lost), whoever held it.
 	l.Step(Event{Kind: Enter, ID: 3, Now: t0})
-	l.Step(Event{Kind: Result, ID: 2, Outcome: Granted, Until: at(time.Second), Now: t0})
-	want(t, "lease over", l.Step(Event{Kind: Tick, Now: at(time.Second)}), Command{Kind: Attempt, ID: 3})
+	l.Step(Event{Kind: Result, ID: 2, Outcome: Granted, Until: at(time.Minute), Now: t0})
+	l.Step(Event{Kind: Released, Node: 1, Now: t0})
+	want(t, "a majority released", l.Step(Event{Kind: Released, Node: 2, Now: t0}), Command{Kind: Attempt, ID: 3})
+
+	// Without a word, the turn looks after MaxWait, then every MaxWait or so.
+	l.Step(Event{Kind: Enter, ID: 4, Now: t0})
+	l.Step(Event{Kind: Result, ID: 3, Outcome: Granted, Until: at(time.Minute), Now: t0})
+	want(t, "MaxWait", l.Step(Event{Kind: Tick, Now: at(MaxWait)}), Command{Kind: Attempt, ID: 4})
+	want(t, "taken", l.Step(Event{Kind: Result, ID: 4, Outcome: Taken, Now: at(MaxWait), Rand: 0}),
+		Command{Kind: Timer, ID: 4, At: at(MaxWait + MaxWait/2)})
+	want(t, "freed while waiting", l.Step(Event{Kind: Freed, Now: at(MaxWait)}), Command{Kind: Attempt, ID: 4})
+
+	// A short lease: its end starts the attempt.
+	l.Step(Event{Kind: Enter, ID: 5, Now: t0})
+	want(t, "a short lease", l.Step(Event{Kind: Result, ID: 4, Outcome: Granted, Until: at(2 * MaxWait), Now: at(MaxWait + MaxWait/2)}),
+		Command{Kind: Return, ID: 4}, Command{Kind: Timer, ID: 5, At: at(2 * MaxWait)})
+	want(t, "lease over", l.Step(Event{Kind: Tick, Now: at(2 * MaxWait)}), Command{Kind: Attempt, ID: 5})
+	if l.wait != MinWait {
+		t.Fatalf("after the holder's lease ended the wait is %v, want %v", l.wait, MinWait)
+	}
 }
 
 func TestAnUnconfirmedSubscriptionDelaysTheFirstAttemptAtMostMinWait(t *testing.T) {
@@ -134,7 +153,7 @@ func TestLeavingPassesTheTurnInAnyState(t *testing.T) {
 				l.Step(Event{Kind: Leave, ID: 9, Now: t0}) // 9 is not in line any more: it had gone first
 				// 2 holds now, waiting for 1's release; 2 leaves, the holder is still there.
 				l.Step(Event{Kind: Enter, ID: 3, Now: t0})
-				want(t, "leave", l.Step(Event{Kind: Leave, ID: 2, Now: t0}), Command{Kind: Timer, ID: 3, At: at(time.Minute)})
+				want(t, "leave", l.Step(Event{Kind: Leave, ID: 2, Now: t0}), Command{Kind: Timer, ID: 3, At: at(MaxWait)})
 				return
 			case "waiting":
 				l.Step(Event{Kind: Ready, Node: 0, Now: t0})

@@ -174,6 +174,12 @@ func (c *coalescer) pipelined(ctx context.Context, ap *redis.AutoPipeliner, rdb 
 	for loads := 0; ; loads++ {
 		since := c.loads.Load()
 		cmd := c.send(ctx, ap, s.hash, keys, boxed, args)
+		if cmd.Err() == redis.ErrClosed && ap.IsClosed() {
+			// The user's code closed the client's pipeliner, which
+			// refused the script unsent: it goes straight, and the next
+			// busy script makes the pipeliner anew (pipeliner).
+			return runScript(ctx, rdb, s, keys, boxed, args)
+		}
 		if !noScript(cmd.Err()) {
 			return cmd
 		}
@@ -367,19 +373,23 @@ func (c *coalescer) wait() context.Context {
 	return b
 }
 
-// pipeliner returns the AutoPipeliner, making it on first need, or nil
-// when the Client is closed or it cannot be made. The caller holds mu for
-// reading.
+// pipeliner returns the AutoPipeliner, making it on first need (or anew
+// once the user's code closed it: go-redis then makes the client a new
+// one), or nil when the Client is closed or it cannot be made. The caller
+// holds mu for reading.
 func (c *coalescer) pipeliner() *redis.AutoPipeliner {
-	if c.ap != nil || c.closed || c.failed.Load() {
+	if c.closed || c.failed.Load() {
+		return nil
+	}
+	if c.ap != nil && !c.ap.IsClosed() {
 		return c.ap
 	}
 	c.mu.RUnlock()
 	c.mu.Lock()
-	if c.ap == nil && !c.closed && !c.failed.Load() {
-		ap, err := c.user.AsyncAutoPipelineWithOptions(pipelineOptions())
-		if err != nil {
-			c.failed.Store(true)
+	if !c.closed && !c.failed.Load() && (c.ap == nil || c.ap.IsClosed()) {
+		c.ap = nil
+		if ap, err := c.user.AsyncAutoPipelineWithOptions(pipelineOptions()); err != nil {
+			c.failed.Store(true) // the user's client is closed, or rejects the options
 		} else {
 			c.ap = ap
 		}
