@@ -46,7 +46,7 @@ type RedlockConfig struct {
 	MaxDrift                        float64
 	NoFaults                        bool
 	Minority                        bool           // test-only defect k: an attempt is judged granted by a minority of the nodes
-	Defects                         listen.Defects // test-only defects of the Lines (defect l: SilentPass)
+	Defects                         listen.Defects // test-only defects of the Lines (defect l: LastFirst)
 }
 
 // DefaultRedlock is the configuration of a run of seed.
@@ -319,7 +319,7 @@ func (s *Redlock) granted(w *rwaiter, fence int64, leaseEnd time.Duration) {
 	}
 	for _, o := range w.c.waiters { // within a Client, in arrival order
 		if o.id < w.id && o != w {
-			s.fail("%s obtained the lock before %s of its Client, which came first", w.token, o.token)
+			s.fail("%s obtained the lock before %sr%d of its Client, which came first", w.token, o.name, o.rounds)
 		}
 	}
 	s.maxFence = fence

@@ -13,7 +13,7 @@ var redlockSeed = flag.Uint64("redlock-seed", 0, "replay this Redlock seed alone
 func redlockConfig(seed uint64, defect string) RedlockConfig {
 	c := DefaultRedlock(seed)
 	c.Minority = defect == "k"
-	c.Defects.SilentPass = defect == "l"
+	c.Defects.LastFirst = defect == "l"
 	return c
 }
 
@@ -60,11 +60,11 @@ func TestTheSameRedlockSeedGivesTheSameHistory(t *testing.T) {
 
 // The Redlock simulator finds each of its defects: k, a grant judged by a
 // minority of the nodes (the attempt's judgement), and l, a turn passed on
-// silently (the Line's).
+// to the last in line (the Line's).
 func TestTheRedlockSimulatorFindsEachDefect(t *testing.T) {
 	for _, d := range []struct{ name, what string }{
 		{"k", "a grant judged by a minority of the nodes"},
-		{"l", "a turn passed on to a waiter that is not told"},
+		{"l", "a turn passed on to the last in line, not the first"},
 	} {
 		caught := 0
 		for i := 1; i <= *maxSeed && caught == 0; i++ {

@@ -150,7 +150,7 @@ type Line struct {
 // Defects reintroduce bugs, for showing that the simulator (sim/) finds
 // them.
 type Defects struct {
-	SilentPass bool // the turn passes on to the next in line, who is not told
+	LastFirst bool // the turn passes on to the last in line, not the first
 }
 
 // New returns an empty Line of a Client of nodes nodes.
@@ -345,9 +345,8 @@ func (l *Line) pass(now time.Time, cmds []Command) []Command {
 		clear(l.ready)
 		return append(cmds, Command{Kind: Unsubscribe})
 	}
-	if l.Defects.SilentPass {
-		l.phase = waiting
-		return cmds
+	if n := len(l.queue); l.Defects.LastFirst && n > 1 {
+		l.queue = append([]ID{l.queue[n-1]}, l.queue[:n-1]...)
 	}
 	if l.phase == subscribing { // still not confirmed: the next turn waits out the same bound
 		return append(cmds, Command{Kind: Timer, ID: l.queue[0], At: l.due})
