@@ -69,11 +69,9 @@ func (c *Client) cleanupContext(d ...time.Duration) (context.Context, context.Ca
 // majority, len(nodes)/2+1, granted it; use an odd number, as 4 nodes
 // survive one failure, like 3. Close does not close the go-redis clients.
 //
-// On a plain *redis.Client, many concurrent scripts are pipelined through
-// its AsyncAutoPipeline, made on first need with five unordered batches:
-// the client's pool and hooks see every script (internal/transport). Close
-// leaves that pipeliner to the client, which closes it; give Direct(rdb)
-// instead if your own code needs that client's AsyncAutoPipeline ordered.
+// On a plain *redis.Client, many concurrent scripts are sent in pipelines
+// of that client (Pipelined): its pool and hooks see every script
+// (internal/transport).
 //
 // New panics, with an error matching ErrInvalidArgument or
 // errors.ErrUnsupported, when no Client can work: no clients, a nil one,

@@ -109,8 +109,8 @@ func TestAHookSeesEveryScriptThroughDirect(t *testing.T) {
 // By default, on a plain *redis.Client, a hook added to it sees every
 // script dlock runs too: a lone one through its ProcessHook, and those
 // dlock pipelines while more than four run at once through its
-// ProcessPipelineHook, since the pipeliner shares the user's client's pool
-// and hooks (README.md, docs/operating.md).
+// ProcessPipelineHook, since the pipelines are the user's client's own
+// (README.md, docs/operating.md).
 func TestAHookSeesEveryScriptByDefault(t *testing.T) {
 	rdb, hook, admin := hookedServer(t)
 	c := dlock.New(rdb)

@@ -404,9 +404,8 @@ func serverMillis(t []any) int64 {
 }
 
 // Direct returns rdb wrapped so that dlock sends every call through it as
-// a request of its own, never through its AsyncAutoPipeline (see New): for
-// code that makes that pipeliner itself with other options, or hooks that
-// must see each script as a command, not in a pipeline. The cost is the
+// a request of its own, never in a pipeline (see New): for hooks that must
+// see each script as a command of its own. The cost is the
 // pipelining: under many concurrent scripts each is a request of its own on
 // rdb's pool (docs/operating.md). A nil rdb panics, as in New.
 func Direct(rdb *redis.Client) RedisClient {

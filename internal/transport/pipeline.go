@@ -15,26 +15,18 @@ import (
 
 // coalescer sends a node's scripts together when many goroutines of one
 // Client run them at once: it counts the scripts in flight, and while more
-// than coalesceAbove are (the new one included), it goes through a go-redis
-// AutoPipeliner instead of taking a connection of its own. A lone script,
-// the uncontended case, and the few at a time of a lock's hand-offs go
-// straight to the user's client as before.
+// than coalesceAbove are (the new one included), it sends them in
+// pipelines (batches, batch.go) instead of one request each. A lone
+// script, the uncontended case, and the few at a time of a lock's
+// hand-offs go straight to the user's client as before.
 //
-// The pipeliner is half duplex, five unordered batches at a time (see
-// pipelineOptions).
-//
-// The AutoPipeliner is the user's client's own AsyncAutoPipeline, made on
-// first need with pipelineOptions: its batches go through the client's
-// pool and its ProcessPipelineHook, so a user's tracing or metrics hook
-// sees every script. (A WithTimeout clone of the client, which would give
-// dlock a pipeliner of its own, does not keep the client's hooks in
-// go-redis v9.23.) go-redis caches that pipeliner on the client, and the
-// first options it was made with win: if the user's code made it first,
-// dlock's scripts use theirs as it is, and if dlock did, their code gets
-// dlock's unordered batches; New's doc says so and offers Direct. dlock's
-// Close leaves it to the client, whose Close closes it. Only a plain
-// *redis.Client coalesces (a Sentinel failover client is one); a cluster
-// client or any other Client (Direct's wrapper included) is used as given.
+// The pipelines are the user's client's own (Pipelined): its pool, its
+// dialer and its hooks serve them, so a user's tracing or metrics hook sees
+// every script, pipelined ones through its ProcessPipelineHook. Nothing of
+// the client's own changes (its AutoPipeline, if the user's code has one,
+// is untouched). Only a plain *redis.Client coalesces (a Sentinel failover
+// client is one); a cluster client or any other Client (Direct's wrapper
+// included) is used as given.
 //
 // Why this is as safe as one request per script: every script is one
 // EVALSHA either way, and a pipeline changes neither what the server runs
@@ -55,10 +47,9 @@ type coalescer struct {
 	inflight atomic.Int32
 	within   atomic.Pointer[boundCtx] // the context that bounds the waits that start now (see wait)
 
-	mu     sync.RWMutex // held for reading while a script uses ap
+	mu     sync.RWMutex // held for reading while a script uses the batches
 	closed bool
-	ap     *redis.AutoPipeliner
-	failed atomic.Bool // making the pipeliner failed: do not try again
+	b      batches
 
 	loadMu  sync.Mutex
 	loading map[string]*loadCall // by script hash: the SCRIPT LOAD under way (see load)
@@ -71,7 +62,7 @@ func newCoalescer(rdb Client) *coalescer {
 	c := &coalescer{}
 	_, c.plain = rdb.(*redis.Client)
 	if user, ok := rdb.(*redis.Client); ok {
-		c.user = user
+		c.user, c.b.rdb = user, user
 		// As long as the user's client would wait for a command: the
 		// write and read timeouts, and a second for the queue. None when
 		// the user's client has none (a negative timeout).
@@ -99,10 +90,9 @@ func (c *coalescer) run(ctx context.Context, rdb Client, s *Script, keys []strin
 	defer c.inflight.Add(-1)
 	if _, forced := ctx.(viaPipeline); (forced || n > coalesceAbove) && c.user != nil {
 		c.mu.RLock()
-		ap := c.pipeliner()
-		if ap != nil {
+		if !c.closed {
 			defer c.mu.RUnlock()
-			return c.pipelined(ctx, ap, rdb, s, keys, boxed, args)
+			return c.pipelined(ctx, rdb, s, keys, boxed, args)
 		}
 		c.mu.RUnlock()
 	}
@@ -147,9 +137,9 @@ func evalsha(sha any, keys []string, boxed []any, args []any) []any {
 }
 
 // busy reports whether the node's scripts go through the pipeliner now:
-// more than coalesceAbove are in flight, and the pipeliner can serve them.
+// more than coalesceAbove are in flight.
 func (c *coalescer) busy() bool {
-	return c.user != nil && c.inflight.Load() >= coalesceAbove && !c.failed.Load()
+	return c.user != nil && c.inflight.Load() >= coalesceAbove
 }
 
 // viaPipeline is a caller's context marked so that its script goes
@@ -163,23 +153,17 @@ type viaPipeline struct{ context.Context }
 // an error for which IsUnanswered reports true.
 func ViaPipeline(ctx context.Context) context.Context { return viaPipeline{ctx} }
 
-// pipelined runs s through ap. A script missing on the server is loaded
+// pipelined runs s in a batch. A script missing on the server is loaded
 // (load, which skips the load when one finished since the script was
 // sent) and sent again, twice at most; one missing even then (flushed
 // again and again) is sent itself, as go-redis's Script.Run does. The
 // second load is for a script that met a flush after the skipped load:
 // without it, each of a herd's scripts left waiting behind a pause would
 // send the whole script on a connection of the user's pool.
-func (c *coalescer) pipelined(ctx context.Context, ap *redis.AutoPipeliner, rdb Client, s *Script, keys []string, boxed []any, args []any) *redis.Cmd {
+func (c *coalescer) pipelined(ctx context.Context, rdb Client, s *Script, keys []string, boxed []any, args []any) *redis.Cmd {
 	for loads := 0; ; loads++ {
 		since := c.loads.Load()
-		cmd := c.send(ctx, ap, s.hash, keys, boxed, args)
-		if cmd.Err() == redis.ErrClosed && ap.IsClosed() {
-			// The user's code closed the client's pipeliner, which
-			// refused the script unsent: it goes straight, and the next
-			// busy script makes the pipeliner anew (pipeliner).
-			return runScript(ctx, rdb, s, keys, boxed, args)
-		}
+		cmd := c.send(ctx, s.hash, keys, boxed, args)
 		if !noScript(cmd.Err()) {
 			return cmd
 		}
@@ -264,10 +248,10 @@ type loadCall struct {
 // stalled server, when the read timeout passes. A command not answered by
 // then may still run (as one whose read timed out may): its caller treats
 // it as unanswered, with ctx's error or a deadline error.
-func (c *coalescer) send(ctx context.Context, ap *redis.AutoPipeliner, sha any, keys []string, boxed []any, args []any) *redis.Cmd {
+func (c *coalescer) send(ctx context.Context, sha any, keys []string, boxed []any, args []any) *redis.Cmd {
 	cmdArgs := evalsha(sha, keys, boxed, args)
 	cmd := redis.NewCmd(ctx, cmdArgs...)
-	f := ap.Submit(ctx, cmd)
+	b := c.b.submit(cmd)
 	wctx := ctx
 	switch {
 	case c.bound > 0 && ctx.Done() == nil:
@@ -278,7 +262,7 @@ func (c *coalescer) send(ctx context.Context, ap *redis.AutoPipeliner, sha any, 
 		wctx, cancel = context.WithTimeout(ctx, c.bound)
 		defer cancel()
 	}
-	if err := f.WaitContext(wctx); err != nil && wctx.Err() != nil {
+	if err := b.wait(wctx, cmd); err != nil && wctx.Err() != nil {
 		// Not answered in time. (Returning cmd itself would not do: its
 		// Err waits for the pipeline, however long a stalled server
 		// makes it.)
@@ -287,7 +271,7 @@ func (c *coalescer) send(ctx context.Context, ap *redis.AutoPipeliner, sha any, 
 		if why == nil {
 			why = fmt.Errorf("%w: no answer through the pipeline within %v", os.ErrDeadlineExceeded, c.bound)
 		}
-		failed.SetErr(&unanswered{why, f})
+		failed.SetErr(&unanswered{why, b, cmd})
 		return failed
 	}
 	return cmd
@@ -301,11 +285,13 @@ func EndsWithin(ctx context.Context, d time.Duration) bool {
 
 // unanswered is the error of a pipelined script whose answer did not come
 // in time (err says why). The pipeliner may still send it (go-redis
-// retries a batch whose connection failed) and the server run it; f tells
-// when the pipeliner is done with it (see Settled).
+// retries a pipeline whose connection failed) and the server run it; b
+// tells when the pipeline is done with it, cmd (b's) its answer (see
+// Settled).
 type unanswered struct {
 	err error
-	f   redis.AutoFuture
+	b   *batch
+	cmd *redis.Cmd
 }
 
 func (e *unanswered) Error() string { return e.err.Error() }
@@ -321,7 +307,7 @@ func Settled(ctx context.Context, err error) (answered bool) {
 	if !errors.As(err, &u) {
 		return false
 	}
-	err = u.f.WaitContext(ctx)
+	err = u.b.wait(ctx, u.cmd)
 	return err == nil || IsRedisError(err) // a script's error reply is an answer too
 }
 
@@ -334,11 +320,15 @@ func LateReply(err error) (v any, ok bool) {
 	if !errors.As(err, &u) {
 		return nil, false
 	}
-	cmd, isCmd := u.f.Cmd().(*redis.Cmd)
-	if !isCmd || cmd.Err() != nil {
+	select {
+	case <-u.b.done:
+	default:
+		return nil, false // not answered yet
+	}
+	if u.cmd.Err() != nil {
 		return nil, false
 	}
-	return cmd.Val(), true
+	return u.cmd.Val(), true
 }
 
 // IsUnanswered reports whether err is a pipelined script's error for an
@@ -373,64 +363,14 @@ func (c *coalescer) wait() context.Context {
 	return b
 }
 
-// pipeliner returns the AutoPipeliner, making it on first need (or anew
-// once the user's code closed it: go-redis then makes the client a new
-// one), or nil when the Client is closed or it cannot be made. The caller
-// holds mu for reading.
-func (c *coalescer) pipeliner() *redis.AutoPipeliner {
-	if c.closed || c.failed.Load() {
-		return nil
-	}
-	if c.ap != nil && !c.ap.IsClosed() {
-		return c.ap
-	}
-	c.mu.RUnlock()
-	c.mu.Lock()
-	if !c.closed && !c.failed.Load() && (c.ap == nil || c.ap.IsClosed()) {
-		c.ap = nil
-		if ap, err := c.user.AsyncAutoPipelineWithOptions(pipelineOptions()); err != nil {
-			c.failed.Store(true) // the user's client is closed, or rejects the options
-		} else {
-			c.ap = ap
-		}
-	}
-	c.mu.Unlock()
-	c.mu.RLock()
-	if c.closed {
-		return nil
-	}
-	return c.ap
-}
-
-// close closes the pipeliner once every script using it has its answer;
-// later scripts go to the user's client. Holding mu, close knows that no
-// caller waits on the pipeliner any more (each holds mu for reading until
-// its script is answered, or abandoned after c.bound); a batch it may
-// still have in flight on a stalled server ends by the read timeout of
-// the user's client.
+// close stops pipelining: later scripts go to the user's client as
+// requests of their own. Holding mu, close knows that no caller waits on a
+// batch any more (each holds mu for reading until its script is answered,
+// or abandoned after c.bound); it waits for the batches in flight, each
+// bounded by the user's client's timeouts.
 func (c *coalescer) close() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.closed = true
-	c.ap = nil // the user's client's, which closes it
-}
-
-// pipelineOptions configures the pipeliner: half duplex, where a batch is
-// written and its answers read before its connection takes the next, with
-// five batches in flight at once on five connections, unordered: while
-// some wait for the server, the scripts that come meanwhile go out as
-// another. Order between batches does not matter (see coalescer: each
-// goroutine waits for its script's answer before sending the next; a
-// give-back of an unanswered script waits until the pipeliner is done
-// with it, attempt.releaseUncertain). A batch waits up to MaxFlushDelay
-// after the one before it was sent, for more scripts to join it: larger
-// batches cost the server less per script, and the pause is short beside
-// the round trip the scripts wait for anyway.
-//
-// The numbers are the best of those tried (docs/design.md,
-// "Measurements"). A script in a batch waits for the batch ahead of it,
-// which would slow a hand-off's chain of scripts: coalesceAbove keeps
-// those out of the batches.
-func pipelineOptions() *redis.AutoPipelineOptions {
-	return &redis.AutoPipelineOptions{MaxConcurrentBatches: 5, Unordered: true, MaxFlushDelay: 15 * time.Microsecond}
+	c.b.senders.Wait()
 }

@@ -4,22 +4,26 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/dlock-go/dlock/internal/redistest"
 	"go.uber.org/goleak"
 )
 
-// Many goroutines on a default client: their scripts go through the user's
-// client's AsyncAutoPipeline (its pool and hooks); after the node's Close,
-// which leaves that pipeliner and the client to the user, a script goes
-// straight to the user's client.
+// Many goroutines on a default client: their scripts go in pipelines of
+// the user's client (its pool and hooks: a pipeline hook sees them); the
+// node's Close waits for the pipelines in flight and leaves the client to
+// the user; a script after it goes straight to the user's client.
 func TestManyGoroutinesCoalesceThroughTheUsersPool(t *testing.T) {
 	s := redistest.Start(t)
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	rdb := s.Client(t)
-	defer rdb.Close() // and its AutoPipeliner, which dlock's Close leaves to it
+	pipelined := &pipelineCounter{}
+	rdb.AddHook(pipelined)
 	n := NewNode(rdb, 0, time.Second)
 	co := n.co
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -55,28 +59,15 @@ func TestManyGoroutinesCoalesceThroughTheUsersPool(t *testing.T) {
 		t.Fatalf("%d scripts ran, want %d", total, goroutines*cycles)
 	}
 
-	co.mu.RLock()
-	ap := co.ap
-	co.mu.RUnlock()
-	if ap == nil {
+	if pipelined.n.Load() == 0 {
 		t.Fatal("64 goroutines never coalesced their scripts")
 	}
-	user, err := rdb.AutoPipeline()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if user == ap {
-		t.Fatal("the node used the user's client's blocking AutoPipeline")
-	}
 	n.Close()
-	if co.ap != nil {
-		t.Fatal("Close left the pipeliner open")
+	if co.b.sending != 0 {
+		t.Fatal("Close left pipelines in flight")
 	}
 	if err := rdb.Ping(ctx).Err(); err != nil {
 		t.Fatalf("the user's client after Close: %v", err)
-	}
-	if err := user.Ping(ctx).Err(); err != nil {
-		t.Fatalf("the user's AutoPipeline after Close: %v", err)
 	}
 	if err := n.Run(viaPipeline{ctx}, incr, []string{"count:after-close"}).Err(); err != nil {
 		t.Fatalf("a script after Close: %v", err)
@@ -142,5 +133,18 @@ func TestScriptsSentBeforeALoadShareTheNextLoad(t *testing.T) {
 	}
 	if evals := redistest.CommandCalls(admin, "eval"); evals > 0 {
 		t.Errorf("%d EVALs: the scripts did not share a load", evals)
+	}
+}
+
+// pipelineCounter is a go-redis hook that counts the commands it sees in
+// pipelines.
+type pipelineCounter struct{ n atomic.Int64 }
+
+func (*pipelineCounter) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (*pipelineCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *pipelineCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.n.Add(int64(len(cmds)))
+		return next(ctx, cmds)
 	}
 }
