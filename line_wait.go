@@ -5,6 +5,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/dlock-go/dlock/internal/tokens"
 	"github.com/dlock-go/dlock/internal/transport"
 	"github.com/dlock-go/dlock/internal/wait"
@@ -148,13 +150,19 @@ func (d *driver) goLeave(script *wait.Command) {
 
 // leave runs the waiter to Done after its caller has gone, script first:
 // no Cancel any more, bounded by twice cleanupTimeout (a leave retried
-// through a stall).
+// through a stall). It stops early once the user's go-redis client is
+// closed: no script can reach the server then, and what the waiter leaves
+// behind lapses (its record by its alive time, a grant by its claim).
 func (d *driver) leave(script *wait.Command) {
 	ctx, cancel := d.c.cleanupContext(2 * cleanupTimeout)
 	defer cancel()
 	for d.w.State() != wait.Done && ctx.Err() == nil {
 		if script != nil {
-			_, _, _, script = d.do(d.w.Step(d.replied1(ctx, d.exec(ctx, *script))), nil)
+			ev := d.exec(ctx, *script)
+			if errors.Is(ev.Err, redis.ErrClosed) {
+				break
+			}
+			_, _, _, script = d.do(d.w.Step(d.replied1(ctx, ev)), nil)
 			continue
 		}
 		_, _, _, script = d.do(d.w.Step(d.next(ctx)), nil)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/internal/redistest"
@@ -375,5 +376,42 @@ func TestCloseIsBoundedWithTwoOfThreeNodesPaused(t *testing.T) {
 	t.Logf("Close took %v", d)
 	if d > 16*time.Second {
 		t.Fatalf("Close took %v, past its documented 13 s (and a margin)", d)
+	}
+}
+
+// A Client whose go-redis client the user closed first (Lock calls went
+// on meanwhile, and failed) closes without waiting out its cleanups' grace:
+// the waits' leaves cannot reach the server, and stop. (Close took the
+// whole 10-s grace; found by review.)
+func TestCloseIsPromptOnceTheUsersClientIsClosed(t *testing.T) {
+	s := redistest.Start(t)
+	ignore := goleak.IgnoreCurrent()
+	rdb := redis.NewClient(s.Options())
+	c := dlock.New(rdb)
+	keys := keysOf(t, 16)
+	hammer(t, c, keys, 64, 3, within(time.Minute))
+	var held []*dlock.Lock
+	for _, k := range keys[:4] {
+		held = append(held, mustLock(t, c, k, dlock.WithAutoRenew()))
+	}
+	rdb.Close()
+	hammer(t, c, keys, 32, 2, within(time.Second))
+	for _, l := range held {
+		l.Unlock(context.Background())
+	}
+	began := time.Now()
+	c.Close()
+	if d := time.Since(began); d > 5*time.Second { // the grace is 10 s
+		t.Errorf("Close took %v", d)
+	}
+	var err error
+	for range 20 { // a background give-up may still be returning
+		if err = goleak.Find(ignore); err == nil {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	if err != nil {
+		t.Errorf("goroutines left: %v", err)
 	}
 }
