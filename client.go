@@ -142,7 +142,11 @@ func isNil(rdb any) bool {
 // command in flight as long as go-redis's timeouts let it (its read
 // timeout, 3 s by default). Held locks stay (they expire, or can still be
 // unlocked), as do the go-redis clients. Waiting Lock calls return an error
-// matching ErrClosed. Close is idempotent.
+// matching ErrClosed. Close is idempotent. Close it before the go-redis
+// clients (defer it after making them, as usual): closed first, they take
+// the cleanups' scripts with them, and what those would have cleared lapses
+// as a crashed process's would (a waiter's record by its alive time, a key
+// handed to a waiter that gave up by that waiter's TTL).
 func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
 		c.work.Close()

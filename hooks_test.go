@@ -2,6 +2,7 @@ package dlock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -135,4 +136,139 @@ func (processOnly) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (processOnly) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
+}
+
+// breaker is a user's go-redis hook that, while open, refuses every command
+// without sending it (a rate limiter that waits a millisecond for a token,
+// then gives up): as a single command and as a pipeline alike, it returns
+// its error and does not call next, as go-redis's Hook doc allows.
+type breaker struct{ open *atomic.Bool }
+
+var errBreakerOpen = errors.New("breaker open")
+
+func (breaker) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h breaker) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if h.open.Load() {
+			time.Sleep(time.Millisecond)
+			return errBreakerOpen
+		}
+		return next(ctx, cmd)
+	}
+}
+func (h breaker) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if h.open.Load() {
+			time.Sleep(time.Millisecond)
+			return errBreakerOpen
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// A user's hook that refuses a pipeline without running it (returns an
+// error, never calls next) fails dlock's pipelined scripts as it fails a
+// lone script: with its error. (They came back with no error and no
+// value: "unexpected reply"; found by review.)
+func TestAPipelineAHookRefusesFailsItsScriptsWithTheHooksError(t *testing.T) {
+	s := redistest.Start(t)
+	rdb := redis.NewClient(s.Options())
+	t.Cleanup(func() { rdb.Close() })
+	var open atomic.Bool
+	rdb.AddHook(breaker{&open})
+	c := dlock.New(rdb)
+	t.Cleanup(func() { c.Close() })
+	base := key(t)
+	mustLock(t, c, base+":warm").Unlock(ctxT(t))
+	open.Store(true)
+	if _, err := c.TryLock(ctxT(t), base+":alone"); !errors.Is(err, errBreakerOpen) {
+		t.Fatalf("a lone TryLock: %v, not the hook's error", err)
+	}
+	var wg sync.WaitGroup
+	var got, other atomic.Int64
+	var mu sync.Mutex
+	var examples []string
+	for g := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 20 {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				l, err := c.TryLock(ctx, base+":"+string(rune('a'+g%26))+string(rune('a'+i)))
+				cancel()
+				switch {
+				case err == nil:
+					got.Add(1)
+					l.Unlock(context.Background())
+				case !errors.Is(err, errBreakerOpen):
+					other.Add(1)
+					mu.Lock()
+					if len(examples) < 3 {
+						examples = append(examples, err.Error())
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if got.Load() > 0 || other.Load() > 0 {
+		t.Fatalf("with the hook refusing every command: %d locks obtained, %d errors other than the hook's, e.g. %q", got.Load(), other.Load(), examples)
+	}
+}
+
+// While a user's hook refuses the pipelines, renewals that dlock pipelines
+// fail with its error, as a lone renewal does, and report no lock lost:
+// the keys are still held. (Every Extend said ErrNotHeld and ended its
+// lock's Context; found by review.)
+func TestAPipelineAHookRefusesLosesNoLock(t *testing.T) {
+	s := redistest.Start(t)
+	rdb := redis.NewClient(s.Options())
+	t.Cleanup(func() { rdb.Close() })
+	var open atomic.Bool
+	rdb.AddHook(breaker{&open})
+	c := dlock.New(rdb)
+	t.Cleanup(func() { c.Close() })
+	keys := keysOf(t, 32)
+	locks := make([]*dlock.Lock, len(keys))
+	for i, k := range keys {
+		locks[i] = mustLock(t, c, k, dlock.WithTTL(time.Minute))
+	}
+	open.Store(true)
+	errs := make([]error, len(keys))
+	var wg sync.WaitGroup
+	for i := range locks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 50 {
+				if errs[i] = locks[i].Extend(ctxT(t), time.Minute); errs[i] != nil && !errors.Is(errs[i], errBreakerOpen) {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	open.Store(false)
+	notHeld, lost := 0, 0
+	for i, l := range locks {
+		if errors.Is(errs[i], dlock.ErrNotHeld) {
+			notHeld++
+		}
+		if l.Context().Err() != nil {
+			lost++
+		}
+	}
+	held := 0
+	for _, k := range keys {
+		if rdb.Exists(ctxT(t), k).Val() == 1 {
+			held++
+		}
+	}
+	for _, l := range locks {
+		l.Unlock(ctxT(t))
+	}
+	if notHeld > 0 || lost > 0 {
+		t.Fatalf("with the hook refusing the renewals: %d of %d Extend calls said ErrNotHeld and %d Contexts ended, while %d keys were still held on the server (e.g. %v)", notHeld, len(keys), lost, held, errs[0])
+	}
 }

@@ -152,7 +152,9 @@ func (d *driver) goLeave(script *wait.Command) {
 // no Cancel any more, bounded by twice cleanupTimeout (a leave retried
 // through a stall). It stops early once the user's go-redis client is
 // closed: no script can reach the server then, and what the waiter leaves
-// behind lapses (its record by its alive time, a grant by its claim).
+// behind lapses as a crashed process's would: its record by its alive
+// time, a grant by its claim, a key handed over to it within its Client
+// (line_handover.go) by its TTL.
 func (d *driver) leave(script *wait.Command) {
 	ctx, cancel := d.c.cleanupContext(2 * cleanupTimeout)
 	defer cancel()

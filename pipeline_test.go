@@ -415,3 +415,42 @@ func TestCloseIsPromptOnceTheUsersClientIsClosed(t *testing.T) {
 		t.Errorf("goroutines left: %v", err)
 	}
 }
+
+// Close on a stalled server with pipelines in flight and scripts waiting
+// for a free one is bounded as its doc says: the batch not yet sent is not,
+// and go-redis retries none in flight. (It took 30 s, each batch retried
+// through go-redis's budget and the open one sent after; found by review.)
+func TestCloseIsBoundedWithBatchesStalledAndOneOpen(t *testing.T) {
+	t.Parallel() // waits more than it works (Makefile: -parallel)
+	s := redistest.Start(t)
+	opts := s.Options()
+	opts.MaxRetries = 0 // go-redis's default: 3
+	rdb := redis.NewClient(opts)
+	t.Cleanup(func() { rdb.Close() })
+	c := dlock.New(rdb)
+	keys := keysOf(t, 64)
+	pausedUnderPipelining(t, s, c, keys, 64, 3)
+	var wg sync.WaitGroup
+	for wave := range 2 {
+		for g := range 64 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+				defer cancel()
+				if l, err := c.TryLock(ctx, keys[g]+string(rune('a'+wave))); err == nil {
+					l.Unlock(ctx)
+				}
+			}()
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	wg.Wait()
+	start := time.Now()
+	c.Close()
+	d := time.Since(start)
+	t.Logf("Close took %v", d)
+	if d > 16*time.Second {
+		t.Fatalf("Close took %v, past its documented 13 s (and the existing tests' margin)", d)
+	}
+}

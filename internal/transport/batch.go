@@ -18,7 +18,9 @@ const maxBatches = 5
 // flight waits in the open batch, which the first of them to finish sends
 // next. Order between scripts does not matter (see coalescer).
 type batches struct {
-	rdb *redis.Client
+	rdb  *redis.Client
+	ctx  context.Context    // the pipelines'; ended by stop
+	stop context.CancelFunc // at Close: the batch not yet sent is not, and go-redis retries none
 
 	mu      sync.Mutex
 	open    *batch // the scripts waiting for a free sender
@@ -29,7 +31,7 @@ type batches struct {
 // batch is scripts sent in one pipeline; done is closed once their
 // answers (or errors) are in.
 type batch struct {
-	cmds []redis.Cmder
+	cmds []redis.Cmder // *redis.Cmd each
 	done chan struct{}
 }
 
@@ -57,13 +59,24 @@ func (bs *batches) send(b *batch) {
 	defer bs.senders.Done()
 	for b != nil {
 		// Its own context: the batch is many callers', each waiting with
-		// its own (coalescer.send); the client's timeouts bound it.
-		_, _ = bs.rdb.Pipelined(context.Background(), func(p redis.Pipeliner) error {
-			for _, cmd := range b.cmds {
-				_ = p.Process(context.Background(), cmd)
+		// its own (coalescer.send); the client's timeouts bound it, and
+		// Close ends it.
+		err := bs.ctx.Err()
+		if err == nil {
+			_, err = bs.rdb.Pipelined(bs.ctx, func(p redis.Pipeliner) error {
+				for _, cmd := range b.cmds {
+					_ = p.Process(bs.ctx, cmd)
+				}
+				return nil
+			})
+		}
+		for _, cmd := range b.cmds {
+			// Unsent (Close), or refused by a hook of the user's that did
+			// not call next: go-redis set nothing on them.
+			if err != nil && cmd.Err() == nil && cmd.(*redis.Cmd).Val() == nil {
+				cmd.SetErr(err)
 			}
-			return nil
-		})
+		}
 		close(b.done)
 		bs.mu.Lock()
 		b, bs.open = bs.open, nil

@@ -63,6 +63,7 @@ func newCoalescer(rdb Client) *coalescer {
 	_, c.plain = rdb.(*redis.Client)
 	if user, ok := rdb.(*redis.Client); ok {
 		c.user, c.b.rdb = user, user
+		c.b.ctx, c.b.stop = context.WithCancel(context.Background())
 		// As long as the user's client would wait for a command: the
 		// write and read timeouts, and a second for the queue. None when
 		// the user's client has none (a negative timeout).
@@ -366,11 +367,16 @@ func (c *coalescer) wait() context.Context {
 // close stops pipelining: later scripts go to the user's client as
 // requests of their own. Holding mu, close knows that no caller waits on a
 // batch any more (each holds mu for reading until its script is answered,
-// or abandoned after c.bound); it waits for the batches in flight, each
-// bounded by the user's client's timeouts.
+// or abandoned after c.bound): it ends the batches' context, so that a
+// batch not yet sent is not (its scripts fail unanswered) and go-redis
+// retries none in flight, and waits for those in flight, each bounded by
+// the user's client's timeouts.
 func (c *coalescer) close() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.closed = true
-	c.b.senders.Wait()
+	if c.user != nil {
+		c.b.stop()
+		c.b.senders.Wait()
+	}
 }
