@@ -146,6 +146,20 @@ type breaker struct{ open *atomic.Bool }
 
 var errBreakerOpen = errors.New("breaker open")
 
+// breakerClient returns a client of a server of the test's own with a
+// breaker, closed (open is false), and a dlock Client on it.
+func breakerClient(t *testing.T) (*redis.Client, *atomic.Bool, *dlock.Client) {
+	t.Helper()
+	s := redistest.Start(t)
+	rdb := redis.NewClient(s.Options())
+	t.Cleanup(func() { rdb.Close() })
+	open := &atomic.Bool{}
+	rdb.AddHook(breaker{open})
+	c := dlock.New(rdb)
+	t.Cleanup(func() { c.Close() })
+	return rdb, open, c
+}
+
 func (breaker) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (h breaker) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
@@ -171,13 +185,7 @@ func (h breaker) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proce
 // lone script: with its error. (They came back with no error and no
 // value: "unexpected reply"; found by review.)
 func TestAPipelineAHookRefusesFailsItsScriptsWithTheHooksError(t *testing.T) {
-	s := redistest.Start(t)
-	rdb := redis.NewClient(s.Options())
-	t.Cleanup(func() { rdb.Close() })
-	var open atomic.Bool
-	rdb.AddHook(breaker{&open})
-	c := dlock.New(rdb)
-	t.Cleanup(func() { c.Close() })
+	_, open, c := breakerClient(t)
 	base := key(t)
 	mustLock(t, c, base+":warm").Unlock(ctxT(t))
 	open.Store(true)
@@ -222,13 +230,7 @@ func TestAPipelineAHookRefusesFailsItsScriptsWithTheHooksError(t *testing.T) {
 // the keys are still held. (Every Extend said ErrNotHeld and ended its
 // lock's Context; found by review.)
 func TestAPipelineAHookRefusesLosesNoLock(t *testing.T) {
-	s := redistest.Start(t)
-	rdb := redis.NewClient(s.Options())
-	t.Cleanup(func() { rdb.Close() })
-	var open atomic.Bool
-	rdb.AddHook(breaker{&open})
-	c := dlock.New(rdb)
-	t.Cleanup(func() { c.Close() })
+	rdb, open, c := breakerClient(t)
 	keys := keysOf(t, 32)
 	locks := make([]*dlock.Lock, len(keys))
 	for i, k := range keys {

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"container/heap"
 	"fmt"
 	"os"
 	"slices"
@@ -120,19 +119,7 @@ func (s *Redlock) Run() string {
 			s.at(at, nil, func() { s.pause(c.client, d) })
 		}
 	}
-	for s.q.Len() > 0 && s.violation == "" {
-		e := heap.Pop(&s.q).(*event)
-		if e.at > s.rc.Limit {
-			s.fail("the run did not end by %v", s.rc.Limit)
-			break
-		}
-		s.now = e.at
-		if e.c != nil && s.now < e.c.pausedUntil {
-			s.at(e.c.pausedUntil, e.c, e.fn)
-			continue
-		}
-		e.fn()
-		s.Events++
+	for s.runNext() {
 	}
 	if s.violation == "" {
 		s.checkRedlockEnd()

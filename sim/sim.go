@@ -220,28 +220,37 @@ func (s *Sim) Run() string {
 	for _, t := range s.f.restarts {
 		s.at(t, nil, s.restart)
 	}
-	for s.q.Len() > 0 && s.violation == "" {
-		e := heap.Pop(&s.q).(*event)
-		if e.at > s.cfg.Limit {
-			s.fail("the run did not end by %v", s.cfg.Limit)
-			break
-		}
-		s.now = e.at
-		if e.c != nil && e.c.crashed {
-			continue
-		}
-		if e.c != nil && s.now < e.c.pausedUntil {
-			s.at(e.c.pausedUntil, e.c, e.fn)
-			continue
-		}
-		e.fn()
-		s.Events++
+	for s.runNext() {
 		s.check()
 	}
 	if s.violation == "" {
 		s.checkEnd()
 	}
 	return s.violation
+}
+
+// runNext runs the next event and reports whether it did: not when none
+// is left, a violation was found, or the run passed its limit. The events
+// of a crashed client are dropped; those of a paused one wait for it.
+func (s *Sim) runNext() bool {
+	for s.q.Len() > 0 && s.violation == "" {
+		e := heap.Pop(&s.q).(*event)
+		if e.at > s.cfg.Limit {
+			s.fail("the run did not end by %v", s.cfg.Limit)
+			return false
+		}
+		s.now = e.at
+		switch {
+		case e.c != nil && e.c.crashed:
+		case e.c != nil && s.now < e.c.pausedUntil:
+			s.at(e.c.pausedUntil, e.c, e.fn)
+		default:
+			e.fn()
+			s.Events++
+			return true
+		}
+	}
+	return false
 }
 
 // Log is the run's event log.
