@@ -85,16 +85,17 @@ var errKeyGone = errors.New("the key no longer holds the token")
 // waiter name is made: it pays on the 64-keys row (docs/design.md, "The
 // fast scripts").
 func (c *Client) lockFast(ctx context.Context, nm *lockNames, token string, o options, sent time.Time) (*Lock, wait.Event) {
+	sctx := ctx
 	if o.hasNodeTimeout { // as the driver's exec bounds each script
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, o.nodeTimeout)
+		sctx, cancel = context.WithTimeout(ctx, o.nodeTimeout)
 		defer cancel()
 	}
-	g, slow, err := c.nodes[0].acquireFast(ctx, nm, token, o)
+	g, slow, err := c.nodes[0].acquireFast(sctx, nm, token, o)
 	switch {
 	case slow:
 		return nil, wait.Event{Kind: wait.Reply, Result: wait.Result{Status: wait.Slow}}
-	case g.ok && time.Since(sent) < o.ttl-drift(o.ttl):
+	case g.ok && time.Since(sent) < o.ttl-drift(o.ttl) && ctx.Err() == nil: // else the Waiter gives it back (replied1)
 		noteStep(o.note, nil, false)
 		return newLock(c, nm, token, g.fence, o, sent, o.ttl), wait.Event{}
 	}

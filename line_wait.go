@@ -299,8 +299,11 @@ func (d *driver) next(ctx context.Context) wait.Event {
 }
 
 // replied1 is a script's reply event, Now stamped. A failure that waiting
-// cannot fix (or one with ctx ended) is first told to the caller, as a
-// Cancel, and fed after it (pending): the Waiter then leaves.
+// cannot fix, or any reply once ctx has ended (go-redis ends no read when a
+// context does: the reply may come long after), is first told to the
+// caller, as a Cancel, and fed after it (pending): the Waiter then leaves,
+// giving back a grant it brought. So Lock returns no lock after its ctx
+// ended, as TryLock's judge returns none either.
 func (d *driver) replied1(ctx context.Context, ev wait.Event) wait.Event {
 	ev.Now = time.Now()
 	if d.w.State() == wait.Acquiring {
@@ -309,9 +312,11 @@ func (d *driver) replied1(ctx context.Context, ev wait.Event) wait.Event {
 	}
 	if ev.Kind == wait.Reply {
 		d.replied, d.last = true, nil
-		return ev
 	}
 	if d.answered || d.w.State() != wait.Acquiring {
+		return ev
+	}
+	if ev.Kind == wait.Reply && ctx.Err() == nil {
 		return ev
 	}
 	if d.o.failFast || !transient(ev.Err) || ctx.Err() != nil {

@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/redistest"
 )
 
 func TestTryLockStoresTheTokenWithAnExpiry(t *testing.T) {
@@ -291,4 +294,33 @@ func TestAnUncontendedLockAndUnlockAllocateLittle(t *testing.T) {
 		}
 		t.Logf("%s+Unlock: %.1f allocations", acquire.name, allocs)
 	}
+}
+
+// A Lock whose context ends while the server is paused returns no lock
+// when the server answers later, even a grant: it matches ErrNotObtained
+// and the context's error, and the grant is given back. (It returned the
+// lock about 700 ms after its context ended: go-redis ends no read when a
+// context does; found by review.)
+func TestALockWhoseContextEndedReturnsNoLateGrant(t *testing.T) {
+	s := redistest.Start(t)
+	rdb := redis.NewClient(s.Options())
+	t.Cleanup(func() { rdb.Close() })
+	c := dlock.New(rdb)
+	t.Cleanup(func() { c.Close() })
+	k := key(t)
+	mustLock(t, c, k+":warm").Unlock(ctxT(t))
+	s.Pause()
+	go func() { time.Sleep(time.Second); s.Resume() }()
+	t.Cleanup(s.Resume)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	l, err := c.Lock(ctx, k)
+	if err == nil {
+		l.Unlock(context.Background())
+		t.Fatalf("Lock returned a lock after its context ended (%v)", ctx.Err())
+	}
+	if !errors.Is(err, dlock.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Lock: %v, want ErrNotObtained and the context's error", err)
+	}
+	mustLock(t, c, k).Unlock(ctxT(t)) // given back: free again
 }
