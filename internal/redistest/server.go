@@ -277,10 +277,13 @@ func (s *Server) Close() {
 }
 
 // freePort returns a loopback port that is free now, with port+10000 (the
-// cluster bus port) free too.
+// cluster bus port) free too. Both lie below Linux's ephemeral range
+// (32768 up): a server killed and restarted on its port found it taken by
+// a client's outgoing connection (a dial to the dead port that connected
+// to itself), and the restart failed.
 func freePort() (int, error) {
 	for i := 0; i < 100; i++ {
-		port := 20000 + rand.IntN(30000)
+		port := 10000 + rand.IntN(12768)
 		if isFree(port) && isFree(port+10000) {
 			return port, nil
 		}
