@@ -115,10 +115,10 @@ func WithMaxHold(d time.Duration) Option {
 // lock a later answer granted is released. Default: DefaultNodeTimeout, at
 // most a tenth of the TTL, with several nodes; none with one (the context
 // bounds the call). It must be positive and below the TTL. On one node, a
-// Lock's or Unlock's script sent alone (four or fewer of the Client's in
-// flight) is one go-redis call, which a stalled server ends only at the
-// client's read timeout; d then bounds the wait no better than the context
-// does (docs/waiting.md, "Contexts").
+// Lock's script sent alone (four or fewer of the Client's in flight) is one
+// go-redis call, which a stalled server ends only at the client's read
+// timeout; d then bounds that wait no better than the context does
+// (docs/waiting.md, "Contexts").
 func WithNodeTimeout(d time.Duration) Option {
 	return func(o *options) { o.nodeTimeout, o.hasNodeTimeout = d, true }
 }
