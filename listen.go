@@ -248,19 +248,31 @@ func (c *Client) waitListening(ctx context.Context, key string, o options, err e
 				work = append(work, c.listens.step(ln, me, ev)...)
 			}
 		}
-		select {
-		case <-me.note:
-			work = c.listens.take(me)
-		case <-timer.C:
-			work = c.listens.step(ln, me, listen.Event{Kind: listen.Tick})
-		case <-ctx.Done():
-		case <-c.done:
-		}
-		if err := c.stopped(ctx); err != nil { // no attempt is under way: nothing is held
-			c.listens.step(ln, me, listen.Event{Kind: listen.Leave, ID: me.id})
-			return nil, gaveUp(err, last)
+		var stop error
+		if work, stop = c.awaitListening(ctx, me, ln, timer); stop != nil {
+			return nil, gaveUp(stop, last)
 		}
 	}
+}
+
+// awaitListening waits for the next commands for me: a note that some
+// came, or its timer's Tick. If ctx ends or the Client closes first, me
+// leaves the line (no attempt is under way: nothing is held) and stop says
+// why.
+func (c *Client) awaitListening(ctx context.Context, me *listener, ln *listenLine, timer *time.Timer) (work []listen.Command, stop error) {
+	select {
+	case <-me.note:
+		work = c.listens.take(me)
+	case <-timer.C:
+		work = c.listens.step(ln, me, listen.Event{Kind: listen.Tick})
+	case <-ctx.Done():
+	case <-c.done:
+	}
+	if stop = c.stopped(ctx); stop != nil {
+		c.listens.step(ln, me, listen.Event{Kind: listen.Leave, ID: me.id})
+		return nil, stop
+	}
+	return work, nil
 }
 
 // attemptListening tries once and returns the lock, or the attempt's
