@@ -37,12 +37,11 @@ var (
 // acquireLine runs the line's acquire for token: granted, or the holder's
 // TTL. id, when not "", queues the caller if the key is not granted.
 func (n *node) acquireLine(ctx context.Context, nm *lockNames, token, id string, o options) (grant, error) {
-	d := n.durations(o.ttl, max(o.fenceKeep(), lineClaim))
 	join, idArg := argNo, argNone
 	if id != "" {
 		join, idArg = argYes, id
 	}
-	args := []any{token, d.ttl, d.keep, idArg, join, argAlive, n.publish}
+	args := []any{token, o.ttl.Milliseconds(), max(o.fenceKeep(), lineClaim).Milliseconds(), idArg, join, argAlive, n.publish}
 	var (
 		res   any
 		err   error

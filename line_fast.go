@@ -32,8 +32,8 @@ func (n *node) fast(nm *lockNames, token string, o options) bool {
 // acquireFast runs the fast acquire for token: granted, or slow (the full
 // acquire decides).
 func (n *node) acquireFast(ctx context.Context, nm *lockNames, token string, o options) (g grant, slow bool, err error) {
-	d := n.durations(o.ttl, max(o.fenceKeep(), lineClaim))
-	res, err := n.RunBoxed(ctx, lineFastAcquire, nm.line[:3], nm.lineBoxed[:3], token, d.ttl, d.keep).Result()
+	keep := max(o.fenceKeep(), lineClaim)
+	res, err := n.RunBoxed(ctx, lineFastAcquire, nm.line[:3], nm.lineBoxed[:3], token, o.ttl.Milliseconds(), keep.Milliseconds()).Result()
 	if err != nil {
 		return grant{}, false, n.fail("acquire", err)
 	}
@@ -73,7 +73,7 @@ func (n *node) releaseFast(ctx context.Context, nm *lockNames, token string, kee
 
 // errKeyGone marks a release's error when the key is known to no longer
 // hold the token, though whether this release removed it is not:
-// Lock.lateRelease ends the lease on it.
+// releases.settle counts it as gone.
 var errKeyGone = errors.New("the key no longer holds the token")
 
 // lockFast carries out a Lock's first step when the Waiter's first command

@@ -7,10 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
-	"github.com/dlock-go/dlock/internal/ask"
 	"github.com/dlock-go/dlock/internal/keyspace"
 	"github.com/dlock-go/dlock/internal/owner"
 	"github.com/dlock-go/dlock/internal/quorum"
@@ -44,8 +42,6 @@ type node struct {
 	// releases: Redlock releases under way here, which acquires await.
 	releases quorum.Flights
 
-	lastDurations atomic.Pointer[durationArgs] // the acquire's last TTL and keep (durations)
-
 	single  bool // the Client's only node: a mutex waits in line (line.go)
 	publish any  // Publish(), boxed
 
@@ -72,15 +68,6 @@ func (n *node) fail(op string, err error) error {
 	return &NodeError{Node: n.Name, Op: op, Err: err}
 }
 
-// Unanswered is the error of a request whose answer was not waited for: a
-// *NodeError for the node timeout, the caller's context's error as it is.
-func (n *node) Unanswered(op string, err error) error {
-	if err == ask.ErrNodeTimeout {
-		return n.fail(op, err)
-	}
-	return err
-}
-
 // grant is a node's answer to an acquire.
 type grant struct {
 	ok    bool
@@ -104,8 +91,7 @@ func (n *node) acquire(ctx context.Context, nm *lockNames, token string, o optio
 	if n.single {
 		return n.acquireLine(ctx, nm, token, "", o)
 	}
-	d := n.durations(o.ttl, o.fenceKeep())
-	args := append(make([]any, 0, 4), token, d.ttl, d.keep)
+	args := append(make([]any, 0, 4), token, o.ttl.Milliseconds(), o.fenceKeep().Milliseconds())
 	if listens {
 		args = append(args, notifyMillis)
 	}
@@ -147,23 +133,6 @@ func acquired(res any, acked int, o options) (grant, error) {
 		return grant{pttl: holderTTL(r)}, nil
 	}
 	return grant{}, errors.New("unexpected reply from the acquire script")
-}
-
-// durationArgs are an acquire's TTL and keep, boxed as script arguments.
-type durationArgs struct {
-	ttlD, keepD time.Duration
-	ttl, keep   any
-}
-
-// durations returns ttl and keep as acquire arguments, boxed once: the node
-// keeps the last pair (most programs use one TTL).
-func (n *node) durations(ttl, keep time.Duration) *durationArgs {
-	if d := n.lastDurations.Load(); d != nil && d.ttlD == ttl && d.keepD == keep {
-		return d
-	}
-	d := &durationArgs{ttlD: ttl, keepD: keep, ttl: ttl.Milliseconds(), keep: keep.Milliseconds()}
-	n.lastDurations.Store(d)
-	return d
 }
 
 // parseFence reads a fence that a script returned as a decimal string.
@@ -273,15 +242,15 @@ func (n *node) inspect(ctx context.Context, key, token string) (keyState, error)
 
 // readKey is inspect's reads and what they say.
 func (n *node) readKey(ctx context.Context, key, token string) (keyState, error) {
-	var get, pttl, holders, fence, queued, owners, now *redis.Cmd
-	_, err := n.RDB.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		get = p.Do(ctx, "GET", key)                             // first: a cluster's keyless TIME goes to its slot
-		pttl = p.Do(ctx, "PTTL", key)                           // ms; -1: no expiry, -2: none
-		holders = p.Do(ctx, "ZRANGE", key, 0, -1, "WITHSCORES") // a semaphore's or read-write lock's
-		fence, queued = p.Do(ctx, "GET", keyspace.Fence(key)), p.Do(ctx, "ZCARD", keyspace.Queue(key))
-		owners, now = p.Do(ctx, "HVALS", keyspace.Owner(key)), p.Do(ctx, "TIME")
-		return nil
-	})
+	get := redis.NewCmd(ctx, "GET", key)                             // first: a cluster's keyless TIME goes to its slot
+	pttl := redis.NewCmd(ctx, "PTTL", key)                           // ms; -1: no expiry, -2: none
+	holders := redis.NewCmd(ctx, "ZRANGE", key, 0, -1, "WITHSCORES") // a semaphore's or read-write lock's
+	fence, queued := redis.NewCmd(ctx, "GET", keyspace.Fence(key)), redis.NewCmd(ctx, "ZCARD", keyspace.Queue(key))
+	owners, now := redis.NewCmd(ctx, "HVALS", keyspace.Owner(key)), redis.NewCmd(ctx, "TIME")
+	err := n.Send(ctx, true, get, pttl, holders, fence, queued, owners, now)
+	if err != nil && ctx.Err() != nil { // the commands may still be written
+		return keyState{}, err
+	}
 	if failed := txFailure(err, get, pttl, holders, fence, queued, owners, now); failed != nil {
 		return keyState{}, failed
 	}

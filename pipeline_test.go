@@ -119,8 +119,8 @@ func TestAStalledServerEndsEveryPipelinedCall(t *testing.T) {
 }
 
 // Without a node timeout, a context's end is what ends a pipelined call to
-// a stalled server: the calls wait in their callers' goroutines (ask.AwaitOn)
-// and return with their contexts, and the grants the server runs once it
+// a stalled server: a pipelined script's wait ends with its context, so
+// the calls return with their contexts, and the grants the server runs once it
 // resumes are given back.
 func TestContextsEndPipelinedCallsToAStalledServer(t *testing.T) {
 	stalledUnderPipelining(t)

@@ -2,12 +2,9 @@ package ask
 
 import "sync"
 
-// Work is a Client's background work: the goroutines its calls run on
-// (workers) and the count of calls and cleanups its Close waits for.
-// The zero Work runs each call on a goroutine of its own.
+// Work is a Client's background work: the count of calls and cleanups
+// its Close waits for. Each runs on a goroutine of its own.
 type Work struct {
-	workers *workers
-
 	// n calls are running, counted under mu; idle is signalled when n
 	// reaches 0. closing refuses fresh calls (Begin); drained is set once
 	// Drain has seen n reach 0: later work is not waited for.
@@ -18,20 +15,17 @@ type Work struct {
 	drained bool
 }
 
-// NewWork returns the Work of a new Client.
-func NewWork() *Work { return &Work{workers: newWorkers()} }
-
 // Spawn runs fn in a goroutine that Drain waits for, also while Drain is
 // waiting. Once Drain has returned, the goroutine is not waited for; it
 // ends with its Redis call.
 func (w *Work) Spawn(fn func()) {
 	tracked := w.Track(false)
-	w.workers.run(func() {
+	go func() {
 		if tracked {
 			defer w.End()
 		}
 		fn()
-	})
+	}()
 }
 
 // Begin registers a call that Drain must wait for, which End ends. It
@@ -59,11 +53,8 @@ func (w *Work) Close() {
 }
 
 // Drain waits until no tracked work runs (work started meanwhile
-// included), refuses any more, and ends the idle workers.
-func (w *Work) Drain() {
-	w.wait(true)
-	w.workers.stop()
-}
+// included), and refuses any more.
+func (w *Work) Drain() { w.wait(true) }
 
 // Wait waits until no tracked work runs.
 func (w *Work) Wait() { w.wait(false) }
