@@ -19,7 +19,7 @@ type Work struct {
 // waiting. Once Drain has returned, the goroutine is not waited for; it
 // ends with its Redis call.
 func (w *Work) Spawn(fn func()) {
-	tracked := w.Track(false)
+	tracked := w.track(false)
 	go func() {
 		if tracked {
 			defer w.End()
@@ -30,12 +30,12 @@ func (w *Work) Spawn(fn func()) {
 
 // Begin registers a call that Drain must wait for, which End ends. It
 // reports false (and registers nothing) once Close has begun.
-func (w *Work) Begin() bool { return w.Track(true) }
+func (w *Work) Begin() bool { return w.track(true) }
 
-// Track registers work that Drain must wait for, which End ends: refused
+// track registers work that Drain must wait for, which End ends: refused
 // (false) once Close has begun if fresh (a new call), else once Drain has
 // returned.
-func (w *Work) Track(fresh bool) bool {
+func (w *Work) track(fresh bool) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.drained || (fresh && w.closing) {
@@ -54,13 +54,7 @@ func (w *Work) Close() {
 
 // Drain waits until no tracked work runs (work started meanwhile
 // included), and refuses any more.
-func (w *Work) Drain() { w.wait(true) }
-
-// Wait waits until no tracked work runs.
-func (w *Work) Wait() { w.wait(false) }
-
-// wait waits until no tracked work runs; drain then refuses any more.
-func (w *Work) wait(drain bool) {
+func (w *Work) Drain() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.idle.L == nil {
@@ -69,10 +63,10 @@ func (w *Work) wait(drain bool) {
 	for w.n > 0 {
 		w.idle.Wait()
 	}
-	w.drained = w.drained || drain
+	w.drained = true
 }
 
-// End ends work that Begin or Track registered (once for each that
+// End ends work that Begin registered (once for each that
 // reported true).
 func (w *Work) End() {
 	w.mu.Lock()
