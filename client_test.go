@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
 
 	"github.com/dlock-go/dlock"
 	"github.com/dlock-go/dlock/internal/redistest"
@@ -177,5 +178,40 @@ func TestClientsWrappedByValueAreTakenAsTheyAre(t *testing.T) {
 	l := mustLock(t, c, key(t))
 	if err := l.Unlock(ctxT(t)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Close waits for the requests whose callers stopped waiting (their
+// contexts ended on a stalled server whose client never times out a read):
+// once it returns, none of dlock's goroutines is left. (Found by review:
+// Close returned at once and left them blocked until the server resumed.)
+func TestCloseWaitsForRequestsTheirCallersLeft(t *testing.T) {
+	s := redistest.Start(t)
+	o := s.Options()
+	o.ReadTimeout = -1
+	rdb := redis.NewClient(o)
+	defer rdb.Close()
+	c := dlock.New(rdb)
+	k := key(t)
+	l := mustLock(t, c, k, dlock.WithTTL(time.Minute))
+	time.Sleep(300 * time.Millisecond) // the first grant's eviction-policy check is done
+	idle := goleak.IgnoreCurrent()
+	s.Pause()
+	t.Cleanup(s.Resume)
+	for _, call := range []func(context.Context) error{
+		func(ctx context.Context) error { _, err := l.TTL(ctx); return err },
+		func(ctx context.Context) error { return l.Extend(ctx, time.Minute) },
+		func(ctx context.Context) error { _, err := c.Inspect(ctx, k); return err },
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		if err := call(ctx); err == nil {
+			t.Error("a call to a paused server succeeded")
+		}
+		cancel()
+	}
+	time.AfterFunc(500*time.Millisecond, s.Resume)
+	c.Close()
+	if err := goleak.Find(idle); err != nil {
+		t.Errorf("goroutines left after Close: %v", err)
 	}
 }

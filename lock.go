@@ -240,18 +240,20 @@ type releases struct {
 	flights map[*node]chan struct{}
 }
 
-// on releases on n, retrying one whose error may hide that it did not run
-// (retryRelease), and counts the answer (settle). The release's flight
-// ends once the release has run or been given up, not when the wait for
-// it ends.
+// on releases on n and counts the answer (settle). One whose error may
+// hide that it ran, or did not, is settled by retryRelease instead, and
+// the release's flight ends only then, not when the wait for it ends.
 func (rs *releases) on(ctx context.Context, n *node) (bool, error) {
 	ok, err := n.release(ctx, rs.l.names, rs.l.token, rs.l.raise, rs.l.keep, !rs.l.waited.Load())
 	if err != nil && !neverSent(err) && !errors.Is(err, errKeyGone) {
-		rs.l.retryRelease(n, err, func() { rs.end(n) })
-	} else {
-		rs.end(n)
+		rs.l.retryRelease(n, err, func(ok bool, err error) {
+			rs.settle(ok, err)
+			rs.end(n)
+		})
+		return ok, err
 	}
 	rs.settle(ok, err)
+	rs.end(n)
 	return ok, err
 }
 
@@ -274,43 +276,55 @@ func (rs *releases) settle(ok bool, err error) {
 	}
 }
 
-// retryRelease sends the release to n again, in the background, after
-// cause, an error the release may not have run with (a read timeout,
-// LOADING): else the key would block n until its TTL. As releaseUncertain
-// does, it waits for go-redis to settle the request, then retries every
-// uncertainPause for cleanupTimeout until n answers, cannot be reached
-// (neverSent) or the Client closes. A release is token-checked: of two
-// runs, the second finds nothing and only raises the fencing counter.
-// then runs once it is done.
-func (l *Lock) retryRelease(n *node, cause error, then func()) {
+// retryRelease finishes, in the background, a release to n that failed
+// with cause, an error it may or may not have run with (a read timeout,
+// LOADING, a wait that ended): else the key would block n until its TTL.
+// It waits until go-redis is done with that request (settled); if its
+// answer came and says what happened (released, or not held), that is the
+// answer. Otherwise it sends the full release (a fast one may have
+// answered SLOW, its full one never sent) every uncertainPause for
+// cleanupTimeout until n answers, cannot be reached (neverSent) or the
+// Client closes. A release is token-checked: of two runs, the second
+// finds nothing and only raises the fencing counter. then receives the
+// answer, or the last error.
+func (l *Lock) retryRelease(n *node, cause error, then func(ok bool, err error)) {
 	l.c.spawn(func() {
-		defer then()
 		ctx, cancel := context.WithTimeout(l.c.ctx, cleanupTimeout)
 		answered := transport.Settled(ctx, cause)
 		cancel()
-		if answered {
-			return
-		}
-		ctx, cancel = context.WithTimeout(l.c.ctx, cleanupTimeout)
-		defer cancel()
-		err := cause
-		for pause(ctx, nil, uncertainPause); ctx.Err() == nil; pause(ctx, nil, uncertainPause) {
-			if _, err = n.release(ctx, l.names, l.token, l.raise, l.keep, false); err == nil {
+		if v, ok := transport.LateReply(cause); answered && ok {
+			if _, handedOver := v.(string); handedOver || v == int64(1) || v == int64(0) {
+				then(v != int64(0), nil)
 				return
-			} else if neverSent(err) {
-				break
 			}
 		}
-		why := "no answer in time"
-		switch {
-		case l.c.ctx.Err() != nil:
-			why = "the Client was closed first"
-		case neverSent(err):
-			why = "the node cannot be reached"
-		}
-		l.c.warn("dlock: could not release the lock on a node ("+why+"); it expires there by its TTL",
-			slog.String("key", l.names.key), slog.String("node", n.Name), slog.Any("err", err))
+		then(l.releaseAgain(n, cause))
 	})
+}
+
+// releaseAgain is retryRelease's retries.
+func (l *Lock) releaseAgain(n *node, cause error) (bool, error) {
+	ctx, cancel := context.WithTimeout(l.c.ctx, cleanupTimeout)
+	defer cancel()
+	err := cause
+	for pause(ctx, nil, uncertainPause); ctx.Err() == nil; pause(ctx, nil, uncertainPause) {
+		var ok bool
+		if ok, err = n.release(ctx, l.names, l.token, l.raise, l.keep, false); err == nil {
+			return ok, nil
+		} else if neverSent(err) {
+			break
+		}
+	}
+	why := "no answer in time"
+	switch {
+	case l.c.ctx.Err() != nil:
+		why = "the Client was closed first"
+	case neverSent(err):
+		why = "the node cannot be reached"
+	}
+	l.c.warn("dlock: could not release the lock on a node ("+why+"); it expires there by its TTL",
+		slog.String("key", l.names.key), slog.String("node", n.Name), slog.Any("err", err))
+	return false, err
 }
 
 // event is an Event about l: its key, primitive, fence and node count.

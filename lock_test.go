@@ -387,3 +387,51 @@ func TestCallsEndWithTheirContextsOnAStalledServerWithoutReadTimeouts(t *testing
 		t.Fatalf("Unlock after the stall: %v", err)
 	}
 }
+
+// An Unlock whose fast release goes unanswered (a stalled server, the node
+// timeout) while a waiter is in line still releases the key once the
+// server is back: the fast release answers SLOW there (a line waits) and
+// releases nothing, and its full release was never sent, so the release
+// is finished in the background with the full one, and the waiter is
+// served at once, not after the key's TTL. (Found by review: the waiter
+// got the lock 19 s after the resume, the key's TTL.)
+func TestAnUnlockWhoseFastReleaseWentUnansweredStillHandsOver(t *testing.T) {
+	s := redistest.Start(t)
+	c1, _ := newClient(t, s)
+	c2, _ := newClient(t, s)
+	k := key(t)
+	mustLock(t, c1, k+":warm").Unlock(ctxT(t)) // the scripts are loaded
+	l, err := c1.Lock(ctxT(t), k, dlock.WithTTL(time.Hour), dlock.WithNodeTimeout(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		l2, err := c2.Lock(ctxT(t), k, dlock.WithTTL(time.Hour))
+		if err == nil {
+			err = l2.Unlock(ctxT(t))
+		}
+		got <- err
+	}()
+	eventually(t, "a waiter in line", func() bool {
+		st, err := c1.Inspect(ctxT(t), k)
+		return err == nil && st.Waiters > 0
+	})
+	s.Pause()
+	if err := l.Unlock(context.Background()); err == nil {
+		t.Error("Unlock on a stalled server returned nil before the node answered")
+	}
+	time.Sleep(500 * time.Millisecond)
+	s.Resume()
+	if err := <-got; err != nil { // within ctxT's minute, not the hour's TTL
+		t.Fatalf("the waiter: %v", err)
+	}
+	select {
+	case <-l.Context().Done():
+		if cause := context.Cause(l.Context()); !errors.Is(cause, dlock.ErrReleased) {
+			t.Errorf("the unlocked Lock's Context ended with %v, want ErrReleased", cause)
+		}
+	case <-time.After(20 * time.Second):
+		t.Error("the unlocked Lock's Context did not end")
+	}
+}

@@ -483,12 +483,13 @@ func TestRedlockOnTwoNodesNeedsBoth(t *testing.T) {
 	}
 }
 
-// A Redlock acquire waits for every node, each at most the node timeout.
-// A node that did not answer in time may still run the acquire: once it
-// has, the grant is given back there, so the lock never counts on a node
-// it did not hear from and nothing is left on it; the lock itself holds on
-// the others. The same when Unlock runs while that node is still stalled:
-// the acquire and the releases reach it in either order, and no key stays.
+// A Redlock acquire waits for every node, each at most the node timeout
+// (so a stalled node costs every call that timeout). A node that did not
+// answer in time may still run the acquire: once it has, the grant is
+// given back there, so the lock never counts on a node it did not hear
+// from and nothing is left on it; the lock itself holds on the others. The
+// same when Unlock runs while that node is still stalled: the acquire and
+// the releases reach it in either order, and no key stays.
 func TestRedlockGrantsOfANodeThatDidNotAnswerInTimeAreGivenBack(t *testing.T) {
 	nodes := startNodes(t, 5)
 	c, rdbs := newRedlock(t, nodes)

@@ -81,8 +81,9 @@ func (n *Node) Watch(channel string) (w *Watch, ready <-chan struct{}) {
 func (n *Node) StopWatching() { n.sub.close() }
 
 // Close stops pipelining the node's scripts, once every script using the
-// pipeliner has its answer; later scripts go to the user's client as
-// requests of their own.
+// pipeliner has its answer, and waits for the requests whose callers
+// stopped waiting (aparts): go-redis's timeouts bound them. Later scripts
+// go to the user's client as requests of their own.
 func (n *Node) Close() { n.co.close() }
 
 // Publish returns the command that announces on a key's channel: sharded

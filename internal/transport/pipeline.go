@@ -49,6 +49,7 @@ type coalescer struct {
 	mu     sync.RWMutex // held for reading while a script uses the batches
 	closed bool
 	b      batches
+	aparts aparts // the requests waited for until their contexts end (apart.go)
 
 	loadMu  sync.Mutex
 	loading map[string]*loadCall // by script hash: the SCRIPT LOAD under way (see load)
@@ -347,10 +348,11 @@ func LateReply(err error) (v any, ok bool) {
 // the user's client's timeouts.
 func (c *coalescer) close() {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.closed = true
 	if c.user != nil {
 		c.b.stop()
 		c.b.senders.Wait()
 	}
+	c.mu.Unlock()
+	c.aparts.close()
 }
