@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/dlock-go/dlock/internal/quorum"
@@ -13,11 +15,10 @@ import (
 )
 
 // An attempt is one try for a lock on every node at once (TryLock, and each
-// try of a waiting Lock). Every node's answer is awaited, each until the
-// node timeout or the caller's context ends; judge decides. What it may
-// hold that the lock does not count on is given back: grants of a failed
-// attempt before try returns, so a retry does not meet them; what a node's
-// error may hide, in the background (releaseUncertain).
+// try of a waiting Lock). Its answers are awaited until a majority granted,
+// all answered, or the node timeout passed; judge decides. What it may have
+// left without getting the lock is given back before try returns, so a
+// retry does not meet it; an answer after the decision goes to late.
 type attempt struct {
 	c     *Client
 	nm    *lockNames
@@ -30,6 +31,12 @@ type attempt struct {
 	// after: per node, the Client's releases of the key under way there,
 	// which its acquire waits for (quorum.Flights); nil if none.
 	after map[*node][]<-chan struct{}
+
+	held *Lock // the lock, if obtained: written before decided is unlocked
+	// decided is locked by try's rounds until try returns, and late waits
+	// for it. A mutex: it allocates nothing (docs/design.md,
+	// "Measurements").
+	decided sync.Mutex
 }
 
 // try makes one attempt; a taken lock is ErrNotObtained with the holder's
@@ -46,20 +53,23 @@ func (c *Client) try(ctx context.Context, key string, o options, listens bool) (
 	if len(c.nodes) > 1 {
 		a.after = releasesUnderWay(c.nodes, key)
 	}
+	a.decided.Lock()
+	defer a.decided.Unlock()
 	a.sent = time.Now()
 	var one [1]answer[grant] // room for one node's answer
-	answers := round[grant, *attempt]{Timeout: o.nodeTimeoutFor(len(c.nodes)), By: a, Call: (*attempt).acquireOn}.Ask(one[:0], ctx, c.nodes)
+	answers := a.round().Ask(one[:0], ctx, c.work, c.nodes)
 	noteAnswers(o.note, answers)
 	out := judge(answers, ctx.Err(), time.Since(a.sent), o.ttl)
 	if out.err == nil {
-		l := newLock(c, a.nm, token, out.fence, o, a.sent, o.ttl)
-		for _, i := range out.uncertain {
-			// A grant there would be one the lock does not count on: it
-			// goes, raising the node's counter to the fence as a release
-			// of the lock would (redlock.go).
-			a.releaseUncertain(c.nodes[i], l.fence, answers[i].Err)
+		a.held = newLock(c, a.nm, token, out.fence, o, a.sent, o.ttl)
+		var late []*node
+		for i, an := range answers {
+			if an.Abandoned {
+				late = append(late, c.nodes[i])
+			}
 		}
-		return l, 0, nil
+		a.held.pending = quorum.NewPending(late)
+		return a.held, 0, nil
 	}
 	return a.conclude(ctx, answers, out)
 }
@@ -79,6 +89,23 @@ func (a *attempt) conclude(ctx context.Context, answers []answer[grant], out out
 	return nil, out.holderTTL, out.err
 }
 
+// round is the attempt's question to the nodes: the acquire script, its
+// late answers given back or joined to the lock (late).
+func (a *attempt) round() round[grant, *attempt] {
+	r := round[grant, *attempt]{
+		Op: "acquire", Timeout: a.o.nodeTimeoutFor(len(a.c.nodes)),
+		By: a, Call: (*attempt).acquireOn,
+		Yes:  grant.granted,
+		Late: (*attempt).late,
+	}
+	if a.o.candidate {
+		// A campaign hears every node out, so that its term is the highest
+		// fence any node holding it remembers (Leader's term).
+		r.Yes = nil
+	}
+	return r
+}
+
 // acquireOn runs the attempt's acquire on n once the Client's release of
 // the key on n, if under way, has answered (quorum.Flights).
 func (a *attempt) acquireOn(ctx context.Context, n *node) (grant, error) {
@@ -94,7 +121,7 @@ type outcome struct {
 	fence     int64         // obtained: the highest fence of the nodes that granted it
 	holderTTL time.Duration // taken: the shortest TTL a holder reported, or -1
 	giveBack  []int         // not obtained: the nodes that granted it, to release now
-	uncertain []int         // the nodes whose error may hide a grant, to release in the background
+	uncertain []int         // not obtained: the nodes whose error may hide a grant, to release in the background
 }
 
 // judge returns an attempt's outcome from its answers (in node order),
@@ -103,18 +130,22 @@ type outcome struct {
 // with TTL left beyond the drift margin (else the lease may be over, and
 // the lock someone else's). Its fence is that majority's maximum: any later
 // majority shares a node with it, all the fence argument needs
-// (redlock.go). Whatever the verdict, a node whose error may hide a grant
-// (a connection that failed after the script ran, a timeout; not one never
-// sent) is given back in the background, as a node that just failed is
-// not worth waiting for; if the lock was not obtained, so are the nodes
-// that granted it, before try returns, so a retry does not meet them.
+// (redlock.go), so a late grant's fence is not needed. Otherwise every node
+// that may hold the token is given back: those that granted before try
+// returns, so a retry does not meet them; those whose error may hide a
+// grant (a connection that failed after the script ran, a read timeout; not
+// one never sent) in the background, as a node that just failed is not
+// worth waiting for. Nodes yet to answer are late's.
 func judge(answers []answer[grant], ctxErr error, elapsed, ttl time.Duration) outcome {
 	v := count(answers, grant.granted)
 	vd := v.Of(len(answers))
-	obtained := vd == quorum.Agreed && ctxErr == nil && elapsed < ttl-drift(ttl)
+	if vd == quorum.Agreed && ctxErr == nil && elapsed < ttl-drift(ttl) {
+		return outcome{fence: grantedFence(answers)}
+	}
 	out := outcome{holderTTL: -1}
 	for i, a := range answers {
 		switch {
+		case a.Abandoned:
 		case a.Err == nil && a.V.ok, errors.Is(a.Err, ErrNoReplicaAck):
 			// A grant too few replicas acknowledged is a grant all the
 			// same: given back before the caller hears the refusal.
@@ -124,8 +155,6 @@ func judge(answers []answer[grant], ctxErr error, elapsed, ttl time.Duration) ou
 		}
 	}
 	switch {
-	case obtained:
-		return outcome{fence: grantedFence(answers), uncertain: out.uncertain}
 	case ctxErr != nil:
 		out.err = notObtained(ctxErr)
 	case vd == quorum.Agreed: // too late to be of use
@@ -163,30 +192,72 @@ func shortestHolder(answers []answer[grant]) time.Duration {
 	return d
 }
 
-// giveBack releases the token on nodes in parallel, in cleanups that run
-// to their end, waits for them within the node timeout while ctx lasts,
-// and reports whether all answered in time.
+// late deals with an answer that came after the attempt was decided: a
+// grant joins the lock, or is given back (lateGiveBack), raising the node's
+// counter to an obtained lock's fence as its release would (redlock.go).
+func (a *attempt) late(n *node, g grant, err error) {
+	a.decided.Lock() // late runs in the request's goroutine; try is returning
+	a.decided.Unlock()
+	l := a.held
+	if l != nil && l.pending.Arrived(n) && err == nil {
+		return // Unlock releases n now that its answer has come (quorum.Pending)
+	}
+	if !lateGiveBack(g, err, l != nil && !l.asked() && !l.lease.over()) {
+		return
+	}
+	var fence int64
+	if l != nil {
+		fence = l.fence
+	}
+	if err != nil {
+		a.releaseUncertain(n, fence, err)
+		return
+	}
+	a.c.cleanup(func(ctx context.Context) { a.release(ctx, n, fence) })
+}
+
+// lateGiveBack reports whether a late answer must be given back; joinable:
+// the attempt obtained the lock, its lease is not over, and nothing has
+// been asked of the nodes for it since (Lock.asked).
+//
+// Only a joinable lock takes a late grant: one whose lease is over was
+// given up, and the grant would sit on its node for a TTL. Why joining is
+// safe: late reads asked after the node's answer arrived, so the node had
+// run the grant; renewals, Extend and Unlock mark the lock asked before
+// they send. So one not yet marked reaches the node after the grant, and
+// renews or releases it with the rest. One already marked may have reached
+// the node first and found nothing: the grant must not outlive it (a
+// release would leave the key for a TTL; so would an Extend that shortened
+// it), so it is given back. A late error is given back too, unless it shows
+// the request never left; a late "taken" holds nothing of ours.
+func lateGiveBack(g grant, err error, joinable bool) bool {
+	switch {
+	case err != nil:
+		return !neverSent(err)
+	case !g.ok:
+		return false
+	}
+	return !joinable
+}
+
+// giveBack releases the token on nodes in parallel, waiting within the node
+// timeout while ctx lasts, and reports whether all answered in time.
 func (a *attempt) giveBack(ctx context.Context, nodes []*node) (done bool) {
-	left := make(chan struct{}, len(nodes))
-	for _, n := range nodes {
-		a.c.cleanup(func(ctx context.Context) {
-			a.release(ctx, n, 0)
-			left <- struct{}{}
-		})
+	if len(nodes) == 0 {
+		return true
 	}
-	if t := a.o.nodeTimeoutFor(len(a.c.nodes)); t > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, t)
-		defer cancel()
-	}
-	for range nodes {
-		select {
-		case <-left:
-		case <-ctx.Done():
-			return false
-		}
-	}
-	return true
+	answers := round[struct{}, *attempt]{Op: "release", Timeout: a.o.nodeTimeoutFor(len(a.c.nodes)),
+		By: a, Call: (*attempt).giveBackOn,
+	}.Ask(nil, ctx, a.c.work, nodes)
+	return !slices.ContainsFunc(answers, func(a answer[struct{}]) bool { return a.Abandoned })
+}
+
+// giveBackOn gives the attempt's token back on n (giveBack).
+func (a *attempt) giveBackOn(ctx context.Context, n *node) (struct{}, error) {
+	ctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
+	defer cancel()
+	a.release(ctx, n, 0)
+	return struct{}{}, nil
 }
 
 // release gives the token back on n, raising its counter to fence if > 0.

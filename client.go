@@ -111,7 +111,7 @@ func New[C RedisClient](nodes ...C) *Client {
 	c.ctx, c.close = context.WithCancel(context.Background())
 	c.cleanups, c.endCleanups = context.WithCancel(context.Background())
 	c.done = c.ctx.Done()
-	c.work = &ask.Work{}
+	c.work = ask.NewWork()
 	c.listens.nodes = c.nodes
 	return c
 }

@@ -183,8 +183,10 @@ func TestClientsWrappedByValueAreTakenAsTheyAre(t *testing.T) {
 
 // Close waits for the requests whose callers stopped waiting (their
 // contexts ended on a stalled server whose client never times out a read):
-// once it returns, none of dlock's goroutines is left. (Found by review:
-// Close returned at once and left them blocked until the server resumed.)
+// once it returns, none of dlock's goroutines is left. (A review found
+// this broken by an experiment of issue 59's sixth session, which did not
+// land: Close returned at once and left them blocked until the server
+// resumed.)
 func TestCloseWaitsForRequestsTheirCallersLeft(t *testing.T) {
 	s := redistest.Start(t)
 	o := s.Options()

@@ -119,7 +119,7 @@ func (e *Election) leader(ctx context.Context) (Leader, time.Duration, error) {
 	if err != nil {
 		return Leader{}, 0, err
 	}
-	answers := e.c.inspectAll(ctx, e.key, "", o.nodeTimeoutFor(len(e.c.nodes)))
+	answers := e.c.inspectAll(ctx, e.key, "", o.nodeTimeoutFor(len(e.c.nodes)), "leader")
 	h, err := majorityHolder(ctx, answers)
 	switch {
 	case err != nil:

@@ -80,7 +80,7 @@ func (c *Client) Inspect(ctx context.Context, key string) (Status, error) {
 	if err != nil {
 		return Status{}, err
 	}
-	answers := c.inspectAll(ctx, key, "", o.nodeTimeoutFor(len(c.nodes)))
+	answers := c.inspectAll(ctx, key, "", o.nodeTimeoutFor(len(c.nodes)), "inspect")
 	st := Status{Key: key}
 	for _, a := range answers {
 		if a.Err == nil {
@@ -142,10 +142,12 @@ func holdersFence(answers []answer[keyState], token string) int64 {
 	return fence
 }
 
-// inspectAll reads key's state on every node; token, if not "", is a
-// shared holder to look for.
-func (c *Client) inspectAll(ctx context.Context, key, token string, timeout time.Duration) []answer[keyState] {
-	return round[keyState, inspection]{Timeout: timeout, By: inspection{key, token}, Call: inspection.on}.Ask(nil, ctx, c.nodes)
+// inspectAll reads key's state on every node (op names the caller); token,
+// if not "", is a shared holder to look for.
+func (c *Client) inspectAll(ctx context.Context, key, token string, timeout time.Duration, op string) []answer[keyState] {
+	return round[keyState, inspection]{Op: op, Timeout: timeout,
+		By: inspection{key, token}, Call: inspection.on,
+	}.Ask(nil, ctx, c.work, c.nodes)
 }
 
 // inspection is inspectAll's question: key's state, and token's hold.
@@ -194,7 +196,7 @@ func (c *Client) Attach(ctx context.Context, key, token string, opts ...Option) 
 		return nil, err
 	}
 	sent := time.Now()
-	answers := c.inspectAll(ctx, key, token, o.nodeTimeoutFor(len(c.nodes)))
+	answers := c.inspectAll(ctx, key, token, o.nodeTimeoutFor(len(c.nodes)), "inspect")
 	v, d := holding(answers, token)
 	switch v.Of(len(c.nodes)) {
 	case quorum.Agreed:

@@ -73,7 +73,7 @@ func (n *node) releaseFast(ctx context.Context, nm *lockNames, token string, kee
 
 // errKeyGone marks a release's error when the key is known to no longer
 // hold the token, though whether this release removed it is not:
-// releases.settle counts it as gone.
+// Lock.lateRelease ends the lease on it.
 var errKeyGone = errors.New("the key no longer holds the token")
 
 // lockFast carries out a Lock's first step when the Waiter's first command

@@ -7,7 +7,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/dlock-go/dlock/internal/ask"
 	"github.com/dlock-go/dlock/internal/tokens"
 	"github.com/dlock-go/dlock/internal/transport"
 	"github.com/dlock-go/dlock/internal/wait"
@@ -224,16 +223,10 @@ func (d *driver) waitFor(at time.Time) {
 func (d *driver) exec(ctx context.Context, cmd wait.Command) wait.Event {
 	if d.o.hasNodeTimeout {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, d.o.nodeTimeout, ask.ErrNodeTimeout)
+		ctx, cancel = context.WithTimeout(ctx, d.o.nodeTimeout)
 		defer cancel()
 	}
 	if cmd.Kind == wait.RunAcquire {
-		// One acquire unanswered at a time: until go-redis is done with
-		// the last one, which may still run, no other is sent; a leave
-		// then settles that one (below) and finds what it did.
-		if d.unsure != nil && !transport.Settled(ctx, d.unsure) && ctx.Err() != nil {
-			return wait.Event{Kind: wait.Failed, Err: d.unsure}
-		}
 		if !d.added { // before it can be in the line: a handover finds it from then on
 			d.c.wakes.add(d.nm.key, d.id, d.wakes)
 			d.added = true

@@ -23,17 +23,19 @@ type Lock struct {
 	names    *lockNames // the key and the names derived from it
 	token    string
 	fence    int64
-	raise    int64         // what a release raises each node's fencing counter to: the fence, or 0 on one node
-	ttl      time.Duration // the lease asked for at acquire, and by renewals
-	keep     time.Duration // how long the fencing counter is kept from a grant (fence.go)
-	timeout  time.Duration // per-node timeout (0: none)
-	acquired time.Time     // when the acquire request was sent
-	valid    time.Duration // how long the key lived from then (a hand-off counts from an earlier step)
-	lease    lease         // a field, not a pointer: one allocation less per lock
-	waited   atomic.Bool   // obtained after waiting: others likely wait too (node.release's lean)
+	raise    int64                  // what a release raises each node's fencing counter to: the fence, or 0 on one node
+	ttl      time.Duration          // the lease asked for at acquire, and by renewals
+	keep     time.Duration          // how long the fencing counter is kept from a grant (fence.go)
+	timeout  time.Duration          // per-node timeout (0: none)
+	acquired time.Time              // when the acquire request was sent
+	valid    time.Duration          // how long the key lived from then (a hand-off counts from an earlier step)
+	lease    lease                  // a field, not a pointer: one allocation less per lock
+	pending  *quorum.Pending[*node] // nodes whose acquire had not answered when it was obtained (quorum.Pending)
+	waited   atomic.Bool            // obtained after waiting: others likely wait too (node.release's lean)
 
 	stopped chan struct{} // closed when the watchdog has returned; nil without one
 
+	renewed  atomic.Bool  // a renewal or Extend has begun
 	extended atomic.Int64 // the TTL the last Extend asked for (ns); 0 before any
 
 	mu           sync.Mutex
@@ -181,6 +183,7 @@ func (l *Lock) Unlock(ctx context.Context) (err error) {
 			}
 		}()
 	}
+	l.pending.ReleaseAfter() // before the lock is marked asked: quorum.Pending
 	l.halt()
 	v := l.releaseAll(ctx)
 	if l.stopped != nil {
@@ -203,128 +206,112 @@ func (l *Lock) Unlock(ctx context.Context) (err error) {
 }
 
 // releaseAll releases on every node, raising each counter to the fence
-// (redlock.go). The releases run to their end: when ctx can end, in
-// background work that the caller waits for until ctx ends, and their
-// verdict, in time or not, ends the lease (releases.settle).
+// (redlock.go). A quorum's answers decide; the rest finish in the background
+// and still count, so a verdict they complete ends the Context.
 func (l *Lock) releaseAll(ctx context.Context) quorum.Votes {
-	rs := &releases{l: l, b: quorum.Ballot{N: len(l.c.nodes)}}
-	if len(l.c.nodes) > 1 {
-		// Recorded as under way before the round, so that an acquire of
-		// this Client's after Unlock returns waits for them
-		// (quorum.Flights).
-		rs.flights = make(map[*node]chan struct{}, len(l.c.nodes))
-		for _, n := range l.c.nodes {
-			rs.flights[n] = n.releases.Start(l.names.key)
+	if len(l.c.nodes) == 1 {
+		r := round[bool, *Lock]{Op: "release", Timeout: l.timeout, By: l, Call: (*Lock).releaseOn, Yes: isYes,
+			Late: (*Lock).lateRelease}
+		a := r.AskOne(ctx, l.c.work, l.c.nodes[0])
+		if !a.Abandoned {
+			l.lateRelease(nil, a.V, a.Err)
+		}
+		return count([]answer[bool]{a}, isYes)
+	}
+	// Recorded as under way before the round, so that an acquire of this
+	// Client's after Unlock returns waits for them (quorum.Flights).
+	rs := &releases{l: l, flights: make(map[*node]chan struct{}, len(l.c.nodes))}
+	for _, n := range l.c.nodes {
+		rs.flights[n] = n.releases.Start(l.names.key)
+	}
+	b := &quorum.Ballot{N: len(l.c.nodes)}
+	settle := func(ok bool, err error) { // the first verdict, in time or late, ends the lease
+		if vd, decided := b.Add(ok, err); decided {
+			l.gone(vd == quorum.Agreed)
 		}
 	}
-	r := round[bool, *releases]{Timeout: l.timeout, By: rs, Call: (*releases).on}
-	if ctx.Done() == nil {
-		var one [1]answer[bool]
-		return count(r.Ask(one[:0], ctx, l.c.nodes), isYes)
+	answers := round[bool, *releases]{Op: "release", Timeout: l.timeout, By: rs, Call: (*releases).on, Yes: isYes,
+		Late: func(_ *releases, _ *node, ok bool, err error) { settle(ok, err) },
+	}.Ask(nil, ctx, l.c.work, l.c.nodes)
+	for _, a := range answers {
+		if !a.Abandoned {
+			settle(a.Err == nil && a.V, a.Err)
+		}
 	}
-	done := make(chan []answer[bool], 1)
-	l.c.cleanup(func(bg context.Context) { done <- r.Ask(nil, bg, l.c.nodes) })
-	select {
-	case answers := <-done:
-		return count(answers, isYes)
-	case <-ctx.Done():
-		return quorum.Votes{} // undecided: Unlock says why
+	return count(answers, isYes)
+}
+
+// lateRelease settles a one-node release from its answer, in time or late:
+// released or found gone ends the lease, as does an error that says the
+// key is gone (errKeyGone); any other error decides nothing.
+func (l *Lock) lateRelease(_ *node, ok bool, err error) {
+	switch {
+	case err == nil:
+		l.gone(ok)
+	case errors.Is(err, errKeyGone): // released by this Unlock, or expired: over either way
+		l.gone(false)
 	}
 }
 
-// releases is one Unlock's releases: their ballot, and on several nodes
-// their flights (quorum.Flights).
+// releases is one Unlock's releases on several nodes (quorum.Flights).
 type releases struct {
 	l       *Lock
-	b       quorum.Ballot
 	flights map[*node]chan struct{}
 }
 
-// on releases on n and counts the answer (settle). One whose error may
-// hide that it ran, or did not, is settled by retryRelease instead, and
-// the release's flight ends only then, not when the wait for it ends.
+// on releases on n, retrying one that may have been lost (retryRelease).
 func (rs *releases) on(ctx context.Context, n *node) (bool, error) {
-	ok, err := n.release(ctx, rs.l.names, rs.l.token, rs.l.raise, rs.l.keep, !rs.l.waited.Load())
-	if err != nil && !neverSent(err) && !errors.Is(err, errKeyGone) {
-		rs.l.retryRelease(n, err, func(ok bool, err error) {
-			rs.settle(ok, err)
-			rs.end(n)
-		})
-		return ok, err
+	defer n.releases.End(rs.l.names.key, rs.flights[n])
+	ok, err := rs.l.releaseOn(ctx, n)
+	if err != nil && !neverSent(err) {
+		rs.l.retryRelease(n, err)
 	}
-	rs.settle(ok, err)
-	rs.end(n)
 	return ok, err
 }
 
-// end ends the release's flight on n, if it has one.
-func (rs *releases) end(n *node) {
-	if rs.flights != nil {
-		n.releases.End(rs.l.names.key, rs.flights[n])
-	}
-}
-
-// settle counts one node's release: released (ok), found gone, or an
-// error. The first verdict ends the lease. An error that says the key is
-// gone (errKeyGone: released by this Unlock, or expired) counts as gone.
-func (rs *releases) settle(ok bool, err error) {
-	if errors.Is(err, errKeyGone) {
-		err = nil
-	}
-	if vd, decided := rs.b.Add(ok, err); decided {
-		rs.l.gone(vd == quorum.Agreed)
-	}
-}
-
-// retryRelease finishes, in the background, a release to n that failed
-// with cause, an error it may or may not have run with (a read timeout,
-// LOADING, a wait that ended): else the key would block n until its TTL.
-// It waits until go-redis is done with that request (settled); if its
-// answer came and says what happened (released, or not held), that is the
-// answer. Otherwise it sends the full release (a fast one may have
-// answered SLOW, its full one never sent) every uncertainPause for
-// cleanupTimeout until n answers, cannot be reached (neverSent) or the
-// Client closes. A release is token-checked: of two runs, the second
-// finds nothing and only raises the fencing counter. then receives the
-// answer, or the last error.
-func (l *Lock) retryRelease(n *node, cause error, then func(ok bool, err error)) {
+// retryRelease sends the release to n again, in the background, after
+// cause, an error the release may not have run with (a read timeout,
+// LOADING): else the key would block n until its TTL. As releaseUncertain
+// does, it waits for go-redis to settle the request, then retries every
+// uncertainPause for cleanupTimeout until n answers, cannot be reached
+// (neverSent) or the Client closes. A release is token-checked: of two
+// runs, the second finds nothing and only raises the fencing counter.
+func (l *Lock) retryRelease(n *node, cause error) {
 	l.c.spawn(func() {
 		ctx, cancel := context.WithTimeout(l.c.ctx, cleanupTimeout)
 		answered := transport.Settled(ctx, cause)
 		cancel()
-		if v, ok := transport.LateReply(cause); answered && ok {
-			if _, handedOver := v.(string); handedOver || v == int64(1) || v == int64(0) {
-				then(v != int64(0), nil)
+		if answered {
+			return
+		}
+		ctx, cancel = context.WithTimeout(l.c.ctx, cleanupTimeout)
+		defer cancel()
+		err := cause
+		for pause(ctx, nil, uncertainPause); ctx.Err() == nil; pause(ctx, nil, uncertainPause) {
+			if _, err = n.release(ctx, l.names, l.token, l.raise, l.keep, false); err == nil {
 				return
+			} else if neverSent(err) {
+				break
 			}
 		}
-		then(l.releaseAgain(n, cause))
+		why := "no answer in time"
+		switch {
+		case l.c.ctx.Err() != nil:
+			why = "the Client was closed first"
+		case neverSent(err):
+			why = "the node cannot be reached"
+		}
+		l.c.warn("dlock: could not release the lock on a node ("+why+"); it expires there by its TTL",
+			slog.String("key", l.names.key), slog.String("node", n.Name), slog.Any("err", err))
 	})
 }
 
-// releaseAgain is retryRelease's retries.
-func (l *Lock) releaseAgain(n *node, cause error) (bool, error) {
-	ctx, cancel := context.WithTimeout(l.c.ctx, cleanupTimeout)
-	defer cancel()
-	err := cause
-	for pause(ctx, nil, uncertainPause); ctx.Err() == nil; pause(ctx, nil, uncertainPause) {
-		var ok bool
-		if ok, err = n.release(ctx, l.names, l.token, l.raise, l.keep, false); err == nil {
-			return ok, nil
-		} else if neverSent(err) {
-			break
-		}
+// releaseOn releases the lock on node n, once n's acquire has answered.
+func (l *Lock) releaseOn(ctx context.Context, n *node) (bool, error) {
+	if ch := l.pending.Arrival(n); ch != nil {
+		<-ch // bounded: the acquire's request ends with go-redis's timeouts
 	}
-	why := "no answer in time"
-	switch {
-	case l.c.ctx.Err() != nil:
-		why = "the Client was closed first"
-	case neverSent(err):
-		why = "the node cannot be reached"
-	}
-	l.c.warn("dlock: could not release the lock on a node ("+why+"); it expires there by its TTL",
-		slog.String("key", l.names.key), slog.String("node", n.Name), slog.Any("err", err))
-	return false, err
+	return n.release(ctx, l.names, l.token, l.raise, l.keep, !l.waited.Load())
 }
 
 // event is an Event about l: its key, primitive, fence and node count.
@@ -389,17 +376,19 @@ func (l *Lock) renew(ctx context.Context, ttl time.Duration) (sent time.Time, er
 	if l.lease.over() {
 		return time.Time{}, l.overErr()
 	}
+	l.renewed.Store(true)
 	sent = time.Now()
 	ttl, cut, room := l.lease.renewalTTL(sent, ttl)
 	if !room {
 		return sent, errNoRoom
 	}
-	// Every node is waited for, each at most the node timeout.
-	answers := round[renewal, *Lock]{Timeout: l.timeout,
+	// Extended on a quorum is extended: the others are not waited for.
+	answers := round[renewal, *Lock]{Op: "extend", Timeout: l.timeout,
 		By: l, Call: func(l *Lock, ctx context.Context, n *node) (renewal, error) {
 			return n.extend(ctx, l.names, l.token, ttl, ttl+l.keep-l.ttl)
 		},
-	}.Ask(nil, ctx, l.c.nodes)
+		Yes: extended,
+	}.Ask(nil, ctx, l.c.work, l.c.nodes)
 	if why := revokedBy(answers); why != "" {
 		return sent, l.revoked(why)
 	}
@@ -441,7 +430,7 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	if l.isReleased() {
 		return 0, l.notHeld()
 	}
-	answers := l.c.inspectAll(ctx, l.Key(), l.token, l.timeout)
+	answers := l.c.inspectAll(ctx, l.Key(), l.token, l.timeout, "ttl")
 	v, d := holding(answers, l.token)
 	switch v.Of(len(l.c.nodes)) {
 	case quorum.Agreed:
@@ -474,6 +463,12 @@ func (l *Lock) giveBack() {
 
 func (l *Lock) notHeld() error {
 	return fmt.Errorf("%w: %q", ErrNotHeld, l.Key())
+}
+
+// asked reports whether a renewal, Extend or Unlock has been sent for the
+// lock since it was obtained; each marks it first (see lateGiveBack).
+func (l *Lock) asked() bool {
+	return l.renewed.Load() || l.isHalted()
 }
 
 func (l *Lock) isReleased() bool {

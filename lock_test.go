@@ -260,16 +260,15 @@ func TestUnlockWithAnEndedContextStillReleases(t *testing.T) {
 	})
 }
 
-// An uncontended lock+unlock on a go-redis client allocates little: 23 for
-// TryLock+Unlock and 21 for Lock+Unlock (a Lock makes no Waiter or driver
+// An uncontended lock+unlock on a go-redis client allocates little: 19 for
+// TryLock+Unlock and 18 for Lock+Unlock (a Lock makes no Waiter or driver
 // when the key is free: lockFast), where the fenced floor's two Script.Run
 // calls make 21 (bench_test.go). When the line (internal/wait) came in
-// they were 23 and 32; with the TTL's boxed arguments cached, tryInline
-// and a release without its ballot, 16 and 16, caches that issue 59's
-// sixth session removed as paying under 10% on any bench row. The bounds
-// leave room for a go-redis release that allocates a little more, and for
-// the odd allocation of another test's goroutine, not for more of the
-// library's own.
+// they were 23 and 32; 16 and 16 with tryInline and the boxed TTL cached,
+// which issue 59's sixth session removed as paying under 10% on any row.
+// The bounds leave room for a go-redis release that allocates a little
+// more, and for the odd allocation of another test's goroutine, not for
+// more of the library's own.
 func TestAnUncontendedLockAndUnlockAllocateLittle(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates")
@@ -281,7 +280,7 @@ func TestAnUncontendedLockAndUnlockAllocateLittle(t *testing.T) {
 		name string
 		lock func(context.Context, string, ...dlock.Option) (*dlock.Lock, error)
 		most float64
-	}{{"TryLock", c.TryLock, 26}, {"Lock", c.Lock, 24}} {
+	}{{"TryLock", c.TryLock, 20}, {"Lock", c.Lock, 20}} {
 		allocs := testing.AllocsPerRun(500, func() {
 			l, err := acquire.lock(ctx, k)
 			if err != nil {
@@ -324,68 +323,7 @@ func TestALockWhoseContextEndedReturnsNoLateGrant(t *testing.T) {
 	if !errors.Is(err, dlock.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Lock: %v, want ErrNotObtained and the context's error", err)
 	}
-	freeAgain(t, c, k) // given back
-}
-
-// freeAgain waits until c can take key, and gives it back.
-func freeAgain(t *testing.T, c *dlock.Client, key string) {
-	t.Helper()
-	eventually(t, key+" free again", func() bool {
-		l, err := c.TryLock(ctxT(t), key)
-		if err == nil {
-			err = l.Unlock(ctxT(t))
-		}
-		return err == nil
-	})
-}
-
-// Calls on one node return when their contexts end, cancelled ones too, on
-// a stalled server whose client never times out a read: a script whose
-// context can end is waited for only until it ends (internal/transport's
-// apart). Before, a Lock sent its lone script in the caller's goroutine
-// and returned only when the server did; a TryLock, Extend or Unlock
-// waited on a goroutine of dlock's. Once the server resumes, what the
-// abandoned scripts did is undone: the keys are free.
-func TestCallsEndWithTheirContextsOnAStalledServerWithoutReadTimeouts(t *testing.T) {
-	s := redistest.Start(t)
-	opt := s.Options()
-	opt.ReadTimeout, opt.WriteTimeout = -1, -1
-	rdb := redis.NewClient(opt)
-	t.Cleanup(func() { rdb.Close() })
-	c := dlock.New(rdb)
-	t.Cleanup(func() { c.Close() })
-	k := key(t)
-	held := mustLock(t, c, k+":held")
-	s.Pause()
-	t.Cleanup(s.Resume)
-	calls := map[string]func(context.Context) error{
-		"Lock":    func(ctx context.Context) error { _, err := c.Lock(ctx, k); return err },
-		"TryLock": func(ctx context.Context) error { _, err := c.TryLock(ctx, k+":try"); return err },
-		"Extend":  func(ctx context.Context) error { return held.Extend(ctx, time.Minute) },
-		"TTL":     func(ctx context.Context) error { _, err := held.TTL(ctx); return err },
-		"Inspect": func(ctx context.Context) error { _, err := c.Inspect(ctx, k); return err },
-	}
-	for name, call := range calls {
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- call(ctx) }()
-		time.Sleep(100 * time.Millisecond)
-		cancel()
-		select {
-		case err := <-done:
-			if !errors.Is(err, context.Canceled) {
-				t.Errorf("%s: %v, want the context's error", name, err)
-			}
-		case <-time.After(10 * time.Second): // the server stays paused: nothing else ends the call
-			t.Fatalf("%s did not return when its context was cancelled", name)
-		}
-	}
-	s.Resume()
-	freeAgain(t, c, k)
-	freeAgain(t, c, k+":try")
-	if err := held.Unlock(ctxT(t)); err != nil {
-		t.Fatalf("Unlock after the stall: %v", err)
-	}
+	mustLock(t, c, k).Unlock(ctxT(t)) // given back: free again
 }
 
 // An Unlock whose fast release goes unanswered (a stalled server, the node
@@ -393,8 +331,9 @@ func TestCallsEndWithTheirContextsOnAStalledServerWithoutReadTimeouts(t *testing
 // server is back: the fast release answers SLOW there (a line waits) and
 // releases nothing, and its full release was never sent, so the release
 // is finished in the background with the full one, and the waiter is
-// served at once, not after the key's TTL. (Found by review: the waiter
-// got the lock 19 s after the resume, the key's TTL.)
+// served at once, not after the key's TTL. (A review found this broken by
+// an experiment of issue 59's sixth session, which did not land: the
+// waiter got the lock 19 s after the resume, the key's TTL.)
 func TestAnUnlockWhoseFastReleaseWentUnansweredStillHandsOver(t *testing.T) {
 	s := redistest.Start(t)
 	c1, _ := newClient(t, s)

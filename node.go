@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dlock-go/dlock/internal/ask"
 	"github.com/dlock-go/dlock/internal/keyspace"
 	"github.com/dlock-go/dlock/internal/owner"
 	"github.com/dlock-go/dlock/internal/quorum"
@@ -66,6 +67,15 @@ func (n *node) fail(op string, err error) error {
 	}
 	n.Refresh(err)
 	return &NodeError{Node: n.Name, Op: op, Err: err}
+}
+
+// Unanswered is the error of a request whose answer was not waited for: a
+// *NodeError for the node timeout, the caller's context's error as it is.
+func (n *node) Unanswered(op string, err error) error {
+	if err == ask.ErrNodeTimeout {
+		return n.fail(op, err)
+	}
+	return err
 }
 
 // grant is a node's answer to an acquire.
@@ -242,15 +252,15 @@ func (n *node) inspect(ctx context.Context, key, token string) (keyState, error)
 
 // readKey is inspect's reads and what they say.
 func (n *node) readKey(ctx context.Context, key, token string) (keyState, error) {
-	get := redis.NewCmd(ctx, "GET", key)                             // first: a cluster's keyless TIME goes to its slot
-	pttl := redis.NewCmd(ctx, "PTTL", key)                           // ms; -1: no expiry, -2: none
-	holders := redis.NewCmd(ctx, "ZRANGE", key, 0, -1, "WITHSCORES") // a semaphore's or read-write lock's
-	fence, queued := redis.NewCmd(ctx, "GET", keyspace.Fence(key)), redis.NewCmd(ctx, "ZCARD", keyspace.Queue(key))
-	owners, now := redis.NewCmd(ctx, "HVALS", keyspace.Owner(key)), redis.NewCmd(ctx, "TIME")
-	err := n.Send(ctx, true, get, pttl, holders, fence, queued, owners, now)
-	if err != nil && ctx.Err() != nil { // the commands may still be written
-		return keyState{}, err
-	}
+	var get, pttl, holders, fence, queued, owners, now *redis.Cmd
+	_, err := n.RDB.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		get = p.Do(ctx, "GET", key)                             // first: a cluster's keyless TIME goes to its slot
+		pttl = p.Do(ctx, "PTTL", key)                           // ms; -1: no expiry, -2: none
+		holders = p.Do(ctx, "ZRANGE", key, 0, -1, "WITHSCORES") // a semaphore's or read-write lock's
+		fence, queued = p.Do(ctx, "GET", keyspace.Fence(key)), p.Do(ctx, "ZCARD", keyspace.Queue(key))
+		owners, now = p.Do(ctx, "HVALS", keyspace.Owner(key)), p.Do(ctx, "TIME")
+		return nil
+	})
 	if failed := txFailure(err, get, pttl, holders, fence, queued, owners, now); failed != nil {
 		return keyState{}, failed
 	}

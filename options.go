@@ -114,9 +114,11 @@ func WithMaxHold(d time.Duration) Option {
 // stalled node costs at most d, whatever the go-redis clients' timeouts; a
 // lock a later answer granted is released. Default: DefaultNodeTimeout, at
 // most a tenth of the TTL, with several nodes; none with one (the context
-// bounds the call). It must be positive and below the TTL. The wait ends
-// at d; the request itself runs on until go-redis ends it, and what it may
-// have left is released (docs/waiting.md, "Contexts").
+// bounds the call). It must be positive and below the TTL. On one node, a
+// Lock's script sent alone (four or fewer of the Client's in flight) is one
+// go-redis call, which a stalled server ends only at the client's read
+// timeout; d then bounds that wait no better than the context does
+// (docs/waiting.md, "Contexts").
 func WithNodeTimeout(d time.Duration) Option {
 	return func(o *options) { o.nodeTimeout, o.hasNodeTimeout = d, true }
 }

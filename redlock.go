@@ -11,9 +11,8 @@ import (
 // Redlock (docs/redlock.md): a Client over N independent masters asks them
 // all at once, each answer bounded by the node timeout (one node is a
 // quorum of one, through the same code). A lock is a majority's grant
-// within the TTL, valid for TTL - elapsed - drift; a node that did not
-// answer in time is given back once go-redis is done with its request
-// (releaseUncertain), and a failed attempt on every node.
+// within the TTL, valid for TTL - elapsed - drift; later grants join it
+// (attempt.late); a failed attempt is given back on every node.
 //
 // Fences across nodes. A grant's fence is the maximum over the nodes that
 // granted it (fence.go issues each); a later grant must not come out lower.

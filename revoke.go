@@ -143,7 +143,7 @@ func (c *Client) removeRevoked(ctx context.Context, nm *lockNames, toks []string
 func (c *Client) holdTokens(ctx context.Context, nm *lockNames, holder string) ([]string, error) {
 	var toks []string
 	var errs []error
-	for _, a := range onNodes(ctx, c, func(ctx context.Context, n *node) ([]string, error) { return n.holdTokens(ctx, nm.key) }) {
+	for _, a := range onNodes(ctx, c, "revoke", func(ctx context.Context, n *node) ([]string, error) { return n.holdTokens(ctx, nm.key) }) {
 		errs = append(errs, a.Err)
 		for _, t := range a.V {
 			if !slices.Contains(toks, t) && (holder == "" || tokens.Redact(t) == holder) {
@@ -162,20 +162,22 @@ func (c *Client) holdTokens(ctx context.Context, nm *lockNames, holder string) (
 // unexpired holders. A value dlock did not write is no hold: Revoke never
 // deletes a key of the user's.
 func (n *node) holdTokens(ctx context.Context, key string) ([]string, error) {
-	typ, err := n.Do(ctx, "TYPE", key).Text()
+	typ, err := n.RDB.Do(ctx, "TYPE", key).Text()
 	var toks []string
 	switch {
 	case err != nil:
 	case typ == "string":
 		var v string
-		if v, err = n.Do(ctx, "GET", key).Text(); err == nil {
+		if v, err = n.RDB.Do(ctx, "GET", key).Text(); err == nil {
 			toks = []string{v}
 		}
 	case typ == "zset":
 		var t []any
-		if t, err = n.Do(ctx, "TIME").Slice(); err == nil && len(t) == 2 {
-			now := strconv.FormatInt(serverMillis(t), 10) // holders' scores: their expiry, ms
-			toks, err = n.Do(ctx, "ZRANGE", key, "("+now, "+inf", "BYSCORE").StringSlice()
+		if t, err = n.RDB.Do(ctx, "TIME").Slice(); err == nil && len(t) == 2 {
+			sec, _ := strconv.ParseInt(fmt.Sprint(t[0]), 10, 64)
+			usec, _ := strconv.ParseInt(fmt.Sprint(t[1]), 10, 64)
+			now := strconv.FormatInt(sec*1000+usec/1000, 10) // holders' scores: their expiry, ms
+			toks, err = n.RDB.Do(ctx, "ZRANGE", key, "("+now, "+inf", "BYSCORE").StringSlice()
 		}
 	}
 	if err != nil && !errors.Is(err, redis.Nil) {
@@ -195,13 +197,15 @@ func (c *Client) markRevoked(ctx context.Context, nm *lockNames, toks []string, 
 	keep := max(r.Grace, st.TTL) + time.Minute
 	marked, revoked := 0, keyspace.Revoked(nm.key)
 	var errs []error
-	for _, a := range onNodes(ctx, c, func(ctx context.Context, n *node) (struct{}, error) {
-		var cmds []redis.Cmder
-		for _, t := range toks {
-			cmds = append(cmds, redis.NewCmd(ctx, "HSET", revoked, t, why))
-		}
-		cmds = append(cmds, redis.NewCmd(ctx, "PEXPIRE", revoked, keep.Milliseconds()))
-		if err := n.Send(ctx, false, cmds...); err != nil {
+	for _, a := range onNodes(ctx, c, "revoke", func(ctx context.Context, n *node) (struct{}, error) {
+		_, err := n.RDB.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, t := range toks {
+				p.HSet(ctx, revoked, t, why)
+			}
+			p.PExpire(ctx, revoked, keep)
+			return nil
+		})
+		if err != nil {
 			return struct{}{}, n.fail("revoke", err)
 		}
 		return struct{}{}, nil
@@ -237,8 +241,8 @@ func (c *Client) audit(ctx context.Context, key, token string, st Status, r Revo
 		}
 	}
 	args := append([]any{"XADD", keyspace.Audit, "MAXLEN", "~", AuditLength, "*"}, append(values, extra...)...)
-	onNodes(ctx, c, func(ctx context.Context, n *node) (struct{}, error) {
-		return struct{}{}, n.Do(ctx, args...).Err()
+	onNodes(ctx, c, "revoke", func(ctx context.Context, n *node) (struct{}, error) {
+		return struct{}{}, n.RDB.Do(ctx, args...).Err()
 	})
 }
 
@@ -268,7 +272,7 @@ func (c *Client) awaitLetGo(ctx context.Context, nm *lockNames, toks []string, g
 // still had it.
 func (c *Client) removeHold(ctx context.Context, nm *lockNames, token string, fence int64, keep time.Duration) bool {
 	removed := false
-	for _, a := range onNodes(ctx, c, func(ctx context.Context, n *node) (bool, error) {
+	for _, a := range onNodes(ctx, c, "revoke", func(ctx context.Context, n *node) (bool, error) {
 		return n.release(ctx, nm, token, fence, keep, false)
 	}) {
 		removed = removed || (a.Err == nil && a.V)
@@ -278,15 +282,15 @@ func (c *Client) removeHold(ctx context.Context, nm *lockNames, token string, fe
 
 // onNodes runs call on every node of c side by side, each bounded by
 // revokeNodeTimeout on several nodes, and returns their answers in order.
-func onNodes[T any](ctx context.Context, c *Client, call func(context.Context, *node) (T, error)) []answer[T] {
+func onNodes[T any](ctx context.Context, c *Client, op string, call func(context.Context, *node) (T, error)) []answer[T] {
 	var timeout time.Duration
 	if len(c.nodes) > 1 {
 		timeout = revokeNodeTimeout
 	}
 	type caller = func(context.Context, *node) (T, error)
-	return round[T, caller]{Timeout: timeout, By: call,
+	return round[T, caller]{Op: op, Timeout: timeout, By: call,
 		Call: func(f caller, ctx context.Context, n *node) (T, error) { return f(ctx, n) },
-	}.Ask(nil, ctx, c.nodes)
+	}.Ask(nil, ctx, c.work, c.nodes)
 }
 
 // revokedBy returns why a renewal found the hold revoked, if a node said so.

@@ -129,7 +129,7 @@ func noteAnswers[T any](note *acquireNote, answers []answer[T]) {
 	}
 	idx := make([]int, 0, len(answers))
 	for i, a := range answers {
-		if a.Err == nil || isReply(a.Err) {
+		if !a.Abandoned && (a.Err == nil || isReply(a.Err)) {
 			idx = append(idx, i)
 		}
 	}

@@ -2,9 +2,12 @@ package ask
 
 import "sync"
 
-// Work is a Client's background work: the count of calls and cleanups
-// its Close waits for. Each runs on a goroutine of its own.
+// Work is a Client's background work: the goroutines its calls run on
+// (workers) and the count of calls and cleanups its Close waits for.
+// The zero Work runs each call on a goroutine of its own.
 type Work struct {
+	workers *workers
+
 	// n calls are running, counted under mu; idle is signalled when n
 	// reaches 0. closing refuses fresh calls (Begin); drained is set once
 	// Drain has seen n reach 0: later work is not waited for.
@@ -15,17 +18,20 @@ type Work struct {
 	drained bool
 }
 
+// NewWork returns the Work of a new Client.
+func NewWork() *Work { return &Work{workers: newWorkers()} }
+
 // Spawn runs fn in a goroutine that Drain waits for, also while Drain is
 // waiting. Once Drain has returned, the goroutine is not waited for; it
 // ends with its Redis call.
 func (w *Work) Spawn(fn func()) {
 	tracked := w.track(false)
-	go func() {
+	w.workers.run(func() {
 		if tracked {
 			defer w.End()
 		}
 		fn()
-	}()
+	})
 }
 
 // Begin registers a call that Drain must wait for, which End ends. It
@@ -53,8 +59,17 @@ func (w *Work) Close() {
 }
 
 // Drain waits until no tracked work runs (work started meanwhile
-// included), and refuses any more.
+// included), refuses any more, and ends the idle workers.
 func (w *Work) Drain() {
+	w.wait(true)
+	w.workers.stop()
+}
+
+// Wait waits until no tracked work runs.
+func (w *Work) Wait() { w.wait(false) }
+
+// wait waits until no tracked work runs; drain then refuses any more.
+func (w *Work) wait(drain bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.idle.L == nil {
@@ -63,7 +78,7 @@ func (w *Work) Drain() {
 	for w.n > 0 {
 		w.idle.Wait()
 	}
-	w.drained = true
+	w.drained = w.drained || drain
 }
 
 // End ends work that Begin registered (once for each that

@@ -43,8 +43,8 @@ func (f *Flights) End(key string, ch chan struct{}) {
 }
 
 // Under returns the channels of key's releases under way, nil if none. An
-// attempt takes them before it sends anything, so that it waits only for
-// releases begun before it.
+// attempt takes them before it sends anything, so that it never waits for
+// its own Lock's release, which waits for the attempt (Pending).
 func (f *Flights) Under(key string) []<-chan struct{} {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -1,7 +1,8 @@
 // Package quorum is how a Redlock's nodes decide together: the verdict of
 // their answers (a majority, n/2+1, says yes; one node is a quorum of one),
 // counted at once (Votes) or as the answers come (Ballot), and the ordering
-// rule between one Client's requests to a node: an acquire sent after the
+// rules between one Client's requests to a node: an Unlock sent after the
+// acquire it releases has answered (Pending), an acquire sent after the
 // release of the same key under way (Flights). It knows nothing of Redis:
 // the protocol (the root package) asks and counts.
 package quorum

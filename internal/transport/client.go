@@ -1,10 +1,9 @@
 // Package transport is how dlock's scripts reach Redis: one node (a
 // server, a Sentinel-managed master or a cluster) through the user's
-// go-redis client, in that client's own pipelines when many goroutines
-// send at once, and its pub/sub channels. It only sends and receives: a
-// call returns its reply, or, when its context ends first, an error from
-// which the late reply can be read once it has come (Settled, LateReply,
-// apart.go), and it never
+// go-redis client, pipelined through a client of dlock's own when many
+// goroutines send at once, and its pub/sub channels. It only sends and
+// receives: a call returns its reply, or an error from which the late
+// reply can be read once it has come (Settled, LateReply), and it never
 // calls a function of the protocol's. It knows nothing of locks: the
 // protocol above decides what to send, whom to ask (internal/ask) and what
 // the answers mean.

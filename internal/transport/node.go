@@ -67,6 +67,30 @@ func (n *Node) RunBoxed(ctx context.Context, s *Script, keys []string, boxed []a
 	return n.co.run(ctx, n.RDB, s, keys, boxed, args...)
 }
 
+// RunAcked runs s and WAIT in one round trip (WithReplicaAck): s's reply,
+// and how many of replicas acknowledged its writes within timeout.
+func (n *Node) RunAcked(ctx context.Context, s *Script, keys []string, replicas int, timeout time.Duration, args ...any) (any, int, error) {
+	for loaded := false; ; loaded = true {
+		var script, wait *redis.Cmd
+		_, err := n.RDB.Pipelined(ctx, func(p redis.Pipeliner) error {
+			script = s.EvalSha(ctx, p, keys, args...)
+			wait = p.Do(ctx, "WAIT", replicas, timeout.Milliseconds())
+			return nil
+		})
+		if err != nil && noScript(script.Err()) && !loaded {
+			if err := s.Load(ctx, n.RDB).Err(); err != nil {
+				return nil, 0, err
+			}
+			continue
+		}
+		if err := script.Err(); err != nil {
+			return nil, 0, err
+		}
+		acked, err := wait.Int64()
+		return script.Val(), int(acked), err
+	}
+}
+
 // Watch subscribes to channel: w.C receives each message's payload
 // ("resubscribed" after the connection was made again, when messages may
 // have been lost), and is closed when the watch is cancelled or the node
@@ -81,9 +105,8 @@ func (n *Node) Watch(channel string) (w *Watch, ready <-chan struct{}) {
 func (n *Node) StopWatching() { n.sub.close() }
 
 // Close stops pipelining the node's scripts, once every script using the
-// pipeliner has its answer, and waits for the requests whose callers
-// stopped waiting (aparts): go-redis's timeouts bound them. Later scripts
-// go to the user's client as requests of their own.
+// pipeliner has its answer; later scripts go to the user's client as
+// requests of their own.
 func (n *Node) Close() { n.co.close() }
 
 // Publish returns the command that announces on a key's channel: sharded

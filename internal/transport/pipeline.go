@@ -36,8 +36,8 @@ import (
 // same token's request with the grant, not "taken", so nothing is left
 // held unknown. A caller that stops
 // waiting (its context ends, the node timeout) is treated as with a plain
-// client: its request may still run, and its error (unanswered) yields the
-// answer to whoever must give a late grant back. No ordering between two
+// client: its request may still run, and the asker above (internal/ask) hands the answer
+// to whoever must give a late grant back. No ordering between two
 // goroutines' scripts is assumed anywhere (each waits for its own answer
 // before sending the next), so the pipeliner's ordering does not matter.
 type coalescer struct {
@@ -45,11 +45,11 @@ type coalescer struct {
 	plain    bool          // the node's client is a *redis.Client, whose EvalSha is its Do (runScript)
 	bound    time.Duration // the longest a script waits in the pipeline (see send); 0: none
 	inflight atomic.Int32
+	within   atomic.Pointer[boundCtx] // the context that bounds the waits that start now (see wait)
 
 	mu     sync.RWMutex // held for reading while a script uses the batches
 	closed bool
 	b      batches
-	aparts aparts // the requests waited for until their contexts end (apart.go)
 
 	loadMu  sync.Mutex
 	loading map[string]*loadCall // by script hash: the SCRIPT LOAD under way (see load)
@@ -85,8 +85,7 @@ const coalesceAbove = 4
 
 // run runs script s on the node: through the pipeliner when more than
 // coalesceAbove scripts are in flight (s included) or ctx asks for it
-// (viaPipeline); else, when ctx can end, as a request of its own that is
-// waited for until ctx ends (apart); else on the user's client.
+// (viaPipeline), else on the user's client.
 func (c *coalescer) run(ctx context.Context, rdb Client, s *Script, keys []string, boxed []any, args ...any) *redis.Cmd {
 	n := c.inflight.Add(1)
 	defer c.inflight.Add(-1)
@@ -98,14 +97,6 @@ func (c *coalescer) run(ctx context.Context, rdb Client, s *Script, keys []strin
 		}
 		c.mu.RUnlock()
 	}
-	if ctx.Done() != nil {
-		return c.apart(ctx, rdb, s, keys, boxed, args)
-	}
-	return c.direct(ctx, rdb, s, keys, boxed, args)
-}
-
-// direct runs s on the user's client in the caller's goroutine.
-func (c *coalescer) direct(ctx context.Context, rdb Client, s *Script, keys []string, boxed []any, args []any) *redis.Cmd {
 	if !c.plain {
 		// A wrapper (a fault injector, an instrumented client, Direct's)
 		// sees the script as EvalSha, its own method, not as Do. A copy:
@@ -239,7 +230,8 @@ type loadCall struct {
 
 // send runs one EVALSHA (of the script whose hash is sha, and keys, boxed
 // already if boxed is not nil) through the pipeliner and waits for its
-// answer until ctx ends or at most c.bound: the pipeliner does not end a
+// answer until ctx ends or at most c.bound (a second more when the bound
+// is shared, see wait): the pipeliner does not end a
 // command's wait when its context ends, nor, with many in flight on a
 // stalled server, when the read timeout passes. A command not answered by
 // then may still run (as one whose read timed out may): its caller treats
@@ -249,7 +241,11 @@ func (c *coalescer) send(ctx context.Context, sha any, keys []string, boxed []an
 	cmd := redis.NewCmd(ctx, cmdArgs...)
 	b := c.b.submit(cmd)
 	wctx := ctx
-	if c.bound > 0 && !EndsWithin(ctx, c.bound) {
+	switch {
+	case c.bound > 0 && ctx.Done() == nil:
+		wctx = c.wait()
+	case c.bound > 0 && EndsWithin(ctx, c.bound):
+	case c.bound > 0:
 		var cancel context.CancelFunc
 		wctx, cancel = context.WithTimeout(ctx, c.bound)
 		defer cancel()
@@ -259,11 +255,11 @@ func (c *coalescer) send(ctx context.Context, sha any, keys []string, boxed []an
 		// Err waits for the pipeline, however long a stalled server
 		// makes it.)
 		failed := redis.NewCmd(ctx, cmdArgs...)
-		why := context.Cause(ctx)
+		why := ctx.Err()
 		if why == nil {
 			why = fmt.Errorf("%w: no answer through the pipeline within %v", os.ErrDeadlineExceeded, c.bound)
 		}
-		failed.SetErr(&unanswered{why, &flight{b.done, cmd}})
+		failed.SetErr(&unanswered{why, b, cmd})
 		return failed
 	}
 	return cmd
@@ -275,68 +271,77 @@ func EndsWithin(ctx context.Context, d time.Duration) bool {
 	return ok && time.Until(end) <= d
 }
 
-// unanswered is the error of a script whose answer did not come in time
-// (err says why: its context's cause). It may still be sent (go-redis
-// retries a pipeline or a request whose connection failed) and run; f
-// tells when go-redis is done with it, and its answer (see Settled).
+// unanswered is the error of a pipelined script whose answer did not come
+// in time (err says why). The pipeliner may still send it (go-redis
+// retries a pipeline whose connection failed) and the server run it; b
+// tells when the pipeline is done with it, cmd (b's) its answer (see
+// Settled).
 type unanswered struct {
 	err error
-	f   *flight
+	b   *batch
+	cmd *redis.Cmd
 }
 
 func (e *unanswered) Error() string { return e.err.Error() }
 func (e *unanswered) Unwrap() error { return e.err }
 
-// flight is a script sent: done is closed once go-redis is done with it,
-// and cmd then holds its answer.
-type flight struct {
-	done <-chan struct{}
-	cmd  *redis.Cmd
-}
-
-// answer waits, while ctx lasts, for f's answer, and returns its error, or
-// ctx's.
-func (f *flight) answer(ctx context.Context) error {
-	select {
-	case <-f.done:
-		return f.cmd.Err()
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 // Settled waits, while ctx lasts, until the request that err was the
-// answer to can no longer be sent: at once unless err is a script's
-// unanswered, which go-redis may still send or retry. It reports whether
-// the request's answer has come since: then it has run, and a request sent
-// now reaches the server after it.
+// answer to can no longer be sent: at once unless err is a pipelined
+// script's unanswered, whose pipeliner may still retry it. It reports
+// whether the request's answer has come since: then it has run, and a
+// request sent now reaches the server after it.
 func Settled(ctx context.Context, err error) (answered bool) {
 	var u *unanswered
 	if !errors.As(err, &u) {
 		return false
 	}
-	err = u.f.answer(ctx)
+	err = u.b.wait(ctx, u.cmd)
 	return err == nil || IsRedisError(err) // a script's error reply is an answer too
 }
 
 // LateReply returns the reply that came, after its caller stopped waiting,
-// to the script whose error err is (unanswered); for use once Settled has
-// reported it answered. ok is false when err is not such an error, or the
-// reply is an error. What the reply means is the caller's.
+// to the pipelined script whose error err is (unanswered); for use once
+// Settled has reported it answered. ok is false when err is not such an
+// error, or the reply is an error. What the reply means is the caller's.
 func LateReply(err error) (v any, ok bool) {
 	var u *unanswered
 	if !errors.As(err, &u) {
 		return nil, false
 	}
 	select {
-	case <-u.f.done:
+	case <-u.b.done:
 	default:
 		return nil, false // not answered yet
 	}
-	if u.f.cmd.Err() != nil {
+	if u.cmd.Err() != nil {
 		return nil, false
 	}
-	return u.f.cmd.Val(), true
+	return u.cmd.Val(), true
+}
+
+// boundCtx is a context that ends at its deadline.
+type boundCtx struct {
+	context.Context
+	cancel context.CancelFunc // kept, never called: the deadline ends it
+}
+
+// wait returns a context that ends between c.bound and c.bound plus a
+// second from now, for a script's wait in the pipeline when nothing else
+// can end it (its caller's context cannot: internal/ask sends on one that
+// keeps the caller's values only). The scripts that start within the same
+// second share it: a context and timer of its own per script cost the
+// client more than the sharing (docs/design.md, "Measurements").
+func (c *coalescer) wait() context.Context {
+	now := time.Now()
+	if b := c.within.Load(); b != nil {
+		if d, _ := b.Deadline(); d.Sub(now) >= c.bound {
+			return b
+		}
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), now.Add(c.bound+time.Second))
+	b := &boundCtx{ctx, cancel}
+	c.within.Store(b)
+	return b
 }
 
 // close stops pipelining: later scripts go to the user's client as
@@ -348,11 +353,10 @@ func LateReply(err error) (v any, ok bool) {
 // the user's client's timeouts.
 func (c *coalescer) close() {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.closed = true
 	if c.user != nil {
 		c.b.stop()
 		c.b.senders.Wait()
 	}
-	c.mu.Unlock()
-	c.aparts.close()
 }
