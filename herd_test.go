@@ -166,14 +166,7 @@ func handedOver(t *testing.T, c *dlock.Client, k string, opts ...dlock.Option) *
 	t.Helper()
 	other, rdb := newClient(t, shared())
 	holder := mustLock(t, other, k, dlock.WithTTL(time.Minute))
-	got := make(chan *dlock.Lock, 1)
-	go func() {
-		l, err := c.Lock(ctxT(t), k, opts...)
-		if err != nil {
-			t.Error(err)
-		}
-		got <- l
-	}()
+	got := lockLater(t, c, k, opts...)
 	eventually(t, "queued", func() bool { return queueLen(t, rdb, k) == 1 })
 	if err := holder.Unlock(ctxT(t)); err != nil {
 		t.Fatal(err)
@@ -370,14 +363,7 @@ func TestAGrantWhoseMessageIsLostIsFoundByTheKeepalive(t *testing.T) {
 	other, admin := newClient(t, shared())
 	k := key(t)
 	holder := mustLock(t, other, k, dlock.WithTTL(time.Minute))
-	got := make(chan *dlock.Lock, 1)
-	go func() {
-		l, err := c.Lock(ctxT(t), k, dlock.WithTTL(time.Minute))
-		if err != nil {
-			t.Error(err)
-		}
-		got <- l
-	}()
+	got := lockLater(t, c, k, dlock.WithTTL(time.Minute))
 	eventually(t, "queued", func() bool { return queueLen(t, admin, k) == 1 })
 	if err := admin.Do(ctxT(t), "CLIENT", "KILL", "TYPE", "pubsub").Err(); err != nil {
 		t.Fatal(err)

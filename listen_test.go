@@ -20,14 +20,7 @@ import (
 func lockBehind(t *testing.T, c, first *dlock.Client, k string) (a *dlock.Lock, b <-chan error) {
 	t.Helper()
 	h := mustLock(t, first, k, dlock.WithTTL(time.Minute))
-	got := make(chan *dlock.Lock, 1)
-	go func() {
-		l, err := c.Lock(ctxT(t), k, dlock.WithTTL(time.Minute))
-		if err != nil {
-			t.Error(err)
-		}
-		got <- l
-	}()
+	got := lockLater(t, c, k, dlock.WithTTL(time.Minute))
 	time.Sleep(100 * time.Millisecond)
 	out := make(chan error, 1)
 	go func() {

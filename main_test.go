@@ -145,6 +145,21 @@ func eventually(t testing.TB, what string, cond func() bool) {
 	}
 }
 
+// lockLater starts c.Lock(ctxT(t), key, opts...) in a goroutine and
+// returns a channel that gets the lock when Lock returns (nil after an
+// error, which fails the test).
+func lockLater(t *testing.T, c *dlock.Client, key string, opts ...dlock.Option) <-chan *dlock.Lock {
+	got := make(chan *dlock.Lock, 1)
+	go func() {
+		l, err := c.Lock(ctxT(t), key, opts...)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	return got
+}
+
 func mustLock(t testing.TB, c *dlock.Client, key string, opts ...dlock.Option) *dlock.Lock {
 	t.Helper()
 	l, err := c.TryLock(ctxT(t), key, opts...)
