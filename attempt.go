@@ -27,6 +27,9 @@ type attempt struct {
 	sent  time.Time // when the request was sent: the lease counts from here (lease.go)
 
 	listens bool // the caller will wait for release messages (try)
+	// caller is try's context: with WithReplicaAck, the acquire waits for
+	// a connection only while it lasts (acquireOn).
+	caller context.Context
 
 	// after: per node, the Client's releases of the key under way there,
 	// which its acquire waits for (quorum.Flights); nil if none.
@@ -49,7 +52,7 @@ func (c *Client) try(ctx context.Context, key string, o options, listens bool) (
 	if err != nil {
 		return nil, 0, err
 	}
-	a := &attempt{c: c, nm: c.names.get(key), token: token, o: o, listens: listens}
+	a := &attempt{c: c, nm: c.names.get(key), token: token, o: o, listens: listens, caller: ctx}
 	if len(c.nodes) > 1 {
 		a.after = releasesUnderWay(c.nodes, key)
 	}
@@ -108,9 +111,24 @@ func (a *attempt) round() round[grant, *attempt] {
 
 // acquireOn runs the attempt's acquire on n once the Client's release of
 // the key on n, if under way, has answered (quorum.Flights).
+//
+// With WithReplicaAck it is sent on the caller's context, not on ctx,
+// which outlives the caller (internal/ask): the acquire and its WAIT take
+// a connection of the user's pool of their own (no pipeliner's batch) and
+// hold it until the replicas acknowledge, so callers who give up faster
+// than the pool serves them would leave such acquires queued for it
+// without bound. Each, sent after its caller had gone, granted a key
+// nobody waited for, and the queue made the give-backs time out in the
+// pool too, which left those keys held for their TTL. go-redis ends the
+// wait for a connection when the context ends (a read only with
+// ContextTimeoutEnabled); an acquire that may have been sent all the same
+// is given back (late).
 func (a *attempt) acquireOn(ctx context.Context, n *node) (grant, error) {
 	if !quorum.AwaitAll(ctx, a.after[n], a.o.nodeTimeoutFor(len(a.c.nodes))) { // a Timeout: positive on several nodes
 		return grant{}, n.fail("acquire", errUnsent)
+	}
+	if a.o.replicas > 0 {
+		ctx = a.caller
 	}
 	return n.acquire(ctx, a.nm, a.token, a.o, a.listens)
 }

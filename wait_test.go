@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dlock-go/dlock"
+	"github.com/dlock-go/dlock/internal/redistest"
 )
 
 func TestLockWaitsForTheHolderToUnlock(t *testing.T) {
@@ -273,6 +274,62 @@ func TestARefusedReplicaAckLeavesTheKeyFreeOrSaysTheContextEnded(t *testing.T) {
 		}
 	}
 	eventually(t, "every key is free", func() bool { return admin.Exists(ctxT(t), keys...).Val() == 0 })
+}
+
+// A TryLock with WithReplicaAck whose caller gives up while its acquire
+// waits for a connection leaves no key held. The acquire and its WAIT take
+// a connection of the pool of their own; sent after the caller had gone,
+// one granted the key to nobody, and its give-back, in line for the pool
+// behind others, timed out there and left the key held for its TTL (found
+// by review: 300 goroutines whose contexts ended within 3 ms kept the
+// pool's line seconds long). Here the pool has one connection: the test
+// holds it while the caller gives up, then another user, in line behind
+// the acquire, holds it longer than the pool's timeout.
+func TestReplicaAckTryLockGivenUpWaitingForAConnectionLeavesNoKeyHeld(t *testing.T) {
+	t.Parallel() // waits more than it works (Makefile: -parallel)
+	master := redistest.Start(t)
+	redistest.StartReplica(t, master)
+	opts := master.Options()
+	opts.PoolSize, opts.PoolTimeout = 1, time.Second
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
+	c := dlock.New(rdb)
+	defer c.Close()
+	k := key(t)
+
+	busy := rdb.Conn() // the pool's one connection, until busy is closed
+	defer busy.Close()
+	if err := busy.Ping(ctxT(t)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(ctxT(t), 50*time.Millisecond)
+	_, err := c.TryLock(ctx, k, dlock.WithTTL(time.Minute), dlock.WithReplicaAck(1, time.Second))
+	cancel()
+	if !errors.Is(err, dlock.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("TryLock without a connection until its context ended: %v, want ErrNotObtained and the context's error", err)
+	}
+
+	// The next user gets in line for the connection, and holds it for
+	// three pool timeouts: longer than a give-back waits for it (one fast
+	// release, then a full one).
+	next := rdb.Conn()
+	defer next.Close()
+	inLine := rdb.PoolStats().PendingRequests
+	pinged := make(chan error, 1)
+	go func() { pinged <- next.Ping(ctxT(t)).Err() }()
+	eventually(t, "the next user is in line", func() bool { return rdb.PoolStats().PendingRequests > inLine })
+	busy.Close()
+	if err := <-pinged; err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * opts.PoolTimeout)
+	next.Close()
+
+	c.Close() // waits for the Client's cleanups
+	admin := master.Client(t)
+	if admin.Exists(ctxT(t), k).Val() != 0 {
+		t.Fatalf("after Close the key is held, for %v more: granted after its caller gave up, and not given back", admin.PTTL(ctxT(t), k).Val())
+	}
 }
 
 // lateRequests is a go-redis hook that sends each request d after it was
