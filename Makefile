@@ -1,7 +1,7 @@
 # dlock's build and test entry points. `make test` is what CI runs.
 GO ?= go
 
-.PHONY: test deps check bench-check bench bench-pair gobench demo timeline-png sim
+.PHONY: test deps check bench-check bench bench-pair gobench demo timeline-png sim dist apicheck
 
 # The repository's modules (go.work joins them): the library, the dlock
 # command, the console, the Prometheus and OpenTelemetry adapters and the SQL tests (internal/sqltest, with
@@ -15,10 +15,11 @@ PACKAGES = ./... ./cmd/dlock/... ./console/... ./prometheus/... ./dlockotel/... 
 # idle), the short fault-injection run, which fails if any stale write is
 # accepted or a fence regresses; then the console's browser tests on their
 # own, the allocation counts, and the simulator.
-test: deps check bench-check
+test: deps check bench-check apicheck
+	./tools/dist_test.sh  # make dist for linux/amd64, twice: the same checksums; the package's contents and binary
 	$(GO) build -o .dlock-torture ./cmd/dlock
 	./.dlock-torture torture --quick > .torture.out 2>&1 & torture=$$!; \
-	DLOCK_REQUIRE_DATABASES=1 $(GO) test -race -count=1 -timeout 8m -parallel 8 -skip '^TestBrowser' $(PACKAGES); status=$$?; \
+	DLOCK_REQUIRE_DATABASES=1 DLOCK_REQUIRE_SHELLS=1 $(GO) test -race -count=1 -timeout 8m -parallel 8 -skip '^TestBrowser' $(PACKAGES); status=$$?; \
 	wait $$torture; tstatus=$$?; cat .torture.out; rm -f .dlock-torture .torture.out; \
 	[ $$status -eq 0 ] && [ $$tstatus -eq 0 ]  # -parallel: the tests marked parallel wait more than they work
 	DLOCK_REQUIRE_BROWSER=1 $(GO) test -race -count=1 -timeout 2m -run '^TestBrowser' ./cmd/dlock/  # alone: Chromium's CPU would stall the timing-sensitive tests beside it
@@ -29,7 +30,8 @@ test: deps check bench-check
 # compiler (the race detector needs cgo), and the PostgreSQL and MariaDB
 # servers the SQL guard's tests start (they run as their own processes on
 # loopback; the packages' own services are not used), from Debian's
-# packages, and Debian's chromium for the console's browser tests; then it checks that redis-server is new enough (the README's
+# packages, Debian's chromium for the console's browser tests, and zsh and fish
+# for the completion tests (bash is there); then it checks that redis-server is new enough (the README's
 # minimum, 6.2) and fails early, with a clear message, when it is not.
 deps:
 	@missing=""; \
@@ -38,6 +40,8 @@ deps:
 	{ command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; } || missing="$$missing postgresql"; \
 	{ command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ]; } || missing="$$missing mariadb-server"; \
 	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	command -v zsh >/dev/null 2>&1 || missing="$$missing zsh"; \
+	command -v fish >/dev/null 2>&1 || missing="$$missing fish"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing with apt-get:$$missing"; \
 		SUDO=$$( [ "$$(id -u)" -eq 0 ] || echo sudo ); \
@@ -55,20 +59,21 @@ deps:
 
 # check is gofmt of every Go file and vet of the library, the command, the
 # adapter and their tests; bench-check vets the bench/ module (which pulls
-# in the peers' modules).
+# in the peers' modules) and builds docs/migrating.md's programs there.
 check:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet $(PACKAGES) ./sim/...
 
 bench-check:
-	cd bench && $(GO) vet ./...
+	cd bench && $(GO) vet ./... && $(GO) test -count=1 -run TestTheMigrationGuidesProgramsBuild .  # the migration guide's programs, the peers' too
 
 # bench compares dlock with its peers (the separate bench/ module, which
-# starts its own redis-servers) and rewrites BENCHMARKS.md and its chart.
+# starts its own redis-servers) and rewrites BENCHMARKS.md, its chart and
+# the README's table, each with the date and commit it measured.
 # gobench runs dlock's own Go benchmarks (against the raw floor).
 bench: deps bench-check
-	cd bench && $(GO) run . -out ../BENCHMARKS.md
+	cd bench && $(GO) run . -out ../BENCHMARKS.md -readme ../README.md
 
 # bench-pair runs the bench with a second dlock beside this tree's: the
 # commit BASE, renamed to the module github.com/dlock-go/dlockbase in a
@@ -120,3 +125,46 @@ timeline-png: deps
 		--hide-scrollbars --window-size=1110,180 --screenshot=$(CURDIR)/$(TIMELINE_DIR)/client-pause-single.png \
 		file://$(CURDIR)/$(TIMELINE_DIR)/client-pause-single.svg; status=$$?; rm -rf $$profile; exit $$status
 	DLOCK_TIMELINE_PNG=$(CURDIR)/$(TIMELINE_DIR)/client-pause-single.png $(GO) test -count=1 -run TestTheRenderedTimelineShowsBarsAndTheFault -v ./internal/torture/
+
+# dist builds the release: the command for linux and darwin on amd64 and
+# arm64 and for windows on amd64 (CGO off, -trimpath, no build ID, the
+# version stamped: git describe), a Debian package of each linux build
+# (nFPM, from tools/: the binary, the manual page made by the binary
+# itself, and its bash, zsh and fish completions), and SHA256SUMS. Every
+# file's time is the commit's, so two builds of one commit are the same
+# bytes (docs/versioning.md).
+VERSION ?= $(shell git describe --tags --match 'v[0-9]*' --dirty 2>/dev/null || echo v0.0.0-$$(git rev-parse --short HEAD))
+DIST ?= dist
+PLATFORMS = linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64
+DIST_FLAGS = -trimpath -buildvcs=true -ldflags "-s -w -buildid= -X main.version=$(VERSION)"
+dist:
+	rm -rf $(DIST) && mkdir -p $(DIST)/.pkg
+	@set -e; for p in $(PLATFORMS); do \
+		os=$${p%/*}; arch=$${p#*/}; ext=; [ $$os = windows ] && ext=.exe; \
+		echo "build $(DIST)/dlock_$(VERSION)_$${os}_$$arch$$ext"; \
+		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build $(DIST_FLAGS) -o $(DIST)/dlock_$(VERSION)_$${os}_$$arch$$ext ./cmd/dlock; \
+	done
+	CGO_ENABLED=0 $(GO) build $(DIST_FLAGS) -o $(DIST)/.pkg/dlock ./cmd/dlock
+	$(DIST)/.pkg/dlock manpage | gzip -9n > $(DIST)/.pkg/dlock.1.gz
+	for sh in bash zsh fish; do $(DIST)/.pkg/dlock completion $$sh > $(DIST)/.pkg/dlock.$$sh; done
+	cp LICENSE $(DIST)/.pkg/copyright
+	@set -e; epoch=$$(git log -1 --format=%ct); for p in $(filter linux/%,$(PLATFORMS)); do arch=$${p#*/}; \
+		cp $(DIST)/dlock_$(VERSION)_linux_$$arch $(DIST)/.pkg/dlock-linux-$$arch; \
+		echo "package $(DIST)/dlock_$(VERSION)_$$arch.deb"; \
+		GOWORK=off VERSION=$(VERSION) ARCH=$$arch PKG=$(abspath $(DIST))/.pkg SOURCE_DATE_EPOCH=$$epoch \
+			$(GO) -C tools tool nfpm package --config $(CURDIR)/packaging/nfpm.yaml --packager deb \
+			--target $(abspath $(DIST))/dlock_$(VERSION)_$$arch.deb > /dev/null; \
+	done
+	rm -rf $(DIST)/.pkg
+	cd $(DIST) && sha256sum dlock_* > SHA256SUMS && cat SHA256SUMS
+
+# apicheck compares every module's exported API (the library, the console
+# and the two adapters) with the last release's: its tag, else the commit
+# its CHANGELOG section names (tools/apicheck.sh, golang.org/x/exp's
+# apidiff from tools/). It fails on an incompatible change that
+# CHANGELOG.md's Unreleased section does not name under Breaking; then
+# tools/apicheck_test.sh shows it failing on an exported function removed
+# in a copy of the tree, and passing once the CHANGELOG lists it.
+apicheck:
+	GO="$(GO)" ./tools/apicheck.sh
+	GO="$(GO)" ./tools/apicheck_test.sh

@@ -327,12 +327,13 @@ func TestTheREADMEStartsFromAClone(t *testing.T) {
 				t.Errorf("README.md runs make %s; the Makefile has no such target", f[1])
 			}
 			made = append(made, f[1])
-		case len(f) == 5 && f[0] == "go" && f[1] == "build" && f[2] == "-o":
-			out := filepath.Join(dir, filepath.Base(f[3]))
-			if msg, err := exec.Command("go", "build", "-o", out, f[4]).CombinedOutput(); err != nil {
+		case len(f) >= 5 && f[0] == "go" && f[1] == "build" && f[len(f)-3] == "-o":
+			out := filepath.Join(dir, filepath.Base(f[len(f)-2]))
+			args := append(append([]string{"build"}, f[2:len(f)-3]...), "-o", out, f[len(f)-1])
+			if msg, err := exec.Command("go", args...).CombinedOutput(); err != nil {
 				t.Fatalf("README.md's %q: %v\n%s", strings.TrimSpace(cmd), err, msg)
 			}
-			built["./"+f[3]] = out
+			built["./"+f[len(f)-2]] = out
 		case len(f) >= 2 && built[f[0]] != "":
 			out, err := exec.Command(built[f[0]], append(f[1:], "--help")...).CombinedOutput()
 			if err != nil || !strings.HasPrefix(string(out), "Usage: dlock "+strings.Join(f[1:], " ")) {

@@ -32,6 +32,7 @@ var (
 	duration   = flag.Duration("duration", 3*time.Second, "how long each contended scenario runs")
 	cycles     = flag.Int("cycles", 30000, "lock+unlock cycles in each uncontended scenario")
 	out        = flag.String("out", "BENCHMARKS.md", "where to write the report")
+	readme     = flag.String("readme", "", "rewrite the table of figures in this README from the run (with -out)")
 	chart      = flag.String("chart", "benchmarks.svg", "where to write the chart (next to the report)")
 	only       = flag.String("only", "", "run only the scenarios whose name contains this (no report is written)")
 	libsOnly   = flag.String("libs", "", "run only the libraries whose name starts with one of these, comma-separated (no report is written)")
@@ -266,6 +267,12 @@ func main() {
 	if err := writeReport(*out, *chart, results, mem); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
+	}
+	if *readme != "" {
+		if err := writeREADMETable(*readme, results, time.Now()); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
 	}
 }
 

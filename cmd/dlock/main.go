@@ -70,7 +70,8 @@ func init() {
 		{"ui", "serve the lock console: every lock, holder and waiter, live, in a browser", uiMain},
 		{"demo", "reproduce the Redis guidance's lock experiments", demoMain},
 		{"torture", "inject faults into real processes and check what holds", tortureMain},
-		{"version", "print dlock's version and the Go version it was built with", versionMain},
+		{"version", "print dlock's version, commit and date, and the Go version it was built with", versionMain},
+		{"completion", "print the shell completion script for bash, zsh or fish", completionMain},
 	}
 }
 
@@ -120,6 +121,9 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 	if args[0] == "run-guard" { // run's guardian of CMD (guard_linux.go)
 		return guardMain(args[1:])
 	}
+	if args[0] == "manpage" { // the manual page, for the Debian package (make dist)
+		return manpageMain(args[1:], stdout, stderr)
+	}
 	fmt.Fprintf(stderr, "dlock: unknown command %q\n\n", masked(args[0])) // it may be a misplaced --redis URL
 	usage(stderr)
 	return exitUsage
@@ -130,7 +134,7 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "\nUsage: dlock COMMAND [flags] [args]    (dlock --version: the version)")
 	fmt.Fprintln(w, "\nCommands:")
 	for _, c := range commands {
-		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintf(w, `
 Run 'dlock COMMAND --help' for a command's flags and examples.
@@ -195,6 +199,11 @@ func printDefaults(fs *flag.FlagSet, w io.Writer) {
 // helps holds each flag set's full --help text.
 var helps = map[*flag.FlagSet]func(io.Writer){}
 
+// helpOut is where --help prints: standard output, or the buffer of
+// helpText, which reads a command's help to generate completions and the
+// manual page.
+var helpOut io.Writer = os.Stdout
+
 // parse parses args; it reports the exit code to return when the caller
 // should stop (help asked for, or bad flags). Help goes to standard output
 // (it was asked for); errors to stderr. Flags may follow the positional
@@ -205,7 +214,7 @@ func parse(fs *flag.FlagSet, args []string) (stop bool, code int) {
 	fs.SetInterspersed(fs.Name() != "run")
 	args, help, err := doubleDashed(fs, args)
 	if help {
-		helps[fs](os.Stdout)
+		helps[fs](helpOut)
 		return true, exitOK
 	}
 	if err == nil {

@@ -224,7 +224,7 @@ func supervise(ctx context.Context, lock *dlock.Lock, key, what string, cmdArgs,
 		select {
 		case sig := <-sigs:
 			signalled = true
-			_ = syscall.Kill(-pgid, sig.(syscall.Signal))
+			_ = signalGroup(pgid, sig.(syscall.Signal))
 		case <-lockEnd:
 			lockEnd = nil
 			cause := context.Cause(lock.Context())
@@ -233,13 +233,13 @@ func supervise(ctx context.Context, lock *dlock.Lock, key, what string, cmdArgs,
 			}
 			lost = true
 			fmt.Fprintf(stderr, "dlock: %s %q lost while %s ran (%v); stopping it\n", what, key, cmdArgs[0], cause)
-			_ = syscall.Kill(-pgid, syscall.SIGTERM)
+			_ = signalGroup(pgid, syscall.SIGTERM)
 			t := time.NewTimer(killAfter)
 			defer t.Stop()
 			killer = t.C
 		case <-killer:
 			fmt.Fprintf(stderr, "dlock: %s still running %v after SIGTERM; killing it\n", cmdArgs[0], killAfter)
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			_ = signalGroup(pgid, syscall.SIGKILL)
 		case err = <-exited:
 			done = true
 		}

@@ -8,9 +8,13 @@ import (
 )
 
 const versionHelp = `
-Print dlock's version, as the Go module system knows it (the version 'go
-install' fetched, or "(devel)" for a build from a work tree), and the Go
-version it was built with. 'dlock --version' does the same.
+Print dlock's version, the commit and the commit's date it was built from,
+and the Go version it was built with, all read from the build information:
+the version 'go install' fetched (v0.1.0 for
+'go install github.com/dlock-go/dlock/cmd/dlock@v0.1.0'), the one 'make dist'
+stamps (git describe), or "(devel)" for a plain build in a work tree. A
+build from a work tree with changes not committed says "modified".
+'dlock --version' does the same.
 
 Exit codes: 0; 64 usage.
 
@@ -18,6 +22,10 @@ Examples:
   dlock version
   dlock --version
 `
+
+// version is set by the release build (make dist: -X main.version=...);
+// empty otherwise, when the build information's module version is used.
+var version string
 
 func versionMain(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("version", "", versionHelp, stderr)
@@ -27,15 +35,52 @@ func versionMain(args []string, stdout, stderr io.Writer) int {
 	if fs.NArg() > 0 {
 		return usageError(stderr, "version: unexpected arguments %q", fs.Args())
 	}
-	fmt.Fprintf(stdout, "dlock %s (%s)\n", moduleVersion(), runtime.Version())
+	fmt.Fprintln(stdout, versionLine())
 	return exitOK
 }
 
-// moduleVersion is the main module's version in the build information, or
-// "(devel)" when there is none.
-func moduleVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
+// versionLine is "dlock VERSION (commit C, DATE[, modified]; GO)", the
+// commit and date left out when the build has no VCS information (a build
+// from the module proxy's zip has none).
+func versionLine() string {
+	v, commit, date, modified := buildVersion()
+	vcs := ""
+	if commit != "" {
+		if len(commit) > 12 {
+			commit = commit[:12]
+		}
+		vcs = "commit " + commit + ", " + date
+		if modified {
+			vcs += ", modified"
+		}
+		vcs += "; "
 	}
-	return "(devel)"
+	return fmt.Sprintf("dlock %s (%s%s)", v, vcs, runtime.Version())
+}
+
+// buildVersion reads the version, the commit, its date and whether the
+// tree was modified from the build information (and the stamped version).
+func buildVersion() (v, commit, date string, modified bool) {
+	v = "(devel)"
+	bi, ok := debug.ReadBuildInfo()
+	if ok && bi.Main.Version != "" {
+		v = bi.Main.Version
+	}
+	if version != "" {
+		v = version
+	}
+	if !ok {
+		return v, "", "", false
+	}
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			commit = s.Value
+		case "vcs.time":
+			date = s.Value
+		case "vcs.modified":
+			modified = s.Value == "true"
+		}
+	}
+	return v, commit, date, modified
 }

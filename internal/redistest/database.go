@@ -164,7 +164,7 @@ func asUnprivileged(cmd *exec.Cmd, dir string) error {
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = sysProcAttr()
 	}
-	cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+	cmd.SysProcAttr = runAs(cmd.SysProcAttr, uid, gid)
 	return nil
 }
 

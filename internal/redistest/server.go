@@ -245,7 +245,7 @@ func (s *Server) Kill() {
 // Stop shuts the server down cleanly (SIGTERM) and waits for it. With
 // "--save" configured it writes its RDB file first.
 func (s *Server) Stop() {
-	s.signal(syscall.SIGCONT) // a paused server cannot act on SIGTERM
+	s.signal(sigCont) // a paused server cannot act on SIGTERM
 	s.signal(syscall.SIGTERM)
 	s.wait()
 }
@@ -265,10 +265,10 @@ func (s *Server) Restart() error {
 
 // Pause stops the process (SIGSTOP): it keeps its connections but answers
 // nothing, as a server in a long fork or swap storm would.
-func (s *Server) Pause() { s.signal(syscall.SIGSTOP) }
+func (s *Server) Pause() { s.signal(sigStop) }
 
 // Resume continues a paused server (SIGCONT).
-func (s *Server) Resume() { s.signal(syscall.SIGCONT) }
+func (s *Server) Resume() { s.signal(sigCont) }
 
 // Close kills the server and removes its directory.
 func (s *Server) Close() {

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -278,9 +277,9 @@ func pauseHolder(ctx context.Context, e *Env) {
 	if hs := e.holders(); len(hs) > 0 {
 		w := e.workers[hs[0]]
 		end := e.fault(fmt.Sprintf("SIGSTOP client %d", hs[0]))
-		_ = w.Process.Signal(syscall.SIGSTOP)
+		_ = w.Process.Signal(sigStop)
 		sleep(ctx, 3*e.Cfg.TTL)
-		_ = w.Process.Signal(syscall.SIGCONT)
+		_ = w.Process.Signal(sigCont)
 		end()
 	}
 }
@@ -321,9 +320,9 @@ func pauseWaiter(ctx context.Context, e *Env) {
 		return
 	}
 	defer e.fault(fmt.Sprintf("SIGSTOP client %d, waiting", i))()
-	_ = e.workers[i].Process.Signal(syscall.SIGSTOP)
+	_ = e.workers[i].Process.Signal(sigStop)
 	sleep(ctx, 3*e.Cfg.TTL)
-	_ = e.workers[i].Process.Signal(syscall.SIGCONT)
+	_ = e.workers[i].Process.Signal(sigCont)
 }
 
 // waitingProcess returns a client process none of whose waiters holds the
@@ -724,7 +723,7 @@ func (e *Env) sampleConnections() (stop func() int) {
 func (e *Env) close() {
 	for _, w := range e.workers {
 		if w.ProcessState == nil {
-			_ = w.Process.Signal(syscall.SIGCONT)
+			_ = w.Process.Signal(sigCont)
 			_ = w.Process.Kill()
 		}
 	}

@@ -1,0 +1,8 @@
+//go:build unix
+
+package main
+
+import "syscall"
+
+// signalGroup sends sig to the process group pgid (CMD's: guardCommand).
+func signalGroup(pgid int, sig syscall.Signal) error { return syscall.Kill(-pgid, sig) }
