@@ -66,7 +66,7 @@ check:
 	$(GO) vet $(PACKAGES) ./sim/...
 
 bench-check:
-	cd bench && $(GO) vet ./... && $(GO) test -count=1 -run TestTheMigrationGuidesProgramsBuild .  # the migration guide's programs, the peers' too
+	cd bench && $(GO) vet ./... && $(GO) test -count=1 -run 'TestTheMigrationGuidesProgramsBuild|TestTheREADMETable' .  # the migration guide's programs, the peers' too
 
 # bench compares dlock with its peers (the separate bench/ module, which
 # starts its own redis-servers) and rewrites BENCHMARKS.md, its chart and

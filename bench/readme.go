@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"time"
 )
@@ -45,7 +46,11 @@ func thousands(v float64) string {
 	return s
 }
 
-// commit names the commit the bench measured: the library is the tree's
+// measured is the commit the bench measures, read at its start, before it
+// writes BENCHMARKS.md and the README.
+var measured = commit()
+
+// commit names the commit the bench measures: the library is the tree's
 // (go.work), so its HEAD, marked when the tree has changes not committed.
 func commit() string {
 	out, err := exec.Command("git", "rev-parse", "--short=12", "HEAD").Output()
@@ -89,8 +94,8 @@ func writeREADMETable(path string, results []result, at time.Time) error {
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s %s |\n", row.label, row.show(*mine), best.lib, row.show(*best))
 	}
-	fmt.Fprintf(&b, "\n`make bench` on %s, at commit %s.\n%s", at.UTC().Format("2006-01-02"), commit(), readmeEnd)
-	return os.WriteFile(path, append(append(head, b.Bytes()...), tail...), 0o644)
+	fmt.Fprintf(&b, "\n`make bench` on %s, at commit %s.\n%s", at.UTC().Format("2006-01-02"), measured, readmeEnd)
+	return os.WriteFile(path, slices.Concat(head, b.Bytes(), tail), 0o644)
 }
 
 // isPeer reports whether lib is one of the peers, not dlock or a floor.
