@@ -231,7 +231,7 @@ func (a *attempt) late(n *node, g grant, err error) {
 		a.releaseUncertain(n, fence, err)
 		return
 	}
-	a.c.cleanup(func(ctx context.Context) { a.release(ctx, n, fence) })
+	a.c.spawn(func() { a.releaseAnswered(n, fence, true) })
 }
 
 // lateGiveBack reports whether a late answer must be given back; joinable:
@@ -270,19 +270,11 @@ func (a *attempt) giveBack(ctx context.Context, nodes []*node) (done bool) {
 	return !slices.ContainsFunc(answers, func(a answer[struct{}]) bool { return a.Abandoned })
 }
 
-// giveBackOn gives the attempt's token back on n (giveBack).
-func (a *attempt) giveBackOn(ctx context.Context, n *node) (struct{}, error) {
-	ctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
-	defer cancel()
-	a.release(ctx, n, 0)
+// giveBackOn gives the attempt's token back on n (giveBack), until the
+// server answers (releaseAnswered).
+func (a *attempt) giveBackOn(_ context.Context, n *node) (struct{}, error) {
+	a.releaseAnswered(n, 0, true)
 	return struct{}{}, nil
-}
-
-// release gives the token back on n, raising its counter to fence if > 0.
-func (a *attempt) release(ctx context.Context, n *node, fence int64) {
-	if _, err := n.release(ctx, a.nm, a.token, fence, a.o.fenceKeep(), true); err != nil {
-		a.warnLeft(n, err)
-	}
 }
 
 // warnLeft logs that a give-back on n failed with err.
@@ -326,10 +318,12 @@ func refusal(cause error) bool {
 }
 
 // releaseAnswered releases the token on n, every uncertainPause for at most
-// cleanupTimeout, until the server answers. answered: the request being
-// undone has had its answer, so one answer does. Otherwise a "not held" is
-// checked again after uncertainPause: a server that answers has by then run
-// what it held from before (it reads every socket in turn).
+// cleanupTimeout, until the server answers: a grant given back once is not
+// left for its TTL by a failure that a retry gets past (a pool timeout, a
+// connection reset). answered: the request being undone has had its
+// answer, so one answer does. Otherwise a "not held" is checked again after
+// uncertainPause: a server that answers has by then run what it held from
+// before (it reads every socket in turn).
 func (a *attempt) releaseAnswered(n *node, fence int64, answered bool) {
 	ctx, cancel := a.c.cleanupContext()
 	defer cancel()
@@ -341,9 +335,7 @@ func (a *attempt) releaseAnswered(n *node, fence int64, answered bool) {
 		case err == nil:
 			answered = true // the next answer is final
 		case ctx.Err() != nil:
-			if !answered {
-				a.warnLeft(n, err)
-			}
+			a.warnLeft(n, err)
 			return
 		}
 		pause(ctx, nil, uncertainPause)

@@ -282,14 +282,20 @@ func TestARefusedReplicaAckLeavesTheKeyFreeOrSaysTheContextEnded(t *testing.T) {
 // one granted the key to nobody, and its give-back, in line for the pool
 // behind others, timed out there and left the key held for its TTL (found
 // by review: 300 goroutines whose contexts ended within 3 ms kept the
-// pool's line seconds long). Here the pool has one connection: the test
-// holds it while the caller gives up, then another user, in line behind
-// the acquire, holds it longer than the pool's timeout.
+// pool's line seconds long).
 func TestReplicaAckTryLockGivenUpWaitingForAConnectionLeavesNoKeyHeld(t *testing.T) {
 	t.Parallel() // waits more than it works (Makefile: -parallel)
 	master := redistest.Start(t)
 	redistest.StartReplica(t, master)
-	opts := master.Options()
+	giveUpWaitingForAConnection(t, master, dlock.WithReplicaAck(1, time.Second))
+}
+
+// giveUpWaitingForAConnection has a TryLock give up while its acquire
+// waits for the pool's one connection, which the test holds; then another
+// user, in line behind the acquire, holds the connection for three pool
+// timeouts. After Close the key must be free.
+func giveUpWaitingForAConnection(t *testing.T, s *redistest.Server, o ...dlock.Option) {
+	opts := s.Options()
 	opts.PoolSize, opts.PoolTimeout = 1, time.Second
 	rdb := redis.NewClient(opts)
 	defer rdb.Close()
@@ -303,15 +309,14 @@ func TestReplicaAckTryLockGivenUpWaitingForAConnectionLeavesNoKeyHeld(t *testing
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(ctxT(t), 50*time.Millisecond)
-	_, err := c.TryLock(ctx, k, dlock.WithTTL(time.Minute), dlock.WithReplicaAck(1, time.Second))
+	_, err := c.TryLock(ctx, k, append([]dlock.Option{dlock.WithTTL(time.Minute)}, o...)...)
 	cancel()
 	if !errors.Is(err, dlock.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("TryLock without a connection until its context ended: %v, want ErrNotObtained and the context's error", err)
 	}
 
 	// The next user gets in line for the connection, and holds it for
-	// three pool timeouts: longer than a give-back waits for it (one fast
-	// release, then a full one).
+	// three pool timeouts: longer than a give-back waits for it.
 	next := rdb.Conn()
 	defer next.Close()
 	inLine := rdb.PoolStats().PendingRequests
@@ -326,9 +331,68 @@ func TestReplicaAckTryLockGivenUpWaitingForAConnectionLeavesNoKeyHeld(t *testing
 	next.Close()
 
 	c.Close() // waits for the Client's cleanups
-	admin := master.Client(t)
+	admin := s.Client(t)
 	if admin.Exists(ctxT(t), k).Val() != 0 {
 		t.Fatalf("after Close the key is held, for %v more: granted after its caller gave up, and not given back", admin.PTTL(ctxT(t), k).Val())
+	}
+}
+
+// A grant that answers after its TryLock gave up is given back, also when
+// the give-back's first try (the fast release and the full one it falls
+// back on) fails without reaching the server (here a pool timeout,
+// injected): it is sent again until the server answers, as an uncertain
+// one is. (It was sent once: the key stayed held for its TTL,
+// found by review with WithReplicaAck, whose give-backs timed out in a
+// pool too busy.)
+func TestALateGrantWhoseGiveBackFailsOnceIsGivenBack(t *testing.T) {
+	t.Parallel() // waits more than it works (Makefile: -parallel)
+	s := redistest.Start(t)
+	rdb := s.Client(t)
+	var scripts atomic.Int32
+	c := dlock.New(rdb)
+	defer c.Close()
+	k := key(t)
+	warm, err := c.TryLock(ctxT(t), k+":warm") // the scripts are loaded
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := warm.Unlock(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	rdb.AddHook(failNextScripts{&scripts})
+	ctx, cancel := context.WithTimeout(ctxT(t), 50*time.Millisecond)
+	_, err = c.TryLock(ctx, k, dlock.WithTTL(time.Minute)) // its acquire is sent 200 ms late
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("TryLock: %v, want the context's error", err)
+	}
+	admin := s.Client(t)
+	eventually(t, "the late grant given back", func() bool { return scripts.Load() > 3 && admin.Exists(ctxT(t), k).Val() == 0 })
+}
+
+// failNextScripts is a go-redis hook that sends the first script 200 ms
+// late and fails the next two with a pool timeout, before they are sent.
+type failNextScripts struct{ n *atomic.Int32 }
+
+func (failNextScripts) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (failNextScripts) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (f failNextScripts) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if name := cmd.Name(); name != "evalsha" && name != "eval" {
+			return next(ctx, cmd)
+		}
+		switch f.n.Add(1) {
+		case 1:
+			time.Sleep(200 * time.Millisecond)
+		case 2, 3: // the fast release, then the full one it falls back on
+			cmd.SetErr(redis.ErrPoolTimeout)
+			return redis.ErrPoolTimeout
+		}
+		return next(ctx, cmd)
 	}
 }
 
