@@ -28,49 +28,71 @@ fi
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-mkdir "$tmp/base"
-git archive "$base" | tar -x -C "$tmp/base"
 GOWORK=off "$GO" -C tools build -o "$tmp/apidiff" golang.org/x/exp/cmd/apidiff
+# The base's export data, once per commit and apidiff version (tools/go.sum):
+# a release does not change.
+cache=${XDG_CACHE_HOME:-$HOME/.cache}/dlock-apicheck/$(git rev-parse "$base^{commit}")-$(sha256sum tools/go.sum | cut -c1-12)
+mkdir -p "$cache"
 
 # breaking is the Unreleased section's "### Breaking" list.
 breaking=$(awk '/^## /{u = /Unreleased/} u && /^### /{b = /Breaking/; next} u && b' CHANGELOG.md)
 
-failed=0
-# module directory and path; the library alone (GOWORK=off: its pattern
-# would take in the modules nested in it), the others in the workspace.
-for m in .:github.com/dlock-go/dlock console:github.com/dlock-go/dlock/console \
-	prometheus:github.com/dlock-go/dlock/prometheus dlockotel:github.com/dlock-go/dlock/dlockotel; do
-	dir=${m%%:*} path=${m#*:}
-	if [ -n "${APICHECK_ONLY:-}" ] && [ "$dir" != "$APICHECK_ONLY" ]; then
-		continue
-	fi
-	work=auto
+# check compares one module (its directory and path) with the base's and
+# writes its report to $tmp/NAME.out; it fails on a change not listed.
+# The library is read alone (GOWORK=off: its pattern would take in the
+# modules nested in it), the others in the workspace.
+check() {
+	local dir=$1 path=$2 name=${1//[.\/]/_} work=auto out changes line failed=0
 	[ "$dir" = . ] && work=off
-	if [ ! -d "$tmp/base/$dir" ]; then
-		echo "apicheck: $path is new since $base"
-		continue
+	exec >"$tmp/$name.out" 2>&1
+	if [ ! -f "$cache/$name.exp" ]; then
+		if [ ! -d "$tmp/base" ]; then
+			mkdir -p "$tmp/base.$name" && git archive "$base" | tar -x -C "$tmp/base.$name"
+		fi
+		if [ ! -d "$tmp/base.$name/$dir" ]; then
+			echo "apicheck: $path is new since $base"
+			return 0
+		fi
+		if ! out=$(cd "$tmp/base.$name/$dir" && GOWORK=$work "$tmp/apidiff" -m -w "$tmp/$name.exp" "$path" 2>&1); then
+			echo "apicheck: $path at $base could not be read:"; echo "$out"; return 1
+		fi
+		mv "$tmp/$name.exp" "$cache/$name.exp"
 	fi
-	if ! out=$(cd "$tmp/base/$dir" && GOWORK=$work "$tmp/apidiff" -m -w "$tmp/old.exp" "$path" 2>&1); then
-		echo "apicheck: $path at $base could not be read:"; echo "$out"; exit 1
-	fi
-	if ! out=$(cd "$dir" && GOWORK=$work "$tmp/apidiff" -m -incompatible "$tmp/old.exp" "$path" 2>&1); then
-		echo "apicheck: $path could not be compared:"; echo "$out"; exit 1
+	if ! out=$(cd "$dir" && GOWORK=$work "$tmp/apidiff" -m -incompatible "$cache/$name.exp" "$path" 2>&1); then
+		echo "apicheck: $path could not be compared:"; echo "$out"; return 1
 	fi
 	changes=$(grep -v '^Ignoring internal package' <<<"$out" || true)
 	if [ -z "$changes" ]; then
 		echo "apicheck: $path: no incompatible change since $base"
-		continue
+		return 0
 	fi
 	echo "apicheck: $path: incompatible changes since $base:"
 	echo "$changes" | sed 's/^/  /'
 	while IFS= read -r line; do
 		case $line in "- "*) ;; *) continue ;; esac
-		name=${line#- }
-		name=${name%%:*}
-		if ! grep -qF -- "$name" <<<"$breaking"; then
-			echo "apicheck: $path: $name is not listed under ### Breaking in CHANGELOG.md's Unreleased section"
+		line=${line#- }
+		if ! grep -qF -- "${line%%:*}" <<<"$breaking"; then
+			echo "apicheck: $path: ${line%%:*} is not listed under ### Breaking in CHANGELOG.md's Unreleased section"
 			failed=1
 		fi
 	done <<<"$changes"
+	return $failed
+}
+
+# The modules are compared at once, each in a process of its own.
+names=() pids=()
+for m in .:github.com/dlock-go/dlock console:github.com/dlock-go/dlock/console \
+	prometheus:github.com/dlock-go/dlock/prometheus dlockotel:github.com/dlock-go/dlock/dlockotel; do
+	dir=${m%%:*}
+	if [ -n "${APICHECK_ONLY:-}" ] && [ "$dir" != "$APICHECK_ONLY" ]; then
+		continue
+	fi
+	check "$dir" "${m#*:}" &
+	names+=("${dir//[.\/]/_}") pids+=($!)
+done
+failed=0
+for i in "${!pids[@]}"; do
+	wait "${pids[$i]}" || failed=1
+	cat "$tmp/${names[$i]}.out"
 done
 exit $failed
