@@ -231,7 +231,7 @@ func (a *attempt) late(n *node, g grant, err error) {
 		a.releaseUncertain(n, fence, err)
 		return
 	}
-	a.c.spawn(func() { a.releaseAnswered(n, fence, true) })
+	a.c.spawn(func() { a.c.releaseAnswered(n, a.nm, a.token, fence, a.o.fenceKeep(), true) })
 }
 
 // lateGiveBack reports whether a late answer must be given back; joinable:
@@ -273,14 +273,8 @@ func (a *attempt) giveBack(ctx context.Context, nodes []*node) (done bool) {
 // giveBackOn gives the attempt's token back on n (giveBack), until the
 // server answers (releaseAnswered).
 func (a *attempt) giveBackOn(_ context.Context, n *node) (struct{}, error) {
-	a.releaseAnswered(n, 0, true)
+	a.c.releaseAnswered(n, a.nm, a.token, 0, a.o.fenceKeep(), true)
 	return struct{}{}, nil
-}
-
-// warnLeft logs that a give-back on n failed with err.
-func (a *attempt) warnLeft(n *node, err error) {
-	a.c.warn("dlock: could not give back a grant nobody waited for; it expires by its TTL",
-		slog.String("key", a.nm.key), slog.String("node", n.Name), slog.Any("err", err))
 }
 
 // uncertainPause is how long releaseUncertain waits between its tries.
@@ -304,7 +298,7 @@ func (a *attempt) releaseUncertain(n *node, fence int64, cause error) {
 		if answered && !tokens.Shared(a.token) && refusal(cause) {
 			return
 		}
-		a.releaseAnswered(n, fence, answered)
+		a.c.releaseAnswered(n, a.nm, a.token, fence, a.o.fenceKeep(), answered)
 	})
 }
 
@@ -317,25 +311,33 @@ func refusal(cause error) bool {
 	return ok && taken
 }
 
-// releaseAnswered releases the token on n, every uncertainPause for at most
-// cleanupTimeout, until the server answers: a grant given back once is not
+// releaseAnswered releases token on n (nm's key), raising n's counter to
+// fence if > 0, kept for keep, every uncertainPause for at most
+// cleanupTimeout, until the server answers: a give-back or release is not
 // left for its TTL by a failure that a retry gets past (a pool timeout, a
-// connection reset). answered: the request being undone has had its
-// answer, so one answer does. Otherwise a "not held" is checked again after
-// uncertainPause: a server that answers has by then run what it held from
-// before (it reads every socket in turn).
-func (a *attempt) releaseAnswered(n *node, fence int64, answered bool) {
-	ctx, cancel := a.c.cleanupContext()
+// connection reset, a read timeout). answered: the request being undone
+// has had its answer, so one answer does. Otherwise a "not held" is
+// checked again after uncertainPause: a server that answers has by then
+// run what it held from before (it reads every socket in turn). A release
+// is token-checked: of two runs, the second finds nothing and only raises
+// the counter.
+func (c *Client) releaseAnswered(n *node, nm *lockNames, token string, fence int64, keep time.Duration, answered bool) {
+	ctx, cancel := c.cleanupContext()
 	defer cancel()
 	for {
-		released, err := n.release(ctx, a.nm, a.token, fence, a.o.fenceKeep(), true)
+		released, err := n.release(ctx, nm, token, fence, keep, true)
 		switch {
 		case released || (err == nil && answered):
 			return
 		case err == nil:
 			answered = true // the next answer is final
 		case ctx.Err() != nil:
-			a.warnLeft(n, err)
+			why := "no answer in time"
+			if c.ctx.Err() != nil {
+				why = "the Client was closed first"
+			}
+			c.warn("dlock: could not release a lock on a node ("+why+"); it expires there by its TTL",
+				slog.String("key", nm.key), slog.String("node", n.Name), slog.Any("err", err))
 			return
 		}
 		pause(ctx, nil, uncertainPause)

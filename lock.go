@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -272,37 +271,16 @@ func (rs *releases) on(ctx context.Context, n *node) (bool, error) {
 // retryRelease sends the release to n again, in the background, after
 // cause, an error the release may not have run with (a read timeout,
 // LOADING): else the key would block n until its TTL. As releaseUncertain
-// does, it waits for go-redis to settle the request, then retries every
-// uncertainPause for cleanupTimeout until n answers, cannot be reached
-// (neverSent) or the Client closes. A release is token-checked: of two
-// runs, the second finds nothing and only raises the fencing counter.
+// does, it waits for go-redis to settle the request, then releases until
+// n answers (releaseAnswered).
 func (l *Lock) retryRelease(n *node, cause error) {
 	l.c.spawn(func() {
-		ctx, cancel := context.WithTimeout(l.c.ctx, cleanupTimeout)
+		ctx, cancel := l.c.cleanupContext()
 		answered := transport.Settled(ctx, cause)
 		cancel()
-		if answered {
-			return
+		if !answered {
+			l.c.releaseAnswered(n, l.names, l.token, l.raise, l.keep, true)
 		}
-		ctx, cancel = context.WithTimeout(l.c.ctx, cleanupTimeout)
-		defer cancel()
-		err := cause
-		for pause(ctx, nil, uncertainPause); ctx.Err() == nil; pause(ctx, nil, uncertainPause) {
-			if _, err = n.release(ctx, l.names, l.token, l.raise, l.keep, false); err == nil {
-				return
-			} else if neverSent(err) {
-				break
-			}
-		}
-		why := "no answer in time"
-		switch {
-		case l.c.ctx.Err() != nil:
-			why = "the Client was closed first"
-		case neverSent(err):
-			why = "the node cannot be reached"
-		}
-		l.c.warn("dlock: could not release the lock on a node ("+why+"); it expires there by its TTL",
-			slog.String("key", l.names.key), slog.String("node", n.Name), slog.Any("err", err))
 	})
 }
 
@@ -451,13 +429,12 @@ func (l *Lock) overErr() error {
 	return l.notHeld()
 }
 
-// giveBack releases, in the background, a key held past the lease's end.
+// giveBack releases, in the background, a key held past the lease's end,
+// until each node answers (releaseAnswered).
 func (l *Lock) giveBack() {
 	l.halt()
 	for _, n := range l.c.nodes {
-		l.c.cleanup(func(ctx context.Context) {
-			_, _ = n.release(ctx, l.names, l.token, l.raise, l.keep, !l.waited.Load())
-		})
+		l.c.spawn(func() { l.c.releaseAnswered(n, l.names, l.token, l.raise, l.keep, true) })
 	}
 }
 
