@@ -133,10 +133,17 @@ timeline-png: deps
 # itself, and its bash, zsh and fish completions), and SHA256SUMS. Every
 # file's time is the commit's, so two builds of one commit are the same
 # bytes (docs/versioning.md).
-VERSION ?= $(shell git describe --tags --match 'v[0-9]*' --dirty 2>/dev/null || echo v0.0.0-$$(git rev-parse --short HEAD))
+VERSION ?= $(shell git describe --tags --match 'v[0-9]*' --dirty 2>/dev/null || echo v0.0.0-$$(git rev-parse --short HEAD)$$(git diff --quiet HEAD || echo -dirty))
+# The Debian version: after a tag, v0.1.0-3-gabc1234 sorts above 0.1.0 as
+# 0.1.0+3.gabc1234 (a hyphen would make it a pre-release, below it).
+DEB_VERSION = $(shell echo $(VERSION) | sed 's/^v//; s/-\([0-9]*\)-g/+\1.g/; s/-dirty$$/+dirty/; s/^\(0\.0\.0\)-/\1+/')
+# The commit and its date, stamped too: a build in a git worktree (whose .git
+# is a file) has no VCS information from Go.
+COMMIT = $(shell git rev-parse HEAD)
+COMMIT_DATE = $(shell TZ=UTC git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ)
 DIST ?= dist
 PLATFORMS = linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64
-DIST_FLAGS = -trimpath -buildvcs=true -ldflags "-s -w -buildid= -X main.version=$(VERSION)"
+DIST_FLAGS = -trimpath -buildvcs=true -ldflags "-s -w -buildid= -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.date=$(COMMIT_DATE)"
 dist:
 	rm -rf $(DIST) && mkdir -p $(DIST)/.pkg
 	@set -e; for p in $(PLATFORMS); do \
@@ -151,7 +158,7 @@ dist:
 	@set -e; epoch=$$(git log -1 --format=%ct); for p in $(filter linux/%,$(PLATFORMS)); do arch=$${p#*/}; \
 		cp $(DIST)/dlock_$(VERSION)_linux_$$arch $(DIST)/.pkg/dlock-linux-$$arch; \
 		echo "package $(DIST)/dlock_$(VERSION)_$$arch.deb"; \
-		GOWORK=off VERSION=$(VERSION) ARCH=$$arch PKG=$(abspath $(DIST))/.pkg SOURCE_DATE_EPOCH=$$epoch \
+		GOWORK=off VERSION=$(DEB_VERSION) ARCH=$$arch PKG=$(abspath $(DIST))/.pkg SOURCE_DATE_EPOCH=$$epoch \
 			$(GO) -C tools tool nfpm package --config $(CURDIR)/packaging/nfpm.yaml --packager deb \
 			--target $(abspath $(DIST))/dlock_$(VERSION)_$$arch.deb > /dev/null; \
 	done

@@ -20,8 +20,16 @@ fi
 grep -q 'Observers: removed' <<<"$out" || { echo "apicheck_test: apicheck failed without naming Observers:"; echo "$out"; exit 1; }
 echo "apicheck_test: removed and not listed: apicheck fails, as it should:"
 grep 'Observers' <<<"$out" | sed 's/^/  /'
-awk '{print} /^### Breaking/ && !done {print "\n- `Observers` removed: pass a function that calls each observer."; done=1}' CHANGELOG.md > CHANGELOG.new && mv CHANGELOG.new CHANGELOG.md
+breaking() { # breaking TEXT: TEXT as the Unreleased section's Breaking entry
+	awk -v e="$1" '{print} /^### Breaking/ && !done {print "\n- " e; done=1}' CHANGELOG.md.orig > CHANGELOG.md
+}
+cp CHANGELOG.md CHANGELOG.md.orig
+breaking '`dlock.WithObservers` is renamed.'
+if APICHECK_BASE=HEAD APICHECK_ONLY=. ./tools/apicheck.sh >/dev/null 2>&1; then
+	echo "apicheck_test: apicheck passed with Breaking naming dlock.WithObservers, not dlock.Observers"; exit 1
+fi
+breaking '`dlock.Observers` removed: pass a function that calls each observer.'
 if ! out=$(APICHECK_BASE=HEAD APICHECK_ONLY=. ./tools/apicheck.sh 2>&1); then
 	echo "apicheck_test: apicheck failed with the removal listed under Breaking:"; echo "$out"; exit 1
 fi
-echo "apicheck_test: listed under Breaking: apicheck passes"
+echo "apicheck_test: listed under Breaking (as dlock.Observers, not as a longer name): apicheck passes"

@@ -62,10 +62,8 @@ func flagsOf(c command) []flagDoc {
 }
 
 func bashCompletion(w io.Writer) {
-	var names []string
 	var cases strings.Builder
 	for _, c := range commands {
-		names = append(names, c.name)
 		var flags []string
 		for _, f := range flagsOf(c) {
 			flags = append(flags, "--"+f.name)
@@ -74,11 +72,18 @@ func bashCompletion(w io.Writer) {
 	}
 	fmt.Fprintf(w, `# bash completion for dlock (dlock completion bash)
 _dlock() {
-	local cur=${COMP_WORDS[COMP_CWORD]} flags=""
+	local cur=${COMP_WORDS[COMP_CWORD]} flags="" w
 	if [[ $COMP_CWORD -eq 1 ]]; then
 		COMPREPLY=($(compgen -W %q -- "$cur"))
 		return
 	fi
+	for w in "${COMP_WORDS[@]:2:COMP_CWORD-2}"; do
+		[[ $w == -- ]] && return # CMD's own words: files (-o default)
+	done
+	case ${COMP_WORDS[1]} in
+	help) [[ $COMP_CWORD -eq 2 ]] && COMPREPLY=($(compgen -W %q -- "$cur")); return ;;
+	completion) [[ $COMP_CWORD -eq 2 && $cur != -* ]] && { COMPREPLY=($(compgen -W "bash zsh fish" -- "$cur")); return; } ;;
+	esac
 	case ${COMP_WORDS[1]} in
 %s	esac
 	if [[ $cur == -* ]]; then
@@ -86,7 +91,16 @@ _dlock() {
 	fi
 }
 complete -o default -F _dlock dlock
-`, strings.Join(append(names, "help"), " "), cases.String())
+`, strings.Join(append(commandNames(), "help", "--help", "--version"), " "), strings.Join(commandNames(), " "), cases.String())
+}
+
+// commandNames are the subcommands' names.
+func commandNames() []string {
+	var names []string
+	for _, c := range commands {
+		names = append(names, c.name)
+	}
+	return names
 }
 
 func zshCompletion(w io.Writer) {
@@ -103,13 +117,22 @@ func zshCompletion(w io.Writer) {
 # zsh completion for dlock (dlock completion zsh)
 _dlock() {
 	local -a cmds flags
+	local dd=${words[(I)--]}
 	cmds=(
 %s	)
 	if (( CURRENT == 2 )); then
 		_describe 'command' cmds
 		return
 	fi
+	if (( dd > 2 && dd < CURRENT )); then # CMD and its own words
+		shift $dd words
+		(( CURRENT -= dd ))
+		_normal
+		return
+	fi
 	case $words[2] in
+	help) (( CURRENT == 3 )) && _describe 'command' cmds; return ;;
+	completion) (( CURRENT == 3 )) && compadd bash zsh fish; return ;;
 %s	esac
 	if [[ $PREFIX == -* ]]; then
 		_describe 'flag' flags
@@ -117,18 +140,25 @@ _dlock() {
 		_files
 	fi
 }
-compdef _dlock dlock
+if [[ $zsh_eval_context[-1] == loadautofunc ]]; then
+	_dlock "$@" # autoloaded from fpath by the first TAB: complete it too
+else
+	compdef _dlock dlock
+fi
 `, cmds.String(), cases.String())
 }
 
 func fishCompletion(w io.Writer) {
-	fmt.Fprintln(w, "# fish completion for dlock (dlock completion fish)\ncomplete -c dlock -f")
+	fmt.Fprintln(w, "# fish completion for dlock (dlock completion fish)")
 	for _, c := range commands {
-		fmt.Fprintf(w, "complete -c dlock -n __fish_use_subcommand -a %s -d %s\n", c.name, fishQuote(c.summary))
+		fmt.Fprintf(w, "complete -c dlock -n __fish_use_subcommand -f -a %s -d %s\n", c.name, fishQuote(c.summary))
 		for _, f := range flagsOf(c) {
 			fmt.Fprintf(w, "complete -c dlock -n %s -l %s -d %s\n", fishQuote("__fish_seen_subcommand_from "+c.name), f.name, fishQuote(f.usage))
 		}
 	}
+	fmt.Fprintf(w, "complete -c dlock -n __fish_use_subcommand -f -a help -d 'a command\\'s help'\n")
+	fmt.Fprintf(w, "complete -c dlock -n '__fish_seen_subcommand_from help' -f -a %s\n", fishQuote(strings.Join(commandNames(), " ")))
+	fmt.Fprintf(w, "complete -c dlock -n '__fish_seen_subcommand_from completion' -f -a 'bash zsh fish'\n")
 }
 
 // zshQuote quotes s for zsh, its colons in a name escaped as _describe wants.

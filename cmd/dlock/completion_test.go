@@ -42,11 +42,14 @@ func TestBashCompletesSubcommandsAndTheirFlags(t *testing.T) {
 	needShell(t, "bash")
 	script := completionScript(t, "bash")
 	for line, want := range map[string]string{
-		"dlock ru":          "run",
-		"dlock run --ke":    "--key",
-		"dlock status --j":  "--json",
-		"dlock completion ": "",
-		"dlock vers":        "version",
+		"dlock ru":                   "run",
+		"dlock run --ke":             "--key",
+		"dlock status --j":           "--json",
+		"dlock completion z":         "zsh",
+		"dlock help ru":              "run",
+		"dlock --vers":               "--version",
+		"dlock run --key k -- ls --": "", // CMD's own flags: not dlock's
+		"dlock vers":                 "version",
 	} {
 		words := strings.Fields(line)
 		if strings.HasSuffix(line, " ") {
@@ -79,15 +82,33 @@ func TestFishCompletesSubcommandsAndTheirFlags(t *testing.T) {
 	}
 }
 
-// zsh reads the completion and defines it (zsh tests no completion
-// without a terminal).
-func TestZshLoadsTheCompletion(t *testing.T) {
+// zsh completes `dlock ru<TAB>` to run on the first TAB, with the script
+// installed as the package installs it (autoloaded from $fpath by compinit),
+// in an interactive zsh driven through a pseudo-terminal (zpty).
+func TestZshCompletesOnTheFirstTab(t *testing.T) {
 	t.Parallel()
 	needShell(t, "zsh")
-	script := completionScript(t, "zsh")
-	out, err := exec.Command("zsh", "-f", "-c", `autoload -U compinit; compinit -u -D; source $1; whence -w _dlock`, "zsh", script).CombinedOutput()
-	if err != nil || strings.TrimSpace(string(out)) != "_dlock: function" {
-		t.Fatalf("zsh: %v\n%s", err, out)
+	dir := t.TempDir()
+	code, out, _ := run(t, "completion", "zsh")
+	if code != 0 || os.WriteFile(filepath.Join(dir, "_dlock"), []byte(out), 0o644) != nil {
+		t.Fatal("dlock completion zsh")
+	}
+	script := `zmodload zsh/zpty
+zpty -b z zsh -f -i
+zpty -w z "PS1='> '; fpath=(` + dir + ` \$fpath); autoload -U compinit; compinit -u -D; dlock() { :; }"
+zpty -n -w z $'dlock ru\t'
+out=""
+for i in {1..300}; do # until it shows, for 30 s at most
+	while zpty -r -t z line; do out+=$line; done
+	[[ $out == *"dlock run"* ]] && break
+	sleep 0.1
+done
+zpty -d z
+print -r -- "$out"
+`
+	got, err := exec.Command("zsh", "-f", "-c", script).CombinedOutput()
+	if err != nil || !strings.Contains(string(got), "dlock run") {
+		t.Fatalf("zsh: dlock ru<TAB> did not complete to dlock run: %v\n%q", err, got)
 	}
 }
 

@@ -23,9 +23,12 @@ Examples:
   dlock --version
 `
 
-// version is set by the release build (make dist: -X main.version=...);
-// empty otherwise, when the build information's module version is used.
-var version string
+// version, commit and date are set by the release build (make dist: -X
+// main.version=...), the version from git describe, the commit and its
+// date for a build that has no VCS information from Go (in a git
+// worktree, whose .git is a file); empty otherwise, when the build
+// information says them.
+var version, commit, date string
 
 func versionMain(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("version", "", versionHelp, stderr)
@@ -43,13 +46,13 @@ func versionMain(args []string, stdout, stderr io.Writer) int {
 // commit and date left out when the build has no VCS information (a build
 // from the module proxy's zip has none).
 func versionLine() string {
-	v, commit, date, modified := buildVersion()
+	v, rev, at, modified := buildVersion()
 	vcs := ""
-	if commit != "" {
-		if len(commit) > 12 {
-			commit = commit[:12]
+	if rev != "" {
+		if len(rev) > 12 {
+			rev = rev[:12]
 		}
-		vcs = "commit " + commit + ", " + date
+		vcs = "commit " + rev + ", " + at
 		if modified {
 			vcs += ", modified"
 		}
@@ -60,8 +63,8 @@ func versionLine() string {
 
 // buildVersion reads the version, the commit, its date and whether the
 // tree was modified from the build information (and the stamped version).
-func buildVersion() (v, commit, date string, modified bool) {
-	v = "(devel)"
+func buildVersion() (v, rev, at string, modified bool) {
+	v, rev, at = "(devel)", commit, date
 	bi, ok := debug.ReadBuildInfo()
 	if ok && bi.Main.Version != "" {
 		v = bi.Main.Version
@@ -70,17 +73,17 @@ func buildVersion() (v, commit, date string, modified bool) {
 		v = version
 	}
 	if !ok {
-		return v, "", "", false
+		return v, rev, at, false
 	}
 	for _, s := range bi.Settings {
 		switch s.Key {
 		case "vcs.revision":
-			commit = s.Value
+			rev = s.Value
 		case "vcs.time":
-			date = s.Value
+			at = s.Value
 		case "vcs.modified":
 			modified = s.Value == "true"
 		}
 	}
-	return v, commit, date, modified
+	return v, rev, at, modified
 }
