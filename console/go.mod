@@ -3,7 +3,7 @@ module github.com/dlock-go/dlock/console
 go 1.26.0
 
 require (
-	github.com/dlock-go/dlock v0.0.0-20261206012259-94f5bdeadbef
+	github.com/dlock-go/dlock v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 )
 

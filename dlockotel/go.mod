@@ -3,7 +3,7 @@ module github.com/dlock-go/dlock/dlockotel
 go 1.26.0
 
 require (
-	github.com/dlock-go/dlock v0.0.0-20261201213730-354368c0325a
+	github.com/dlock-go/dlock v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/metric v1.47.0

@@ -3,7 +3,7 @@ module github.com/dlock-go/dlock/prometheus
 go 1.26.0
 
 require (
-	github.com/dlock-go/dlock v0.0.0-20261201200455-9ec0a15ed62c
+	github.com/dlock-go/dlock v0.1.0
 	github.com/prometheus/client_golang v1.23.2
 	github.com/prometheus/client_model v0.6.2
 	github.com/redis/go-redis/v9 v9.23.0
