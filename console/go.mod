@@ -8,3 +8,9 @@ require (
 )
 
 require go.uber.org/goleak v1.3.0
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+)
