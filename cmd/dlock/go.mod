@@ -6,9 +6,9 @@ require (
 	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/chromedp/cdproto v0.160.1
 	github.com/chromedp/chromedp v0.23.1
-	github.com/dlock-go/dlock v0.0.0-20261206012259-94f5bdeadbef
-	github.com/dlock-go/dlock/console v0.0.0-20261206012259-94f5bdeadbef
-	github.com/dlock-go/dlock/prometheus v0.0.0-20261201200455-9ec0a15ed62c
+	github.com/dlock-go/dlock v0.1.0
+	github.com/dlock-go/dlock/console v0.1.0
+	github.com/dlock-go/dlock/prometheus v0.1.0
 	github.com/prometheus/client_golang v1.23.2
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/spf13/pflag v1.1.0
@@ -21,7 +21,7 @@ require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/dlock-go/dlock/dlockotel v0.0.0-20261201213730-354368c0325a
+	github.com/dlock-go/dlock/dlockotel v0.1.0
 	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
