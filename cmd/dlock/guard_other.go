@@ -1,21 +1,19 @@
-//go:build unix && !linux
+//go:build !linux
 
 package main
 
-import (
-	"os/exec"
-	"syscall"
-)
+import "os/exec"
 
 // guarded reports whether this system kills CMD when dlock dies: not here
 // (no parent-death signal). If dlock is killed outright, CMD goes on
 // without the lock, which expires by its TTL.
 const guarded = false
 
-// guardCommand returns the command for args, in its own process group.
+// guardCommand returns the command for args, in its own process group
+// where the system has them (groupAttr).
 func guardCommand(args []string) (*exec.Cmd, error) {
 	cmd := exec.Command(args[0], args[1:]...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = groupAttr()
 	return cmd, nil
 }
 
