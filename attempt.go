@@ -1,6 +1,7 @@
 package dlock
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -270,10 +271,15 @@ func (a *attempt) giveBack(ctx context.Context, nodes []*node) (done bool) {
 	return !slices.ContainsFunc(answers, func(a answer[struct{}]) bool { return a.Abandoned })
 }
 
-// giveBackOn gives the attempt's token back on n (giveBack), until the
-// server answers (releaseAnswered).
-func (a *attempt) giveBackOn(_ context.Context, n *node) (struct{}, error) {
-	a.c.releaseAnswered(n, a.nm, a.token, 0, a.o.fenceKeep(), true)
+// giveBackOn gives the attempt's token back on n (giveBack): one try while
+// the caller may wait for it, then, if it failed, the rest in the
+// background (releaseAnswered).
+func (a *attempt) giveBackOn(ctx context.Context, n *node) (struct{}, error) {
+	ctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
+	defer cancel()
+	if _, err := n.release(ctx, a.nm, a.token, 0, a.o.fenceKeep(), true); err != nil {
+		a.c.spawn(func() { a.c.releaseAnswered(n, a.nm, a.token, 0, a.o.fenceKeep(), true) })
+	}
 	return struct{}{}, nil
 }
 
@@ -315,15 +321,17 @@ func refusal(cause error) bool {
 // fence if > 0, kept for keep, every uncertainPause for at most
 // cleanupTimeout, until the server answers: a give-back or release is not
 // left for its TTL by a failure that a retry gets past (a pool timeout, a
-// connection reset, a read timeout). answered: the request being undone
-// has had its answer, so one answer does. Otherwise a "not held" is
-// checked again after uncertainPause: a server that answers has by then
-// run what it held from before (it reads every socket in turn). A release
-// is token-checked: of two runs, the second finds nothing and only raises
-// the counter.
+// connection reset, a read timeout). Once Close has begun, a failed try is
+// the last: Close does not wait for retries of a node that cannot be
+// reached. answered: the request being undone has had its answer, so one
+// answer does. Otherwise a "not held" is checked again after
+// uncertainPause: a server that answers has by then run what it held from
+// before (it reads every socket in turn). A release is token-checked: of
+// two runs, the second finds nothing and changes nothing.
 func (c *Client) releaseAnswered(n *node, nm *lockNames, token string, fence int64, keep time.Duration, answered bool) {
 	ctx, cancel := c.cleanupContext()
 	defer cancel()
+	var last error // the last failure that was not the bound's
 	for {
 		released, err := n.release(ctx, nm, token, fence, keep, true)
 		switch {
@@ -331,15 +339,23 @@ func (c *Client) releaseAnswered(n *node, nm *lockNames, token string, fence int
 			return
 		case err == nil:
 			answered = true // the next answer is final
-		case ctx.Err() != nil:
-			why := "no answer in time"
-			if c.ctx.Err() != nil {
-				why = "the Client was closed first"
-			}
-			c.warn("dlock: could not release a lock on a node ("+why+"); it expires there by its TTL",
-				slog.String("key", nm.key), slog.String("node", n.Name), slog.Any("err", err))
+		case ctx.Err() == nil:
+			last = err
+		}
+		if err != nil && (ctx.Err() != nil || c.ctx.Err() != nil) {
+			c.warnLeft(n, nm, cmp.Or(last, err))
 			return
 		}
-		pause(ctx, nil, uncertainPause)
+		pause(ctx, c.done, uncertainPause)
 	}
+}
+
+// warnLeft logs that a release on n could not be made, after err.
+func (c *Client) warnLeft(n *node, nm *lockNames, err error) {
+	why := "no answer in time"
+	if c.ctx.Err() != nil {
+		why = "the Client was closed first"
+	}
+	c.warn("dlock: could not release a lock on a node ("+why+"); it expires there by its TTL",
+		slog.String("key", nm.key), slog.String("node", n.Name), slog.Any("err", err))
 }

@@ -370,6 +370,70 @@ func TestALateGrantWhoseGiveBackFailsOnceIsGivenBack(t *testing.T) {
 	eventually(t, "the late grant given back", func() bool { return scripts.Load() > 3 && admin.Exists(ctxT(t), k).Val() == 0 })
 }
 
+// A TryLock whose grant too few replicas acknowledged gives it back before
+// it returns with one try; when that try fails (here every script sent
+// alone fails with a pool timeout, injected), the retries go on in the
+// background and TryLock returns at once, also without a deadline of its
+// own (found by review: it waited for the retries' whole bound), until
+// Close.
+func TestATryLockWhoseGiveBackFailsReturnsAndRetriesInTheBackground(t *testing.T) {
+	t.Parallel() // waits more than it works (Makefile: -parallel)
+	master := redistest.Start(t)
+	replica := redistest.StartReplica(t, master)
+	rdb := master.Client(t)
+	c := dlock.New(rdb)
+	defer c.Close()
+	k := key(t)
+	warm, err := c.TryLock(ctxT(t), k+":warm") // the scripts are loaded
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := warm.Unlock(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	replica.Pause() // no acknowledgement: the grant is given back
+	defer replica.Resume()
+	var tries atomic.Int32
+	rdb.AddHook(failScripts{&tries}) // scripts sent alone: the give-backs, not the acquire and its WAIT
+	_, err = c.TryLock(context.Background(), k, dlock.WithReplicaAck(1, 100*time.Millisecond))
+	if !errors.Is(err, dlock.ErrNoReplicaAck) {
+		t.Fatalf("TryLock: %v, want ErrNoReplicaAck", err)
+	}
+	if n := tries.Load(); n > 2 {
+		t.Fatalf("TryLock returned after %d give-back scripts, want its one try (a fast release and the full one)", n)
+	}
+	eventually(t, "the give-back retried in the background", func() bool { return tries.Load() > 2 })
+	// Once Close has begun, a failed try is the last: Close does not wait
+	// out the retries' bound (found by review: a node that could not be
+	// reached held Close for it).
+	before := tries.Load()
+	c.Close()
+	if n := tries.Load() - before; n > 2 {
+		t.Fatalf("%d give-back scripts during Close, want at most one more try (a fast release and the full one)", n)
+	}
+}
+
+// failScripts is a go-redis hook that fails every script sent alone with a
+// pool timeout, before it is sent, and counts them.
+type failScripts struct{ n *atomic.Int32 }
+
+func (failScripts) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (failScripts) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (f failScripts) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if name := cmd.Name(); name != "evalsha" && name != "eval" {
+			return next(ctx, cmd)
+		}
+		f.n.Add(1)
+		cmd.SetErr(redis.ErrPoolTimeout)
+		return redis.ErrPoolTimeout
+	}
+}
+
 // failNextScripts is a go-redis hook that sends the first script 200 ms
 // late and fails the next two with a pool timeout, before they are sent.
 type failNextScripts struct{ n *atomic.Int32 }
