@@ -16,7 +16,6 @@ PACKAGES = ./... ./cmd/dlock/... ./console/... ./prometheus/... ./dlockotel/... 
 # accepted or a fence regresses; then the console's browser tests on their
 # own, the allocation counts, and the simulator.
 test: deps check bench-check apicheck
-	./tools/dist_test.sh  # make dist for linux/amd64, twice: the same checksums; the package's contents and binary
 	$(GO) build -o .dlock-torture ./cmd/dlock
 	./.dlock-torture torture --quick > .torture.out 2>&1 & torture=$$!; \
 	DLOCK_REQUIRE_DATABASES=1 DLOCK_REQUIRE_SHELLS=1 $(GO) test -race -count=1 -timeout 8m -parallel 8 -skip '^TestBrowser' $(PACKAGES); status=$$?; \
@@ -24,7 +23,10 @@ test: deps check bench-check apicheck
 	[ $$status -eq 0 ] && [ $$tstatus -eq 0 ]  # -parallel: the tests marked parallel wait more than they work
 	DLOCK_REQUIRE_BROWSER=1 $(GO) test -race -count=1 -timeout 2m -run '^TestBrowser' ./cmd/dlock/  # alone: Chromium's CPU would stall the timing-sensitive tests beside it
 	$(GO) test -count=1 -run 'Allocate|GiveUpFaster' .  # allocation counts, and callers at full speed: without the race detector, which allocates and slows
-	$(GO) test -count=1 -timeout 5m ./sim/... -seeds 300  # the wait protocol's simulator (issue 59): 300 mutex seeds, 100 of each shared kind and 100 of Redlock's listening wait, about 75 s here, and the defects it must find; make sim for more
+	./tools/dist_test.sh > .dist_test.out 2>&1 & dist=$$!; GO="$(GO)" ./tools/apicheck_test.sh > .apicheck_test.out 2>&1 & api=$$!; \
+	$(GO) test -count=1 -timeout 5m ./sim/... -seeds 300; status=$$?; \
+	wait $$dist; dstatus=$$?; wait $$api; astatus=$$?; cat .dist_test.out .apicheck_test.out; rm -f .dist_test.out .apicheck_test.out; \
+	[ $$status -eq 0 ] && [ $$dstatus -eq 0 ] && [ $$astatus -eq 0 ]  # the simulator (issue 59: 300 mutex seeds, 100 of each shared kind and 100 of Redlock's listening wait, about 75 s here, and the defects it must find; make sim for more), and beside it, as its clock is simulated, make dist for linux/amd64 twice (the same checksums; the package's contents and binary) and apicheck's self-test
 
 # deps installs what the tests need when it is missing: redis-server, a C
 # compiler (the race detector needs cgo), and the PostgreSQL and MariaDB
@@ -169,9 +171,9 @@ dist:
 # and the two adapters) with the last release's: its tag, else the commit
 # its CHANGELOG section names (tools/apicheck.sh, golang.org/x/exp's
 # apidiff from tools/). It fails on an incompatible change that
-# CHANGELOG.md's Unreleased section does not name under Breaking; then
-# tools/apicheck_test.sh shows it failing on an exported function removed
-# in a copy of the tree, and passing once the CHANGELOG lists it.
+# CHANGELOG.md's Unreleased section does not name under Breaking.
+# tools/apicheck_test.sh (make test runs it) shows it failing on an
+# exported function removed in a copy of the tree, and passing once the
+# CHANGELOG lists it.
 apicheck:
 	GO="$(GO)" ./tools/apicheck.sh
-	GO="$(GO)" ./tools/apicheck_test.sh
