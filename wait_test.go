@@ -359,7 +359,15 @@ func TestALateGrantWhoseGiveBackFailsOnceIsGivenBack(t *testing.T) {
 	if err := warm.Unlock(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
-	rdb.AddHook(failNextScripts{&scripts})
+	rdb.AddHook(scriptFaults{&scripts, func(i int32) (time.Duration, bool) {
+		switch i {
+		case 1: // the acquire, sent after TryLock gave up
+			return 200 * time.Millisecond, false
+		case 2, 3: // the give-back's first try: the fast release, then the full one it falls back on
+			return 0, true
+		}
+		return 0, false
+	}})
 	ctx, cancel := context.WithTimeout(ctxT(t), 50*time.Millisecond)
 	_, err = c.TryLock(ctx, k, dlock.WithTTL(time.Minute)) // its acquire is sent 200 ms late
 	cancel()
@@ -394,7 +402,8 @@ func TestATryLockWhoseGiveBackFailsReturnsAndRetriesInTheBackground(t *testing.T
 	replica.Pause() // no acknowledgement: the grant is given back
 	defer replica.Resume()
 	var tries atomic.Int32
-	rdb.AddHook(failScripts{&tries}) // scripts sent alone: the give-backs, not the acquire and its WAIT
+	failAll := func(int32) (time.Duration, bool) { return 0, true }
+	rdb.AddHook(scriptFaults{&tries, failAll}) // scripts sent alone: the give-backs, not the acquire and its WAIT
 	_, err = c.TryLock(context.Background(), k, dlock.WithReplicaAck(1, 100*time.Millisecond))
 	if !errors.Is(err, dlock.ErrNoReplicaAck) {
 		t.Fatalf("TryLock: %v, want ErrNoReplicaAck", err)
@@ -413,46 +422,29 @@ func TestATryLockWhoseGiveBackFailsReturnsAndRetriesInTheBackground(t *testing.T
 	}
 }
 
-// failScripts is a go-redis hook that fails every script sent alone with a
-// pool timeout, before it is sent, and counts them.
-type failScripts struct{ n *atomic.Int32 }
+// scriptFaults is a go-redis hook for the scripts sent alone (EVALSHA,
+// EVAL; not those of a pipeline): it counts them in n, and fault(i), given
+// the count, says whether to fail the i-th with a pool timeout, before it
+// is sent, after delaying it by delay.
+type scriptFaults struct {
+	n     *atomic.Int32
+	fault func(i int32) (delay time.Duration, fail bool)
+}
 
-func (failScripts) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (scriptFaults) DialHook(next redis.DialHook) redis.DialHook { return next }
 
-func (failScripts) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+func (scriptFaults) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
 }
 
-func (f failScripts) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+func (f scriptFaults) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		if name := cmd.Name(); name != "evalsha" && name != "eval" {
 			return next(ctx, cmd)
 		}
-		f.n.Add(1)
-		cmd.SetErr(redis.ErrPoolTimeout)
-		return redis.ErrPoolTimeout
-	}
-}
-
-// failNextScripts is a go-redis hook that sends the first script 200 ms
-// late and fails the next two with a pool timeout, before they are sent.
-type failNextScripts struct{ n *atomic.Int32 }
-
-func (failNextScripts) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (failNextScripts) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
-
-func (f failNextScripts) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if name := cmd.Name(); name != "evalsha" && name != "eval" {
-			return next(ctx, cmd)
-		}
-		switch f.n.Add(1) {
-		case 1:
-			time.Sleep(200 * time.Millisecond)
-		case 2, 3: // the fast release, then the full one it falls back on
+		delay, fail := f.fault(f.n.Add(1))
+		time.Sleep(delay)
+		if fail {
 			cmd.SetErr(redis.ErrPoolTimeout)
 			return redis.ErrPoolTimeout
 		}
