@@ -352,11 +352,7 @@ func TestALateGrantWhoseGiveBackFailsOnceIsGivenBack(t *testing.T) {
 	c := dlock.New(rdb)
 	defer c.Close()
 	k := key(t)
-	warm, err := c.TryLock(ctxT(t), k+":warm") // the scripts are loaded
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := warm.Unlock(ctxT(t)); err != nil {
+	if err := mustLock(t, c, k+":warm").Unlock(ctxT(t)); err != nil { // the scripts are loaded
 		t.Fatal(err)
 	}
 	rdb.AddHook(scriptFaults{&scripts, func(i int32) (time.Duration, bool) {
@@ -369,7 +365,7 @@ func TestALateGrantWhoseGiveBackFailsOnceIsGivenBack(t *testing.T) {
 		return 0, false
 	}})
 	ctx, cancel := context.WithTimeout(ctxT(t), 50*time.Millisecond)
-	_, err = c.TryLock(ctx, k, dlock.WithTTL(time.Minute)) // its acquire is sent 200 ms late
+	_, err := c.TryLock(ctx, k, dlock.WithTTL(time.Minute)) // its acquire is sent 200 ms late
 	cancel()
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("TryLock: %v, want the context's error", err)
@@ -392,11 +388,7 @@ func TestATryLockWhoseGiveBackFailsReturnsAndRetriesInTheBackground(t *testing.T
 	c := dlock.New(rdb)
 	defer c.Close()
 	k := key(t)
-	warm, err := c.TryLock(ctxT(t), k+":warm") // the scripts are loaded
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := warm.Unlock(ctxT(t)); err != nil {
+	if err := mustLock(t, c, k+":warm").Unlock(ctxT(t)); err != nil { // the scripts are loaded
 		t.Fatal(err)
 	}
 	replica.Pause() // no acknowledgement: the grant is given back
@@ -404,7 +396,7 @@ func TestATryLockWhoseGiveBackFailsReturnsAndRetriesInTheBackground(t *testing.T
 	var tries atomic.Int32
 	failAll := func(int32) (time.Duration, bool) { return 0, true }
 	rdb.AddHook(scriptFaults{&tries, failAll}) // scripts sent alone: the give-backs, not the acquire and its WAIT
-	_, err = c.TryLock(context.Background(), k, dlock.WithReplicaAck(1, 100*time.Millisecond))
+	_, err := c.TryLock(context.Background(), k, dlock.WithReplicaAck(1, 100*time.Millisecond))
 	if !errors.Is(err, dlock.ErrNoReplicaAck) {
 		t.Fatalf("TryLock: %v, want ErrNoReplicaAck", err)
 	}
