@@ -358,14 +358,14 @@ func TestALateGrantWhoseGiveBackFailsOnceIsGivenBack(t *testing.T) {
 	rdb.AddHook(scriptFaults{&scripts, func(i int32) (time.Duration, bool) {
 		switch i {
 		case 1: // the acquire, sent after TryLock gave up
-			return 200 * time.Millisecond, false
+			return time.Second, false
 		case 2, 3: // the give-back's first try: the fast release, then the full one it falls back on
 			return 0, true
 		}
 		return 0, false
 	}})
-	ctx, cancel := context.WithTimeout(ctxT(t), 50*time.Millisecond)
-	_, err := c.TryLock(ctx, k, dlock.WithTTL(time.Minute)) // its acquire is sent 200 ms late
+	ctx, cancel := context.WithTimeout(ctxT(t), 200*time.Millisecond)
+	_, err := c.TryLock(ctx, k, dlock.WithTTL(time.Minute)) // its acquire is sent a second late
 	cancel()
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("TryLock: %v, want the context's error", err)
