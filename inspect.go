@@ -80,7 +80,12 @@ func (c *Client) Inspect(ctx context.Context, key string) (Status, error) {
 	if err != nil {
 		return Status{}, err
 	}
-	answers := c.inspectAll(ctx, key, "", o.nodeTimeoutFor(len(c.nodes)), "inspect")
+	return c.status(ctx, key, o.nodeTimeoutFor(len(c.nodes)))
+}
+
+// status is Inspect's reads, each node's bounded by timeout (0: none).
+func (c *Client) status(ctx context.Context, key string, timeout time.Duration) (Status, error) {
+	answers := c.inspectAll(ctx, key, "", timeout, "inspect")
 	st := Status{Key: key}
 	for _, a := range answers {
 		if a.Err == nil {

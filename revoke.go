@@ -30,10 +30,20 @@ type Revocation struct {
 const MaxGrace = MaxTTL
 
 // revokeNodeTimeout bounds each node's part of every step of a Revoke on
-// several nodes, as the node timeout bounds Inspect's reads, so that a
-// paused node costs each step at most this, whatever the go-redis client's
-// read timeout and retries. On one node the context bounds it.
+// several nodes, its reads of the key's state included (revokeTimeout), so
+// that a paused node costs each step at most this, whatever the go-redis
+// client's read timeout and retries; not the node timeout, which would
+// fail a Revoke on a loaded machine's stall of tens of milliseconds. On
+// one node the context bounds it.
 const revokeNodeTimeout = time.Second
+
+// revokeTimeout is revokeNodeTimeout on several nodes, else none.
+func (c *Client) revokeTimeout() time.Duration {
+	if len(c.nodes) > 1 {
+		return revokeNodeTimeout
+	}
+	return 0
+}
 
 // Revoked is what Revoke did.
 type Revoked struct {
@@ -95,7 +105,7 @@ func (r Revocation) check() error {
 // revoke is Revoke's steps, on a context that Close ends; keep is how long
 // a removed lock's fence counter is kept.
 func (c *Client) revoke(ctx context.Context, key string, r Revocation, keep time.Duration) (Revoked, error) {
-	st, err := c.Inspect(ctx, key)
+	st, err := c.status(ctx, key, c.revokeTimeout())
 	if err != nil && !errors.Is(err, ErrProtocol) {
 		return Revoked{}, err
 	}
@@ -132,7 +142,7 @@ func (c *Client) removeRevoked(ctx context.Context, nm *lockNames, toks []string
 		}
 		c.audit(ctx, nm.key, t, st, r, "ended", "how", how)
 	}
-	if after, err := c.Inspect(ctx, nm.key); err == nil || errors.Is(err, ErrProtocol) {
+	if after, err := c.status(ctx, nm.key, c.revokeTimeout()); err == nil || errors.Is(err, ErrProtocol) {
 		out.Fence = max(out.Fence, after.Fence)
 	}
 	return out
@@ -283,12 +293,8 @@ func (c *Client) removeHold(ctx context.Context, nm *lockNames, token string, fe
 // onNodes runs call on every node of c side by side, each bounded by
 // revokeNodeTimeout on several nodes, and returns their answers in order.
 func onNodes[T any](ctx context.Context, c *Client, op string, call func(context.Context, *node) (T, error)) []answer[T] {
-	var timeout time.Duration
-	if len(c.nodes) > 1 {
-		timeout = revokeNodeTimeout
-	}
 	type caller = func(context.Context, *node) (T, error)
-	return round[T, caller]{Op: op, Timeout: timeout, By: call,
+	return round[T, caller]{Op: op, Timeout: c.revokeTimeout(), By: call,
 		Call: func(f caller, ctx context.Context, n *node) (T, error) { return f(ctx, n) },
 	}.Ask(nil, ctx, c.work, c.nodes)
 }

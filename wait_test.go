@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -399,12 +400,22 @@ func TestATryLockWhoseGiveBackFailsReturnsAndRetriesInTheBackground(t *testing.T
 	var tries atomic.Int32
 	returned := make(chan struct{})
 	var waited atomic.Bool
+	// Once hold is set, the next retry's script waits in held until
+	// closing: the count before Close is read while no try can run.
+	var hold atomic.Bool
+	held, closing := make(chan struct{}), make(chan struct{})
+	var heldOnce, closingOnce sync.Once
+	defer closingOnce.Do(func() { close(closing) }) // a failed test's Close does not wait on the gate
 	rdb.AddHook(scriptFaults{&tries, func(i int32) (time.Duration, bool) {
 		if i > 2 {
 			select {
 			case <-returned:
 			case <-time.After(10 * time.Second):
 				waited.Store(true)
+			}
+			if hold.Load() {
+				heldOnce.Do(func() { close(held) })
+				<-closing
 			}
 		}
 		return 0, true
@@ -422,9 +433,22 @@ func TestATryLockWhoseGiveBackFailsReturnsAndRetriesInTheBackground(t *testing.T
 	// out the retries' bound (found by review: a node that could not be
 	// reached held Close for it, cleanupTimeout, some fifty tries). A try
 	// may have begun just before Close, and one more follows it: at most
-	// two tries of two scripts each.
+	// two tries of two scripts each. The retries (100 ms apart) are held
+	// from before the count is read until Close has begun: a test
+	// goroutine stalled between the two saw three tries (CI's load).
+	hold.Store(true)
+	<-held
 	before := tries.Load()
-	c.Close()
+	closed := make(chan struct{})
+	go func() { c.Close(); close(closed) }()
+	canceled, cancel := context.WithCancel(context.Background())
+	cancel() // nothing is sent: TryLock says only whether the Client is closed
+	eventually(t, "Close has begun", func() bool {
+		_, err := c.TryLock(canceled, k)
+		return errors.Is(err, dlock.ErrClosed)
+	})
+	closingOnce.Do(func() { close(closing) })
+	<-closed
 	if n := tries.Load() - before; n > 4 {
 		t.Fatalf("%d give-back scripts during Close, want at most two tries (a fast release and the full one each)", n)
 	}
