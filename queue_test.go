@@ -351,7 +351,11 @@ func TestTwoGoroutinesTakingTurnsSubscribeOnceAndOnlyJoin(t *testing.T) {
 
 // A release that hands the key to a waiter of its own Client gives it the
 // whole TTL at once: the waiter's Lock returns with a lease of its TTL, a
-// newer fence, and no confirming acquire or wake message.
+// newer fence, and no confirming acquire or wake message. The scripts are
+// counted on the server, where the waiter's keepalive (every linePoll) may
+// fall between the unlock and the grant on a loaded machine: the hand-off
+// is tried on up to three keys, and one must run the release alone (a
+// confirming acquire would be in every one).
 func TestAHandoverWithinAClientGivesTheWholeTTL(t *testing.T) {
 	s := redistest.Start(t)
 	c, rdb := newClient(t, s)
@@ -360,6 +364,26 @@ func TestAHandoverWithinAClientGivesTheWholeTTL(t *testing.T) {
 	if err := mustLock(t, c, k+"-warm", dlock.WithTTL(time.Minute)).Unlock(ctx); err != nil { // the scripts loaded
 		t.Fatal(err)
 	}
+	for try := range 3 {
+		scripts, published := handOver(t, c, rdb, fmt.Sprint(k, try))
+		if published != 0 {
+			t.Fatalf("%d wake messages for a handover, want none", published)
+		}
+		if scripts == 1 {
+			return
+		}
+		t.Logf("%d scripts from the unlock to the waiter's grant (a keepalive between?)", scripts)
+	}
+	t.Error("more than one script from the unlock to the waiter's grant in each of 3 hand-offs, want 1 (the release)")
+}
+
+// handOver has a holder of k hand it to a waiter of the same Client, checks
+// the waiter's lock (a newer fence, the whole TTL, a live Context), and
+// returns the scripts the server ran from the unlock to the grant and the
+// wake messages published.
+func handOver(t *testing.T, c *dlock.Client, rdb *redis.Client, k string) (scripts, published int) {
+	t.Helper()
+	ctx := ctxT(t)
 	holder := mustLock(t, c, k, dlock.WithTTL(time.Minute))
 	got := make(chan *dlock.Lock, 1)
 	go func() {
@@ -370,17 +394,17 @@ func TestAHandoverWithinAClientGivesTheWholeTTL(t *testing.T) {
 		got <- l
 	}()
 	eventually(t, "the waiter is queued", func() bool { return queueLen(t, rdb, k) == 1 })
-	scripts := func() int { return redistest.ScriptRuns(rdb) }
+	runs := func() int { return redistest.ScriptRuns(rdb) }
 	// Its subscription's readiness wakes it once (a hand-off published
 	// before it would be missed): let that acquire pass first.
-	before := scripts()
+	before := runs()
 	eventually(t, "the waiter's scripts settle", func() bool {
 		time.Sleep(50 * time.Millisecond)
-		n := scripts()
+		n := runs()
 		defer func() { before = n }()
 		return n == before
 	})
-	published := redistest.CommandCalls(rdb, "publish")
+	wakes := redistest.CommandCalls(rdb, "publish")
 	if err := holder.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -388,13 +412,8 @@ func TestAHandoverWithinAClientGivesTheWholeTTL(t *testing.T) {
 	if l == nil {
 		t.FailNow()
 	}
+	scripts, published = runs()-before, redistest.CommandCalls(rdb, "publish")-wakes
 	defer func() { _ = l.Unlock(ctx) }()
-	if n := scripts() - before; n != 1 {
-		t.Errorf("%d scripts from the unlock to the waiter's grant, want 1 (the release)", n)
-	}
-	if n := redistest.CommandCalls(rdb, "publish") - published; n != 0 {
-		t.Errorf("%d wake messages for a handover, want none", n)
-	}
 	if l.Fence() <= holder.Fence() {
 		t.Errorf("fence %d after the holder's %d", l.Fence(), holder.Fence())
 	}
@@ -407,6 +426,7 @@ func TestAHandoverWithinAClientGivesTheWholeTTL(t *testing.T) {
 	if l.Context().Err() != nil {
 		t.Error("the handed-over lock's context has ended")
 	}
+	return scripts, published
 }
 
 // Callers that give up faster than the server runs their joins and leaves
