@@ -139,8 +139,9 @@ func isNil(rdb any) bool {
 // background goroutines. It waits for calls in flight and cleanups (the
 // give-back of a grant a caller left behind): the cleanups at most 10 s,
 // then they stop (a grant not given back expires by its TTL), and a Redis
-// command in flight as long as go-redis's timeouts let it (its read
-// timeout, 3 s by default). Held locks stay (they expire, or can still be
+// command in flight as long as go-redis's timeouts and retries let it (it
+// sends a command whose read timed out again: on a paused server, about
+// twice the read timeout, 3 s by default, was measured). Held locks stay (they expire, or can still be
 // unlocked), as do the go-redis clients. Waiting Lock calls return an error
 // matching ErrClosed. Close is idempotent. Close it before the go-redis
 // clients (defer it after making them, as usual): closed first, they take

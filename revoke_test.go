@@ -233,8 +233,9 @@ func TestRevokeNeverTouchesAKeyDlockDidNotWriteNorAnExpiredPermit(t *testing.T) 
 }
 
 // A paused node costs a Redlock revoke at most a bounded wait at each step:
-// its calls run beside the other nodes', each cut short, as Inspect's are,
-// whatever the go-redis client's own read timeout and retries.
+// its calls run beside the other nodes', each cut short after a second
+// (revokeNodeTimeout), whatever the go-redis client's own read timeout and
+// retries.
 func TestRevokeOnRedlockWithAPausedNodeIsBounded(t *testing.T) {
 	t.Parallel() // waits more than it works (Makefile: -parallel)
 	nodes := startNodes(t, 3)
