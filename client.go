@@ -141,8 +141,8 @@ func isNil(rdb any) bool {
 // then they stop (a grant not given back expires by its TTL), and a Redis
 // command in flight as long as go-redis's timeouts and retries let it (it
 // sends a command whose read timed out again: on a paused server, about
-// twice the read timeout, 3 s by default, was measured). Held locks stay (they expire, or can still be
-// unlocked), as do the go-redis clients. Waiting Lock calls return an error
+// twice the read timeout, 3 s by default, was measured). Held locks stay
+// (they expire, or can still be unlocked), as do the go-redis clients. Waiting Lock calls return an error
 // matching ErrClosed. Close is idempotent. Close it before the go-redis
 // clients (defer it after making them, as usual): closed first, they take
 // the cleanups' scripts with them, and what those would have cleared lapses
