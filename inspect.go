@@ -85,13 +85,17 @@ func (c *Client) Inspect(ctx context.Context, key string) (Status, error) {
 
 // status is Inspect's reads, each node's bounded by timeout (0: none).
 func (c *Client) status(ctx context.Context, key string, timeout time.Duration) (Status, error) {
-	answers := c.inspectAll(ctx, key, "", timeout, "inspect")
+	return statusOf(ctx, key, c.inspectAll(ctx, key, "", timeout, "inspect"))
+}
+
+// statusOf is the Status of key that the nodes' answers say.
+func statusOf(ctx context.Context, key string, answers []answer[keyState]) (Status, error) {
 	st := Status{Key: key}
 	for _, a := range answers {
 		if a.Err == nil {
 			st.Fence = max(st.Fence, a.V.fence)
 			st.Waiters = max(st.Waiters, int(a.V.queued))
-			st.Holders = max(st.Holders, int(a.V.held))
+			st.Holders = max(st.Holders, len(a.V.holds))
 		}
 	}
 	h, err := majorityHolder(ctx, answers)

@@ -229,7 +229,7 @@ type keyState struct {
 	pttl   time.Duration  // remaining TTL; negative when absent (-2) or without expiry (-1)
 	fence  int64          // last fence issued; 0 when none is remembered
 	queued int64          // waiters in the queue
-	held   int64          // how many hold it (permits, read holds; 1 for a held mutex)
+	holds  []string       // the live holds: a string key's value, or a sorted set's unexpired members
 	owners []owner.Record // the live holds' owner records (WithOwner), oldest first
 }
 
@@ -275,7 +275,7 @@ func (n *node) readKey(ctx context.Context, key, token string) (keyState, error)
 	st.owners = owner.Live(records, ms)
 	if v, err := get.Text(); err == nil {
 		d, _ := pttl.Int64()
-		st.value, st.exists, st.held = v, true, 1
+		st.value, st.exists, st.holds = v, true, []string{v}
 		st.pttl = time.Duration(d) * time.Millisecond
 		if d < 0 {
 			st.pttl = time.Duration(d) // -1: no expiry
@@ -328,7 +328,7 @@ func liveHolders(st *keyState, zs []any, token string, ms int64) error {
 		if exp <= ms {
 			continue
 		}
-		st.held++
+		st.holds = append(st.holds, member)
 		if !st.exists || member == token {
 			st.value, st.exists = member, true
 		}

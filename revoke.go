@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/dlock-go/dlock/internal/keyspace"
@@ -105,12 +104,13 @@ func (r Revocation) check() error {
 // revoke is Revoke's steps, on a context that Close ends; keep is how long
 // a removed lock's fence counter is kept.
 func (c *Client) revoke(ctx context.Context, key string, r Revocation, keep time.Duration) (Revoked, error) {
-	st, err := c.status(ctx, key, c.revokeTimeout())
+	answers := c.inspectAll(ctx, key, "", c.revokeTimeout(), "revoke")
+	st, err := statusOf(ctx, key, answers)
 	if err != nil && !errors.Is(err, ErrProtocol) {
 		return Revoked{}, err
 	}
 	nm := c.names.get(key)
-	toks, err := c.holdTokens(ctx, nm, r.Holder)
+	toks, err := holdsOf(answers, r.Holder)
 	if err != nil || len(toks) == 0 {
 		return Revoked{}, errors.Join(err, fmt.Errorf("%w: %q has no hold %q to revoke", ErrNotHeld, key, r.Holder))
 	}
@@ -148,15 +148,17 @@ func (c *Client) removeRevoked(ctx context.Context, nm *lockNames, toks []string
 	return out
 }
 
-// holdTokens returns the tokens holding nm's key on any node that answers
-// and that match holder (redacted; "" for all).
-func (c *Client) holdTokens(ctx context.Context, nm *lockNames, holder string) ([]string, error) {
+// holdsOf returns the live holds of dlock's in answers, on any node that
+// answered, that match holder (redacted; "" for all). A value dlock did
+// not write is no hold: Revoke never deletes a key of the user's.
+func holdsOf(answers []answer[keyState], holder string) ([]string, error) {
 	var toks []string
 	var errs []error
-	for _, a := range onNodes(ctx, c, "revoke", func(ctx context.Context, n *node) ([]string, error) { return n.holdTokens(ctx, nm.key) }) {
+	for _, a := range answers {
 		errs = append(errs, a.Err)
-		for _, t := range a.V {
-			if !slices.Contains(toks, t) && (holder == "" || tokens.Redact(t) == holder) {
+		for _, t := range a.V.holds {
+			_, ours := tokens.VersionOf(t)
+			if ours && !slices.Contains(toks, t) && (holder == "" || tokens.Redact(t) == holder) {
 				toks = append(toks, t)
 			}
 		}
@@ -165,35 +167,6 @@ func (c *Client) holdTokens(ctx context.Context, nm *lockNames, holder string) (
 		return nil, errors.Join(errs...)
 	}
 	return toks, nil
-}
-
-// holdTokens returns the live dlock holds of key on n: a mutex's token,
-// or a semaphore's or read-write lock's
-// unexpired holders. A value dlock did not write is no hold: Revoke never
-// deletes a key of the user's.
-func (n *node) holdTokens(ctx context.Context, key string) ([]string, error) {
-	typ, err := n.RDB.Do(ctx, "TYPE", key).Text()
-	var toks []string
-	switch {
-	case err != nil:
-	case typ == "string":
-		var v string
-		if v, err = n.RDB.Do(ctx, "GET", key).Text(); err == nil {
-			toks = []string{v}
-		}
-	case typ == "zset":
-		var t []any
-		if t, err = n.RDB.Do(ctx, "TIME").Slice(); err == nil && len(t) == 2 {
-			sec, _ := strconv.ParseInt(fmt.Sprint(t[0]), 10, 64)
-			usec, _ := strconv.ParseInt(fmt.Sprint(t[1]), 10, 64)
-			now := strconv.FormatInt(sec*1000+usec/1000, 10) // holders' scores: their expiry, ms
-			toks, err = n.RDB.Do(ctx, "ZRANGE", key, "("+now, "+inf", "BYSCORE").StringSlice()
-		}
-	}
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return nil, n.fail("revoke", err)
-	}
-	return slices.DeleteFunc(toks, func(t string) bool { _, ok := tokens.VersionOf(t); return !ok }), nil
 }
 
 // markRevoked marks toks revoked on every node (for a minute past the
@@ -270,7 +243,8 @@ func (c *Client) awaitLetGo(ctx context.Context, nm *lockNames, toks []string, g
 		case <-end.C:
 			return
 		case <-tick.C:
-			if left, _ := c.holdTokens(ctx, nm, ""); !slices.ContainsFunc(toks, func(t string) bool { return slices.Contains(left, t) }) {
+			left, _ := holdsOf(c.inspectAll(ctx, nm.key, "", c.revokeTimeout(), "revoke"), "")
+			if !slices.ContainsFunc(toks, func(t string) bool { return slices.Contains(left, t) }) {
 				return
 			}
 		}
