@@ -25,7 +25,7 @@ func (c *Client) TryLock(ctx context.Context, key string, opts ...Option) (*Lock
 		return nil, err
 	}
 	o.note = newAcquireNote(h)
-	sctx, end := h.startSpan(ctx, SpanAcquire, key, o.primitiveFor(h))
+	sctx, end := h.startSpan(ctx, SpanAcquire, key, o.primitive())
 	l, _, err := c.try(sctx, key, o, false)
 	c.observeAcquire(h, key, o, start, l, false, err, o.note, end)
 	c.startHold(h, ctx, l)
@@ -70,7 +70,7 @@ func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (l *Lock,
 		return nil, err
 	}
 	o.note = newAcquireNote(h)
-	ctx, end = h.startSpan(ctx, SpanAcquire, key, o.primitiveFor(h))
+	ctx, end = h.startSpan(ctx, SpanAcquire, key, o.primitive())
 	return c.lock(ctx, key, o, &contended)
 }
 
@@ -79,7 +79,7 @@ func (c *Client) Lock(ctx context.Context, key string, opts ...Option) (l *Lock,
 // then the listening wait; contended: likely taken.
 func (c *Client) lock(ctx context.Context, key string, o options, contended *bool) (*Lock, error) {
 	if len(c.nodes) == 1 { // one node: the line (Redlock does not queue: it listens for releases)
-		return c.waitInLine(ctx, c.names.get(key), o, contended)
+		return c.waitInLine(ctx, namesOf(key), o, contended)
 	}
 	if !c.listens.first(key) {
 		// Another Lock of this Client is making its first attempt: to the

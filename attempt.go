@@ -53,15 +53,14 @@ func (c *Client) try(ctx context.Context, key string, o options, listens bool) (
 	if err != nil {
 		return nil, 0, err
 	}
-	a := &attempt{c: c, nm: c.names.get(key), token: token, o: o, listens: listens, caller: ctx}
+	a := &attempt{c: c, nm: namesOf(key), token: token, o: o, listens: listens, caller: ctx}
 	if len(c.nodes) > 1 {
 		a.after = releasesUnderWay(c.nodes, key)
 	}
 	a.decided.Lock()
 	defer a.decided.Unlock()
 	a.sent = time.Now()
-	var one [1]answer[grant] // room for one node's answer
-	answers := a.round().Ask(one[:0], ctx, c.work, c.nodes)
+	answers := a.round().Ask(ctx, c.work, c.nodes)
 	noteAnswers(o.note, answers)
 	out := judge(answers, ctx.Err(), time.Since(a.sent), o.ttl)
 	if out.err == nil {
@@ -95,12 +94,10 @@ func (a *attempt) conclude(ctx context.Context, answers []answer[grant], out out
 
 // round is the attempt's question to the nodes: the acquire script, its
 // late answers given back or joined to the lock (late).
-func (a *attempt) round() round[grant, *attempt] {
-	r := round[grant, *attempt]{
+func (a *attempt) round() round[grant] {
+	r := round[grant]{
 		Op: "acquire", Timeout: a.o.nodeTimeoutFor(len(a.c.nodes)),
-		By: a, Call: (*attempt).acquireOn,
-		Yes:  grant.granted,
-		Late: (*attempt).late,
+		Call: a.acquireOn, Yes: grant.granted, Late: a.late,
 	}
 	if a.o.candidate {
 		// A campaign hears every node out, so that its term is the highest
@@ -265,9 +262,9 @@ func (a *attempt) giveBack(ctx context.Context, nodes []*node) (done bool) {
 	if len(nodes) == 0 {
 		return true
 	}
-	answers := round[struct{}, *attempt]{Op: "release", Timeout: a.o.nodeTimeoutFor(len(a.c.nodes)),
-		By: a, Call: (*attempt).giveBackOn,
-	}.Ask(nil, ctx, a.c.work, nodes)
+	answers := round[struct{}]{Op: "release", Timeout: a.o.nodeTimeoutFor(len(a.c.nodes)),
+		Call: a.giveBackOn,
+	}.Ask(ctx, a.c.work, nodes)
 	return !slices.ContainsFunc(answers, func(a answer[struct{}]) bool { return a.Abandoned })
 }
 

@@ -35,7 +35,6 @@ type Client struct {
 
 	hooks   atomic.Pointer[hooks]       // observer and tracer (observe.go), nil when neither
 	logger  atomic.Pointer[slog.Logger] // see observe.go
-	names   namesCache                  // see keys.go
 	listens listens                     // listening waiters by key (listen.go)
 	// leaving holds a slot per waiter leaving the line (line_wait.go).
 	leaving chan struct{}

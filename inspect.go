@@ -154,17 +154,9 @@ func holdersFence(answers []answer[keyState], token string) int64 {
 // inspectAll reads key's state on every node (op names the caller); token,
 // if not "", is a shared holder to look for.
 func (c *Client) inspectAll(ctx context.Context, key, token string, timeout time.Duration, op string) []answer[keyState] {
-	return round[keyState, inspection]{Op: op, Timeout: timeout,
-		By: inspection{key, token}, Call: inspection.on,
-	}.Ask(nil, ctx, c.work, c.nodes)
-}
-
-// inspection is inspectAll's question: key's state, and token's hold.
-type inspection struct{ key, token string }
-
-// on reads the state on n.
-func (q inspection) on(ctx context.Context, n *node) (keyState, error) {
-	return n.inspect(ctx, q.key, q.token)
+	return round[keyState]{Op: op, Timeout: timeout,
+		Call: func(ctx context.Context, n *node) (keyState, error) { return n.inspect(ctx, key, token) },
+	}.Ask(ctx, c.work, c.nodes)
 }
 
 // holding counts inspect answers: yes from each node that holds token, no
@@ -213,7 +205,7 @@ func (c *Client) Attach(ctx context.Context, key, token string, opts ...Option) 
 		if d < MinTTL {
 			return nil, fmt.Errorf("%w: %q is about to expire: %w", ErrNotHeld, key, ErrLeaseExpired)
 		}
-		return newLock(c, c.names.get(key), token, fence, o, sent, d), nil
+		return newLock(c, namesOf(key), token, fence, o, sent, d), nil
 	case quorum.Refused:
 		return nil, fmt.Errorf("%w: %q", ErrNotHeld, key)
 	}

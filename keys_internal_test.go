@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -144,29 +143,6 @@ func TestLeavingAfterAGrantPassesTheLockOn(t *testing.T) {
 	}
 	if got := rdb.Get(ctx, k).Val(); got != "tok-second" {
 		t.Fatalf("after the first waiter left, the key holds %q, want the second's token", got)
-	}
-}
-
-// The names cache gives the same names as deriving them, and forgets
-// everything rather than grow past its size.
-func TestNamesCache(t *testing.T) {
-	var nc namesCache
-	for _, k := range []string{"a", "{a}b", "x{}y"} {
-		got, want := nc.get(k), namesOf(k)
-		if got.key != want.key || got.all != want.all || got.wake != want.wake {
-			t.Fatalf("%q: cached %+v, derived %+v", k, got, want)
-		}
-		if nc.get(k) != got {
-			t.Fatalf("%q: derived again instead of remembered", k)
-		}
-	}
-	for i := 0; i < 3*namesCacheSize; i++ {
-		nc.get(strconv.Itoa(i))
-	}
-	n := 0
-	nc.m.Range(func(any, any) bool { n++; return true })
-	if n > namesCacheSize {
-		t.Fatalf("the cache holds %d names, more than %d", n, namesCacheSize)
 	}
 }
 

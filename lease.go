@@ -40,8 +40,7 @@ type lease struct {
 	capped   bool        // deadline is limited by holdEnd
 	why      error       // why the lease ended (the first cause sticks); nil while it lasts
 	timer    *time.Timer // ends the lease at the deadline; nil until watched
-	// ctx ends, with cause why, when the lease does; made by watch on first
-	// need (docs/design.md, "Measurements").
+	// ctx ends, with cause why, when the lease does.
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 }
@@ -52,16 +51,16 @@ func (ls *lease) init(sent time.Time, ttl time.Duration, o options) {
 		ls.holdEnd = sent.Add(o.maxHold)
 	}
 	ls.deadline, ls.capped = ls.until(sent, ttl, o.hasMaxHold && ttl >= o.maxHold)
+	ls.ctx, ls.cancel = context.WithCancelCause(context.Background())
 }
 
-// watch makes the lease's context and the timer that ends it at its
-// deadline, once, and returns ls; a lease already over ends now. A lock
+// watch makes the timer that ends the lease at its deadline, once, and
+// returns ls; a lease already over ends now. A lock
 // only taken and released starts no timer: starting one wakes the network
 // poller on another thread, the dearest step of an uncontended lock.
 func (ls *lease) watch() *lease {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	ls.contextLocked()
 	if ls.timer == nil && ls.why == nil {
 		if left := time.Until(ls.deadline); left > 0 {
 			ls.timer = time.AfterFunc(left, ls.expire)
@@ -74,23 +73,7 @@ func (ls *lease) watch() *lease {
 
 // done returns the lease's context's channel, closed when the lease ends
 // (by end, or at its deadline once watched), without starting the timer.
-func (ls *lease) done() <-chan struct{} {
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	return ls.contextLocked().Done()
-}
-
-// contextLocked returns the lease's context, made now if not yet (ended
-// at once if the lease has). Called with ls.mu held.
-func (ls *lease) contextLocked() context.Context {
-	if ls.ctx == nil {
-		ls.ctx, ls.cancel = context.WithCancelCause(context.Background())
-		if ls.why != nil {
-			ls.cancel(ls.why)
-		}
-	}
-	return ls.ctx
-}
+func (ls *lease) done() <-chan struct{} { return ls.ctx.Done() }
 
 // over reports whether the lease has ended, ending it first if its
 // deadline has passed (its timer may not have run yet, or never started).
@@ -168,9 +151,7 @@ func (ls *lease) endWith(cause error) {
 		return
 	}
 	ls.why = cause
-	if ls.cancel != nil {
-		ls.cancel(cause)
-	}
+	ls.cancel(cause)
 }
 
 // end ends the lease with cause (the first cause sticks).

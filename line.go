@@ -50,7 +50,7 @@ func (n *node) acquireLine(ctx context.Context, nm *lockNames, token, id string,
 	if o.replicas > 0 {
 		res, acked, err = n.RunAcked(ctx, lineAcquire, nm.line[:], o.replicas, o.replicaTimeout, args...)
 	} else {
-		res, err = n.RunBoxed(ctx, lineAcquire, nm.line[:], nm.lineBoxed[:], args...).Result()
+		res, err = n.Run(ctx, lineAcquire, nm.line[:], args...).Result()
 	}
 	if err != nil {
 		return grant{}, n.fail("acquire", err)
@@ -84,7 +84,7 @@ func (n *node) releaseLine(ctx context.Context, nm *lockNames, token, id string,
 		idArg = id
 	}
 	sent := time.Now()
-	res, err := n.RunBoxed(ctx, lineRelease, nm.line[:], nm.lineBoxed[:], token, argClaim, keep.Milliseconds(), idArg, n.publish, n.ownArg).Result()
+	res, err := n.Run(ctx, lineRelease, nm.line[:], token, argClaim, keep.Milliseconds(), idArg, n.publish, n.ownArg).Result()
 	if err != nil {
 		return false, n.fail("release", err)
 	}

@@ -33,7 +33,7 @@ func (n *node) fast(nm *lockNames, token string, o options) bool {
 // acquire decides).
 func (n *node) acquireFast(ctx context.Context, nm *lockNames, token string, o options) (g grant, slow bool, err error) {
 	keep := max(o.fenceKeep(), lineClaim)
-	res, err := n.RunBoxed(ctx, lineFastAcquire, nm.line[:3], nm.lineBoxed[:3], token, o.ttl.Milliseconds(), keep.Milliseconds()).Result()
+	res, err := n.Run(ctx, lineFastAcquire, nm.line[:3], token, o.ttl.Milliseconds(), keep.Milliseconds()).Result()
 	if err != nil {
 		return grant{}, false, n.fail("acquire", err)
 	}
@@ -51,7 +51,7 @@ func (n *node) acquireFast(ctx context.Context, nm *lockNames, token string, o o
 // may have been the fast one that released it), marked errKeyGone: the
 // lease is over either way.
 func (n *node) releaseFast(ctx context.Context, nm *lockNames, token string, keep time.Duration) (bool, error) {
-	res, err := n.RunBoxed(ctx, lineFastRelease, nm.fastRelease[:], nm.fastReleaseBoxed[:], token).Result()
+	res, err := n.Run(ctx, lineFastRelease, nm.fastRelease[:], token).Result()
 	if err == nil {
 		r, err := wait.ParseReply(wait.RunFastRelease, false, res)
 		if err != nil {

@@ -39,8 +39,8 @@ type Lock struct {
 
 	mu           sync.Mutex
 	halted       bool                 // Unlock or giveBack has begun: the watchdog stops (halt)
-	stop         chan struct{}        // closed once halted; made when first asked for (stopChan)
-	renewing     chan struct{}        // a one-slot semaphore: one renewal at a time; made by the first
+	stop         chan struct{}        // closed once halted
+	renewing     chan struct{}        // a one-slot semaphore: one renewal at a time
 	released     bool                 // Unlock succeeded, or found the lock gone
 	afterRelease func()               // run once Unlock has released the lock (elections announce it)
 	hold         atomic.Pointer[hold] // the hold span, when traced (trace.go)
@@ -53,7 +53,7 @@ var errNoRoom = fmt.Errorf("%w: no room left to extend", ErrMaxHold)
 
 // newLock returns the Lock of a grant sent at sent, its key living valid.
 func newLock(c *Client, nm *lockNames, token string, fence int64, o options, sent time.Time, valid time.Duration) *Lock {
-	l := &Lock{token: token}
+	l := &Lock{token: token, stop: make(chan struct{}), renewing: make(chan struct{}, 1)}
 	l.c, l.names, l.fence, l.ttl, l.keep = c, nm, fence, o.ttl, o.fenceKeep()
 	l.acquired, l.valid, l.timeout = sent, valid, o.nodeTimeoutFor(len(c.nodes))
 	l.lease.init(sent, valid, o)
@@ -67,7 +67,7 @@ func newLock(c *Client, nm *lockNames, token string, fence int64, o options, sen
 	if o.autoRenew {
 		l.lease.watch() // the watchdog stops when the lease ends
 		l.stopped = make(chan struct{})
-		stop := l.stopChan()
+		stop := l.stop
 		c.spawn(func() {
 			defer close(l.stopped)
 			l.watchdog(stop)
@@ -86,7 +86,7 @@ func (l *Lock) onRelease(fn func()) {
 // halt marks the lock as being released or given back: its watchdog stops.
 func (l *Lock) halt() {
 	l.mu.Lock()
-	if !l.halted && l.stop != nil {
+	if !l.halted {
 		close(l.stop)
 	}
 	l.halted = true
@@ -98,29 +98,6 @@ func (l *Lock) isHalted() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.halted
-}
-
-// stopChan returns the halt channel, made lazily: few locks have watchdogs.
-func (l *Lock) stopChan() <-chan struct{} {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.stop == nil {
-		l.stop = make(chan struct{})
-		if l.halted {
-			close(l.stop)
-		}
-	}
-	return l.stop
-}
-
-// renewSlot returns the one-slot semaphore of renewals, made by the first.
-func (l *Lock) renewSlot() chan struct{} {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.renewing == nil {
-		l.renewing = make(chan struct{}, 1)
-	}
-	return l.renewing
 }
 
 // Key returns the locked key.
@@ -209,8 +186,7 @@ func (l *Lock) Unlock(ctx context.Context) (err error) {
 // and still count, so a verdict they complete ends the Context.
 func (l *Lock) releaseAll(ctx context.Context) quorum.Votes {
 	if len(l.c.nodes) == 1 {
-		r := round[bool, *Lock]{Op: "release", Timeout: l.timeout, By: l, Call: (*Lock).releaseOn, Yes: isYes,
-			Late: (*Lock).lateRelease}
+		r := round[bool]{Op: "release", Timeout: l.timeout, Call: l.releaseOn, Yes: isYes, Late: l.lateRelease}
 		a := r.AskOne(ctx, l.c.work, l.c.nodes[0])
 		if !a.Abandoned {
 			l.lateRelease(nil, a.V, a.Err)
@@ -229,9 +205,9 @@ func (l *Lock) releaseAll(ctx context.Context) quorum.Votes {
 			l.gone(vd == quorum.Agreed)
 		}
 	}
-	answers := round[bool, *releases]{Op: "release", Timeout: l.timeout, By: rs, Call: (*releases).on, Yes: isYes,
-		Late: func(_ *releases, _ *node, ok bool, err error) { settle(ok, err) },
-	}.Ask(nil, ctx, l.c.work, l.c.nodes)
+	answers := round[bool]{Op: "release", Timeout: l.timeout, Call: rs.on, Yes: isYes,
+		Late: func(_ *node, ok bool, err error) { settle(ok, err) },
+	}.Ask(ctx, l.c.work, l.c.nodes)
 	for _, a := range answers {
 		if !a.Abandoned {
 			settle(a.Err == nil && a.V, a.Err)
@@ -344,7 +320,7 @@ func (l *Lock) renew(ctx context.Context, ttl time.Duration) (sent time.Time, er
 	if h != nil {
 		defer func() { h.report(l.event(EventRenew, err), end) }()
 	}
-	slot := l.renewSlot()
+	slot := l.renewing
 	select {
 	case slot <- struct{}{}:
 		defer func() { <-slot }()
@@ -361,12 +337,11 @@ func (l *Lock) renew(ctx context.Context, ttl time.Duration) (sent time.Time, er
 		return sent, errNoRoom
 	}
 	// Extended on a quorum is extended: the others are not waited for.
-	answers := round[renewal, *Lock]{Op: "extend", Timeout: l.timeout,
-		By: l, Call: func(l *Lock, ctx context.Context, n *node) (renewal, error) {
+	answers := round[renewal]{Op: "extend", Timeout: l.timeout, Yes: extended,
+		Call: func(ctx context.Context, n *node) (renewal, error) {
 			return n.extend(ctx, l.names, l.token, ttl, ttl+l.keep-l.ttl)
 		},
-		Yes: extended,
-	}.Ask(nil, ctx, l.c.work, l.c.nodes)
+	}.Ask(ctx, l.c.work, l.c.nodes)
 	if why := revokedBy(answers); why != "" {
 		return sent, l.revoked(why)
 	}

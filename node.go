@@ -113,7 +113,7 @@ func (n *node) acquire(ctx context.Context, nm *lockNames, token string, o optio
 	if o.replicas > 0 {
 		res, acked, err = n.RunAcked(ctx, acquireScript, nm.acquire[:], o.replicas, o.replicaTimeout, slices.Clone(args)...)
 	} else {
-		res, err = n.RunBoxed(ctx, acquireScript, nm.acquire[:], nm.acquireBoxed[:], args...).Result()
+		res, err = n.Run(ctx, acquireScript, nm.acquire[:], args...).Result()
 	}
 	if err != nil {
 		return grant{}, n.fail("acquire", err)
@@ -178,7 +178,7 @@ func (n *node) release(ctx context.Context, nm *lockNames, token string, fence i
 	if n.single { // a shared hold is one node's: semaphore.go
 		return n.releaseLine(ctx, nm, token, "", max(keep, lineClaim))
 	}
-	v, err := n.RunBoxed(ctx, releaseScript, nm.acquire[:], nm.acquireBoxed[:], n.releaseArgs(token, fence, keep)...).Int64()
+	v, err := n.Run(ctx, releaseScript, nm.acquire[:], n.releaseArgs(token, fence, keep)...).Int64()
 	if err != nil {
 		return false, n.fail("release", err)
 	}

@@ -75,15 +75,6 @@ func (o options) primitive() string {
 	return tokens.Primitive(o.kind)
 }
 
-// primitiveFor is o.primitive() if h reports anything, else "": work the
-// uncontended path is spared.
-func (o *options) primitiveFor(h *hooks) string {
-	if h == nil {
-		return ""
-	}
-	return o.primitive()
-}
-
 // fenceKeep is how long a grant keeps the lock's fencing counter: the TTL
 // plus the fence margin.
 func (o options) fenceKeep() time.Duration { return o.ttl + o.fenceMargin }
@@ -158,10 +149,6 @@ func WithFenceMargin(d time.Duration) Option {
 }
 
 func newOptions(opts []Option) (options, error) {
-	if len(opts) == 0 { // the defaults, without the allocation that opt(&o) costs o
-		o := defaultOptions()
-		return o, o.check()
-	}
 	o := defaultOptions()
 	for i, opt := range opts {
 		if opt == nil {

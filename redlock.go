@@ -52,7 +52,7 @@ func (o options) nodeTimeoutFor(n int) time.Duration {
 type answer[T any] = ask.Answer[T]
 
 // round is a question put to the Client's nodes at once.
-type round[T, B any] = ask.Round[T, B, *node]
+type round[T any] = ask.Round[T, *node]
 
 // count tallies answers: an answer that is not an error is a yes if yes
 // says so, a no otherwise.

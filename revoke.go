@@ -109,7 +109,7 @@ func (c *Client) revoke(ctx context.Context, key string, r Revocation, keep time
 	if err != nil && !errors.Is(err, ErrProtocol) {
 		return Revoked{}, err
 	}
-	nm := c.names.get(key)
+	nm := namesOf(key)
 	toks, err := holdsOf(answers, r.Holder)
 	if err != nil || len(toks) == 0 {
 		return Revoked{}, errors.Join(err, fmt.Errorf("%w: %q has no hold %q to revoke", ErrNotHeld, key, r.Holder))
@@ -267,10 +267,7 @@ func (c *Client) removeHold(ctx context.Context, nm *lockNames, token string, fe
 // onNodes runs call on every node of c side by side, each bounded by
 // revokeNodeTimeout on several nodes, and returns their answers in order.
 func onNodes[T any](ctx context.Context, c *Client, op string, call func(context.Context, *node) (T, error)) []answer[T] {
-	type caller = func(context.Context, *node) (T, error)
-	return round[T, caller]{Op: op, Timeout: c.revokeTimeout(), By: call,
-		Call: func(f caller, ctx context.Context, n *node) (T, error) { return f(ctx, n) },
-	}.Ask(nil, ctx, c.work, c.nodes)
+	return round[T]{Op: op, Timeout: c.revokeTimeout(), Call: call}.Ask(ctx, c.work, c.nodes)
 }
 
 // revokedBy returns why a renewal found the hold revoked, if a node said so.

@@ -1,5 +1,5 @@
 // Package ask puts one question to a Redis node, or to several at once, and
-// waits for the answers (Round, AwaitOn); an answer that comes after the
+// waits for the answers (Round); an answer that comes after the
 // caller stopped waiting goes to the protocol's late handler, which can
 // undo its effect. Work is a Client's background work: the goroutines
 // those calls run on and the count of calls Close waits for. It knows
@@ -38,7 +38,7 @@ var ErrNodeTimeout = errors.New("no answer within the node timeout")
 // One exception spares the goroutine: a node's pipeliner does end a
 // script's wait with its context, so while a node's scripts go through it,
 // an acquire runs in its caller's goroutine and leaves an unanswered
-// script to late as an error (AwaitOn).
+// script to late as an error (Round.AskOne).
 
 // calls is a set of requests in flight, numbered from 0.
 type calls[T any] struct {
@@ -145,25 +145,4 @@ func await[T any](ctx context.Context, w *Work, timeout time.Duration, op func(c
 		return got[0].V, got[0].Err, false
 	}
 	return v, why, true
-}
-
-// AwaitOn is await for call(by, ctx, n), a call to node n by asker by,
-// with late receiving by and n too. The asker, call and late are passed as
-// they are, not bound in closures: when nothing can end the wait, the call
-// runs in the caller's goroutine and nothing is allocated for them.
-func AwaitOn[T, B, N any](ctx context.Context, w *Work, n N, timeout time.Duration, by B, call func(B, context.Context, N) (T, error), late func(B, N, T, error)) (T, error, bool) {
-	if ctx.Done() == nil && timeout <= 0 { // as in await, without its closures
-		v, err := call(by, ctx, n)
-		return v, err, false
-	}
-	return await(ctx, w, timeout, func(ctx context.Context) (T, error) { return call(by, ctx, n) }, lateOf(by, n, late))
-}
-
-// lateOf is late for asker by and node n, as await takes it (nil if late
-// is).
-func lateOf[T, B, N any](by B, n N, late func(B, N, T, error)) func(T, error) {
-	if late == nil {
-		return nil
-	}
-	return func(v T, err error) { late(by, n, v, err) }
 }

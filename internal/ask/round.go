@@ -21,40 +21,36 @@ type Answer[T any] struct {
 	Abandoned bool // sent, no answer in time; the round's Late was or will be called with it
 }
 
-// A Round is one question put to a set of nodes at once: Call(By, ctx, n)
-// for each node n. The asker By and a function of it (a method expression)
-// rather than a closure: where one node is asked in the caller's goroutine,
-// nothing is then allocated for them.
-type Round[T, B any, N Asked] struct {
+// A Round is one question put to a set of nodes at once: Call(ctx, n) for
+// each node n.
+type Round[T any, N Asked] struct {
 	Op      string        // what is asked, for errors: "acquire", "release", …
 	Timeout time.Duration // how long each answer is waited for (0: until ctx ends)
-	By      B
-	Call    func(B, context.Context, N) (T, error)
+	Call    func(context.Context, N) (T, error)
 	// Yes, if set, says which answers are a yes: the wait ends as soon as
 	// a majority of the nodes asked said yes. Without it, every answer is
 	// waited for.
 	Yes func(T) bool
 	// Late, if set, receives the answers that come after the wait ended,
 	// so that their effect can be undone.
-	Late func(B, N, T, error)
+	Late func(N, T, error)
 }
 
-// Ask puts the question to every node in parallel (calls) and appends their
-// answers, in order, to dst (a caller asking one node can give it room on
-// its stack). A node that has not answered when the wait ends gets its
-// Unanswered error and is marked abandoned.
-func (r Round[T, B, N]) Ask(dst []Answer[T], ctx context.Context, w *Work, nodes []N) []Answer[T] {
-	if len(nodes) == 1 { // the usual case; AwaitOn may spare the goroutine
-		return append(dst, r.AskOne(ctx, w, nodes[0]))
+// Ask puts the question to every node in parallel (calls) and returns
+// their answers, in order. A node that has not answered when the wait ends
+// gets its Unanswered error and is marked abandoned.
+func (r Round[T, N]) Ask(ctx context.Context, w *Work, nodes []N) []Answer[T] {
+	if len(nodes) == 1 { // the usual case; await may spare the goroutine
+		return []Answer[T]{r.AskOne(ctx, w, nodes[0])}
 	}
 	answers := make([]Answer[T], len(nodes))
 	ops := make([]func(context.Context) (T, error), len(nodes))
 	for i, n := range nodes {
-		ops[i] = func(ctx context.Context) (T, error) { return r.Call(r.By, ctx, n) }
+		ops[i] = func(ctx context.Context) (T, error) { return r.Call(ctx, n) }
 	}
 	var late func(int, T, error)
 	if r.Late != nil {
-		late = func(i int, v T, err error) { r.Late(r.By, nodes[i], v, err) }
+		late = func(i int, v T, err error) { r.Late(nodes[i], v, err) }
 	}
 	cs := startCalls(ctx, w, ops, late)
 	got, why := cs.wait(ctx, len(nodes), r.Timeout, r.enough(len(nodes)))
@@ -64,12 +60,16 @@ func (r Round[T, B, N]) Ask(dst []Answer[T], ctx context.Context, w *Work, nodes
 	for _, g := range got {
 		answers[g.I] = Answer[T]{V: g.V, Err: g.Err}
 	}
-	return append(dst, answers...)
+	return answers
 }
 
-// AskOne puts the question to the one node n (see AwaitOn).
-func (r Round[T, B, N]) AskOne(ctx context.Context, w *Work, n N) Answer[T] {
-	v, err, left := AwaitOn(ctx, w, n, r.Timeout, r.By, r.Call, r.Late)
+// AskOne puts the question to the one node n (see await).
+func (r Round[T, N]) AskOne(ctx context.Context, w *Work, n N) Answer[T] {
+	var late func(T, error)
+	if r.Late != nil {
+		late = func(v T, err error) { r.Late(n, v, err) }
+	}
+	v, err, left := await(ctx, w, r.Timeout, func(ctx context.Context) (T, error) { return r.Call(ctx, n) }, late)
 	if left {
 		err = n.Unanswered(r.Op, err)
 	}
@@ -78,7 +78,7 @@ func (r Round[T, B, N]) AskOne(ctx context.Context, w *Work, n N) Answer[T] {
 
 // enough returns the test that ends a round's wait early: a majority of n
 // nodes said yes (nil without Yes).
-func (r Round[T, B, N]) enough(n int) func([]Reply[T]) bool {
+func (r Round[T, N]) enough(n int) func([]Reply[T]) bool {
 	if r.Yes == nil {
 		return nil
 	}

@@ -57,14 +57,7 @@ func NewNode(rdb Client, i int, block time.Duration) *Node {
 
 // Run runs s on the node (see coalescer).
 func (n *Node) Run(ctx context.Context, s *Script, keys []string, args ...any) *redis.Cmd {
-	return n.co.run(ctx, n.RDB, s, keys, nil, args...)
-}
-
-// RunBoxed is Run for the hot paths, with keys also given boxed as
-// command arguments (built once per lock key), which a pipelined script
-// then does not box again on every run.
-func (n *Node) RunBoxed(ctx context.Context, s *Script, keys []string, boxed []any, args ...any) *redis.Cmd {
-	return n.co.run(ctx, n.RDB, s, keys, boxed, args...)
+	return n.co.run(ctx, n.RDB, s, keys, args...)
 }
 
 // RunAcked runs s and WAIT in one round trip (WithReplicaAck): s's reply,

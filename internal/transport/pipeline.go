@@ -42,10 +42,8 @@ import (
 // before sending the next), so the pipeliner's ordering does not matter.
 type coalescer struct {
 	user     *redis.Client // the client to pipeline through; nil: never coalesce
-	plain    bool          // the node's client is a *redis.Client, whose EvalSha is its Do (runScript)
 	bound    time.Duration // the longest a script waits in the pipeline (see send); 0: none
 	inflight atomic.Int32
-	within   atomic.Pointer[boundCtx] // the context that bounds the waits that start now (see wait)
 
 	mu     sync.RWMutex // held for reading while a script uses the batches
 	closed bool
@@ -60,7 +58,6 @@ type coalescer struct {
 // newCoalescer returns the coalescer of a node over rdb.
 func newCoalescer(rdb Client) *coalescer {
 	c := &coalescer{}
-	_, c.plain = rdb.(*redis.Client)
 	if user, ok := rdb.(*redis.Client); ok {
 		c.user, c.b.rdb = user, user
 		c.b.ctx, c.b.stop = context.WithCancel(context.Background())
@@ -86,53 +83,29 @@ const coalesceAbove = 4
 // run runs script s on the node: through the pipeliner when more than
 // coalesceAbove scripts are in flight (s included) or ctx asks for it
 // (viaPipeline), else on the user's client.
-func (c *coalescer) run(ctx context.Context, rdb Client, s *Script, keys []string, boxed []any, args ...any) *redis.Cmd {
+func (c *coalescer) run(ctx context.Context, rdb Client, s *Script, keys []string, args ...any) *redis.Cmd {
 	n := c.inflight.Add(1)
 	defer c.inflight.Add(-1)
 	if _, forced := ctx.(viaPipeline); (forced || n > coalesceAbove) && c.user != nil {
 		c.mu.RLock()
 		if !c.closed {
 			defer c.mu.RUnlock()
-			return c.pipelined(ctx, rdb, s, keys, boxed, args)
+			return c.pipelined(ctx, rdb, s, keys, args)
 		}
 		c.mu.RUnlock()
 	}
-	if !c.plain {
-		// A wrapper (a fault injector, an instrumented client, Direct's)
-		// sees the script as EvalSha, its own method, not as Do. A copy:
-		// go-redis keeps what it is given.
-		return s.Run(ctx, rdb, keys, slices.Clone(args)...)
-	}
-	return runScript(ctx, rdb, s, keys, boxed, args)
-}
-
-// runScript runs s on rdb itself, as go-redis's Script.Run does (EVALSHA,
-// then EVAL if the server answers NOSCRIPT), but with the command built
-// here (evalsha): keys already boxed are not boxed again, and args, which
-// are only copied, can stay on the caller's stack, so it allocates less
-// than Script.Run. Only for a
-// *redis.Client, whose EvalSha is this same command sent through Do.
-func runScript(ctx context.Context, rdb Client, s *Script, keys []string, boxed []any, args []any) *redis.Cmd {
-	cmd := rdb.Do(ctx, evalsha(s.hash, keys, boxed, args)...)
-	if noScript(cmd.Err()) {
-		// A copy: go-redis keeps what it is given.
-		return s.Eval(ctx, rdb, keys, slices.Clone(args)...)
-	}
-	return cmd
+	// A copy: go-redis keeps what it is given.
+	return s.Run(ctx, rdb, keys, slices.Clone(args)...)
 }
 
 // evalsha returns the arguments of an EVALSHA of the script whose hash is
-// sha on keys (boxed already if boxed is not nil) with args, each as it is
-// (a slice is not flattened, as go-redis's Eval would).
-func evalsha(sha any, keys []string, boxed []any, args []any) []any {
+// sha on keys with args, each as it is (a slice is not flattened, as
+// go-redis's Eval would).
+func evalsha(sha any, keys []string, args []any) []any {
 	cmdArgs := make([]any, 0, 3+len(keys)+len(args))
 	cmdArgs = append(cmdArgs, "evalsha", sha, len(keys))
-	if boxed != nil {
-		cmdArgs = append(cmdArgs, boxed...)
-	} else {
-		for _, k := range keys {
-			cmdArgs = append(cmdArgs, k)
-		}
+	for _, k := range keys {
+		cmdArgs = append(cmdArgs, k)
 	}
 	return append(cmdArgs, args...)
 }
@@ -148,10 +121,10 @@ type viaPipeline struct{ context.Context }
 // second load is for a script that met a flush after the skipped load:
 // without it, each of a herd's scripts left waiting behind a pause would
 // send the whole script on a connection of the user's pool.
-func (c *coalescer) pipelined(ctx context.Context, rdb Client, s *Script, keys []string, boxed []any, args []any) *redis.Cmd {
+func (c *coalescer) pipelined(ctx context.Context, rdb Client, s *Script, keys []string, args []any) *redis.Cmd {
 	for loads := 0; ; loads++ {
 		since := c.loads.Load()
-		cmd := c.send(ctx, s.hash, keys, boxed, args)
+		cmd := c.send(ctx, s.hash, keys, args)
 		if !noScript(cmd.Err()) {
 			return cmd
 		}
@@ -228,24 +201,19 @@ type loadCall struct {
 	err  error
 }
 
-// send runs one EVALSHA (of the script whose hash is sha, and keys, boxed
-// already if boxed is not nil) through the pipeliner and waits for its
-// answer until ctx ends or at most c.bound (a second more when the bound
-// is shared, see wait): the pipeliner does not end a
+// send runs one EVALSHA (of the script whose hash is sha, on keys) through
+// the pipeliner and waits for its answer until ctx ends or at most
+// c.bound: the pipeliner does not end a
 // command's wait when its context ends, nor, with many in flight on a
 // stalled server, when the read timeout passes. A command not answered by
 // then may still run (as one whose read timed out may): its caller treats
 // it as unanswered, with ctx's error or a deadline error.
-func (c *coalescer) send(ctx context.Context, sha any, keys []string, boxed []any, args []any) *redis.Cmd {
-	cmdArgs := evalsha(sha, keys, boxed, args)
+func (c *coalescer) send(ctx context.Context, sha any, keys []string, args []any) *redis.Cmd {
+	cmdArgs := evalsha(sha, keys, args)
 	cmd := redis.NewCmd(ctx, cmdArgs...)
 	b := c.b.submit(cmd)
 	wctx := ctx
-	switch {
-	case c.bound > 0 && ctx.Done() == nil:
-		wctx = c.wait()
-	case c.bound > 0 && EndsWithin(ctx, c.bound):
-	case c.bound > 0:
+	if c.bound > 0 && !EndsWithin(ctx, c.bound) {
 		var cancel context.CancelFunc
 		wctx, cancel = context.WithTimeout(ctx, c.bound)
 		defer cancel()
@@ -317,31 +285,6 @@ func LateReply(err error) (v any, ok bool) {
 		return nil, false
 	}
 	return u.cmd.Val(), true
-}
-
-// boundCtx is a context that ends at its deadline.
-type boundCtx struct {
-	context.Context
-	cancel context.CancelFunc // kept, never called: the deadline ends it
-}
-
-// wait returns a context that ends between c.bound and c.bound plus a
-// second from now, for a script's wait in the pipeline when nothing else
-// can end it (its caller's context cannot: internal/ask sends on one that
-// keeps the caller's values only). The scripts that start within the same
-// second share it: a context and timer of its own per script cost the
-// client more than the sharing (docs/design.md, "Measurements").
-func (c *coalescer) wait() context.Context {
-	now := time.Now()
-	if b := c.within.Load(); b != nil {
-		if d, _ := b.Deadline(); d.Sub(now) >= c.bound {
-			return b
-		}
-	}
-	ctx, cancel := context.WithDeadline(context.Background(), now.Add(c.bound+time.Second))
-	b := &boundCtx{ctx, cancel}
-	c.within.Store(b)
-	return b
 }
 
 // close stops pipelining: later scripts go to the user's client as

@@ -74,30 +74,6 @@ func TestManyGoroutinesCoalesceThroughTheUsersPool(t *testing.T) {
 	}
 }
 
-// The pipeline's waits share a bounding context for a second at most: each
-// ends between c.bound and c.bound plus a second after it began.
-func TestPipelinedWaitsShareTheirBound(t *testing.T) {
-	c := &coalescer{bound: 50 * time.Millisecond}
-	start := time.Now()
-	a := c.wait()
-	if b := c.wait(); b != a && time.Since(start) < 500*time.Millisecond {
-		t.Fatal("two waits begun together got different bounds")
-	}
-	deadline, ok := a.Deadline()
-	if !ok || deadline.Before(start.Add(c.bound)) || deadline.After(time.Now().Add(c.bound+time.Second)) {
-		t.Fatalf("deadline %v after the wait began, want within [%v, %v]", deadline.Sub(start), c.bound, c.bound+time.Second)
-	}
-	time.Sleep(time.Until(deadline.Add(-c.bound / 2))) // less than the bound is left
-	next := c.wait()
-	if next == a {
-		t.Fatal("a wait got a bound with less than c.bound left")
-	}
-	if d, _ := next.Deadline(); time.Until(d) < c.bound/2 {
-		t.Fatalf("the new bound ends in %v", time.Until(d))
-	}
-	<-a.Done() // the shared context ends by its deadline
-}
-
 // Scripts left waiting in the pipeline while another caller loads their
 // script, then a second flush: they load it once more, together, rather
 // than each sending the whole script (EVAL) on the user's connections.
