@@ -26,9 +26,8 @@ import (
 //
 // A cluster client is recognized by its MasterForKey method, which dlock
 // uses to subscribe on the master of each key's slot (sharded pub/sub); a
-// client's address, for errors, by its Options method. A plain
-// *redis.Client gets its scripts through Do, as EVALSHA commands built
-// here (runScript); any other client through its own EvalSha and Eval.
+// client's address, for errors, by its Options method. A script sent alone
+// goes through the client's own EvalSha and Eval (go-redis's Script.Run).
 type Client interface {
 	redis.Scripter
 	Do(ctx context.Context, args ...any) *redis.Cmd
