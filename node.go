@@ -27,8 +27,9 @@ import (
 // wraps one (a fault injector, an instrumented client) have all of it. A
 // cluster client is recognized by its MasterForKey method (dlock subscribes
 // on each key's master: sharded pub/sub), a client's address, for errors,
-// by its Options method. A plain *redis.Client gets its scripts through Do
-// (internal/transport), any other through EvalSha and Eval.
+// by its Options method. A script sent alone goes through the client's
+// EvalSha and Eval (go-redis's Script.Run); many at once, through its
+// Pipelined (internal/transport).
 type RedisClient interface {
 	redis.Scripter
 	Do(ctx context.Context, args ...any) *redis.Cmd

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dlock-go/dlock/internal/keyspace"
+	"github.com/dlock-go/dlock/internal/quorum"
 	"github.com/dlock-go/dlock/internal/tokens"
 	"github.com/redis/go-redis/v9"
 )
@@ -106,12 +107,17 @@ func (r Revocation) check() error {
 func (c *Client) revoke(ctx context.Context, key string, r Revocation, keep time.Duration) (Revoked, error) {
 	answers := c.inspectAll(ctx, key, "", c.revokeTimeout(), "revoke")
 	st, err := statusOf(ctx, key, answers)
-	if err != nil && !errors.Is(err, ErrProtocol) {
+	switch {
+	case errors.Is(err, ErrWrongKind):
+		return Revoked{}, fmt.Errorf("%w: %q holds no lock of dlock's (%w)", ErrNotHeld, key, err)
+	case err != nil && !errors.Is(err, ErrProtocol):
 		return Revoked{}, err
 	}
 	nm := namesOf(key)
 	toks, err := holdsOf(answers, r.Holder)
-	if err != nil || len(toks) == 0 {
+	// A token-shaped value without the fence counter dlock keeps beside
+	// every hold it grants (IsDlock) is the user's: never touched.
+	if err != nil || len(toks) == 0 || !st.IsDlock() {
 		return Revoked{}, errors.Join(err, fmt.Errorf("%w: %q has no hold %q to revoke", ErrNotHeld, key, r.Holder))
 	}
 	if r.Grace == 0 {
@@ -229,8 +235,8 @@ func (c *Client) audit(ctx context.Context, key, token string, st Status, r Revo
 	})
 }
 
-// awaitLetGo waits until no node holds any of toks, grace has passed or
-// ctx has ended.
+// awaitLetGo waits until toks have let go (letGo), grace has passed or ctx
+// has ended.
 func (c *Client) awaitLetGo(ctx context.Context, nm *lockNames, toks []string, grace time.Duration) {
 	end := time.NewTimer(grace)
 	defer end.Stop()
@@ -243,12 +249,22 @@ func (c *Client) awaitLetGo(ctx context.Context, nm *lockNames, toks []string, g
 		case <-end.C:
 			return
 		case <-tick.C:
-			left, _ := holdsOf(c.inspectAll(ctx, nm.key, "", c.revokeTimeout(), "revoke"), "")
-			if !slices.ContainsFunc(toks, func(t string) bool { return slices.Contains(left, t) }) {
+			if c.letGo(ctx, nm.key, toks) {
 				return
 			}
 		}
 	}
+}
+
+// letGo reports whether a majority of nodes answered and none of them
+// holds any of toks: a poll that no majority answers tells nothing.
+func (c *Client) letGo(ctx context.Context, key string, toks []string) bool {
+	answers := c.inspectAll(ctx, key, "", c.revokeTimeout(), "revoke")
+	if count(answers, func(keyState) bool { return true }).Of(len(c.nodes)) != quorum.Agreed {
+		return false
+	}
+	left, _ := holdsOf(answers, "")
+	return !slices.ContainsFunc(toks, func(t string) bool { return slices.Contains(left, t) })
 }
 
 // removeHold releases token's hold on every node as Unlock would, raising

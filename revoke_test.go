@@ -232,6 +232,29 @@ func TestRevokeNeverTouchesAKeyDlockDidNotWriteNorAnExpiredPermit(t *testing.T) 
 	}
 }
 
+// Keys of the user's are not dlock's to revoke, whatever they hold: another
+// type (Revoke says ErrNotHeld, as its doc says, not ErrWrongKind alone),
+// or a string that looks like a token but has no fence counter beside it,
+// which every hold dlock grants has.
+func TestRevokeLeavesTheUsersKeysOfAnyShapeAlone(t *testing.T) {
+	c, rdb := newClient(t, shared())
+	h := key(t)
+	rdb.HSet(ctxT(t), h, "f", "v")
+	if _, err := c.Revoke(ctxT(t), h, dlock.Revocation{By: "op"}); !errors.Is(err, dlock.ErrNotHeld) {
+		t.Fatalf("revoking a user's hash: %v, want ErrNotHeld", err)
+	}
+	k := key(t)
+	l := mustLock(t, c, key(t)) // a token as dlock makes them
+	defer l.Unlock(ctxT(t))
+	rdb.Set(ctxT(t), k, l.Token(), 0)
+	if _, err := c.Revoke(ctxT(t), k, dlock.Revocation{By: "op", Grace: time.Millisecond}); !errors.Is(err, dlock.ErrNotHeld) {
+		t.Fatalf("revoking a user's token-shaped string: %v, want ErrNotHeld", err)
+	}
+	if rdb.Get(ctxT(t), k).Val() != l.Token() || rdb.HLen(ctxT(t), h).Val() != 1 {
+		t.Fatal("Revoke changed a key dlock did not write")
+	}
+}
+
 // A paused node costs a Redlock revoke at most a bounded wait at each step:
 // its calls run beside the other nodes', each cut short after a second
 // (revokeNodeTimeout), whatever the go-redis client's own read timeout and

@@ -33,12 +33,9 @@ var ErrNodeTimeout = errors.New("no answer within the node timeout")
 // still waiting, or else to a late callback, which can undo the request's
 // effect (a lock the server granted after the caller gave up is released
 // instead of blocking everyone for a TTL). calls is that protocol, written
-// once: a request claims the caller under mu, or finds it gone.
-//
-// One exception spares the goroutine: a node's pipeliner does end a
-// script's wait with its context, so while a node's scripts go through it,
-// an acquire runs in its caller's goroutine and leaves an unanswered
-// script to late as an error (Round.AskOne).
+// once: a request claims the caller under mu, or finds it gone. A call
+// whose wait nothing can end early (a context that never ends, no
+// timeout) runs in its caller's goroutine (await).
 
 // calls is a set of requests in flight, numbered from 0.
 type calls[T any] struct {

@@ -10,8 +10,7 @@ import (
 // for the next call instead of ending with each.
 //
 // Why: every call a Redlock round puts to a node, and every call whose
-// caller's context can end (calls.go; unless it is an acquire that waits in
-// the pipeliner), runs in a goroutine of its own. A new
+// caller's context can end (calls.go), runs in a goroutine of its own. A new
 // goroutine starts on a small stack, and go-redis's call path is deep: the
 // stack is grown and copied on every call. A goroutine that has run one
 // call keeps its grown stack for the next (docs/design.md,
