@@ -44,6 +44,7 @@ type coalescer struct {
 	user     *redis.Client // the client to pipeline through; nil: never coalesce
 	bound    time.Duration // the longest a script waits in the pipeline (see send); 0: none
 	inflight atomic.Int32
+	shared   sharedBound // the bound of waits nothing else ends (bound.go)
 
 	mu     sync.RWMutex // held for reading while a script uses the batches
 	closed bool
@@ -213,7 +214,10 @@ func (c *coalescer) send(ctx context.Context, sha any, keys []string, args []any
 	cmd := redis.NewCmd(ctx, cmdArgs...)
 	b := c.b.submit(cmd)
 	wctx := ctx
-	if c.bound > 0 && !EndsWithin(ctx, c.bound) {
+	switch {
+	case c.bound > 0 && ctx.Done() == nil:
+		wctx = c.shared.get(c.bound)
+	case c.bound > 0 && !EndsWithin(ctx, c.bound):
 		var cancel context.CancelFunc
 		wctx, cancel = context.WithTimeout(ctx, c.bound)
 		defer cancel()
