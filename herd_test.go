@@ -399,13 +399,23 @@ func TestARedlockHerdWithTheDefaultsUnlocksCleanly(t *testing.T) {
 
 // queuedThenStalled starts a Lock on ctx, on a Client whose calls only
 // their contexts bound, queued behind another Client's holder of a fresh
-// key, and then pauses the server. done gets Lock's error. The Client is
-// closed, and its go-redis client after it, when the test ends.
-func queuedThenStalled(t *testing.T, ctx context.Context) (s *redistest.Server, c *dlock.Client, admin *redis.Client, holder *dlock.Lock, k string, done chan error) {
-	s = redistest.Start(t)
+// key, and then pauses the server. done gets Lock's error; resume resumes
+// the server. The Client is closed, and its go-redis client after it, when
+// the test ends.
+//
+// No script of the Client's is in flight when the server pauses, and until
+// resume its scripts fail unsent, as to a server that cannot be reached: a
+// script in flight on a paused server is bounded only by the client's read
+// timeout, here none (docs/waiting.md), so a keepalive sent just before the
+// pause, or just before Close began, would hold the waiter until resume. On
+// a loaded machine that happened (once in a full run).
+func queuedThenStalled(t *testing.T, ctx context.Context) (resume func(), c *dlock.Client, admin *redis.Client, holder *dlock.Lock, k string, done chan error) {
+	s := redistest.Start(t)
 	opts := s.Options()
 	opts.ReadTimeout, opts.WriteTimeout = -1, -1 // only the context bounds a call
 	rdb := redis.NewClient(opts)
+	gate := &scriptGate{}
+	rdb.AddHook(gate)
 	t.Cleanup(func() { rdb.Close() })
 	c = dlock.New(rdb)
 	t.Cleanup(func() { c.Close() })
@@ -415,8 +425,56 @@ func queuedThenStalled(t *testing.T, ctx context.Context) (s *redistest.Server, 
 	done = make(chan error, 1)
 	go func() { _, err := c.Lock(ctx, k); done <- err }()
 	eventually(t, "queued", func() bool { return queueLen(t, admin, k) == 1 })
+	gate.shut(t)
 	s.Pause()
-	return s, c, admin, holder, k, done
+	var once sync.Once
+	return func() { once.Do(func() { s.Resume(); gate.open() }) }, c, admin, holder, k, done
+}
+
+// scriptGate is a go-redis hook that, while shut, fails the scripts sent
+// with a dial error (never sent), and counts the scripts in flight.
+type scriptGate struct {
+	processOnly
+	mu       sync.Mutex
+	closed   bool
+	inflight int // scripts let through and not yet answered
+}
+
+func (g *scriptGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if name := cmd.Name(); name != "evalsha" && name != "eval" {
+			return next(ctx, cmd)
+		}
+		g.mu.Lock()
+		closed := g.closed
+		if !closed {
+			g.inflight++
+		}
+		g.mu.Unlock()
+		if closed {
+			err := &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("the test's gate is shut")}
+			cmd.SetErr(err)
+			return err
+		}
+		defer func() { g.mu.Lock(); g.inflight--; g.mu.Unlock() }()
+		return next(ctx, cmd)
+	}
+}
+
+// shut fails the scripts sent from now on, and waits until none let
+// through before is in flight.
+func (g *scriptGate) shut(t *testing.T) {
+	g.mu.Lock()
+	g.closed = true
+	g.mu.Unlock()
+	eventually(t, "no script in flight", func() bool { g.mu.Lock(); defer g.mu.Unlock(); return g.inflight == 0 })
+}
+
+// open lets the scripts through again.
+func (g *scriptGate) open() {
+	g.mu.Lock()
+	g.closed = false
+	g.mu.Unlock()
 }
 
 // A queued waiter whose context ends while the server has stalled returns
@@ -424,7 +482,7 @@ func queuedThenStalled(t *testing.T, ctx context.Context) (s *redistest.Server, 
 // background once the server answers again, and leaves no ghost.
 func TestAWaiterOnAStalledServerReturnsWithItsContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	s, _, admin, holder, k, done := queuedThenStalled(t, ctx)
+	resume, _, admin, holder, k, done := queuedThenStalled(t, ctx)
 	cancel()
 	select {
 	case err := <-done:
@@ -432,10 +490,10 @@ func TestAWaiterOnAStalledServerReturnsWithItsContext(t *testing.T) {
 			t.Fatalf("Lock: %v, want context.Canceled", err)
 		}
 	case <-time.After(3 * time.Second): // the cleanup timeout is 5 s
-		s.Resume()
+		resume()
 		t.Fatal("Lock waited for the stalled server after its context ended")
 	}
-	s.Resume()
+	resume()
 	eventually(t, "the waiter's leave landed", func() bool { return queueLen(t, admin, k) == 0 })
 	if err := holder.Unlock(ctxT(t)); err != nil {
 		t.Fatal(err)
@@ -446,10 +504,10 @@ func TestAWaiterOnAStalledServerReturnsWithItsContext(t *testing.T) {
 }
 
 // Likewise when Close ends the wait: the waiter returns ErrClosed at once,
-// and its leave, still in flight on the stalled server, is work that Close
+// and its leave, not yet answered by the stalled server, is work that Close
 // waits for, so Close returns only once the queue is clear of it.
 func TestAWaiterOnAStalledServerReturnsWhenCloseBegins(t *testing.T) {
-	s, c, admin, holder, k, done := queuedThenStalled(t, context.Background())
+	resume, c, admin, holder, k, done := queuedThenStalled(t, context.Background())
 	closed := make(chan struct{})
 	go func() { c.Close(); close(closed) }()
 	select {
@@ -458,16 +516,16 @@ func TestAWaiterOnAStalledServerReturnsWhenCloseBegins(t *testing.T) {
 			t.Fatalf("Lock: %v, want ErrClosed", err)
 		}
 	case <-time.After(3 * time.Second): // the cleanup timeout is 5 s
-		s.Resume()
+		resume()
 		t.Fatal("Lock waited for the stalled server after Close began")
 	}
 	select {
 	case <-closed:
-		s.Resume()
+		resume()
 		t.Fatal("Close returned before the waiter's leave had an answer")
 	case <-time.After(100 * time.Millisecond):
 	}
-	s.Resume()
+	resume()
 	<-closed
 	if n := queueLen(t, admin, k); n != 0 {
 		t.Fatalf("%d waiters queued after Close returned", n)
