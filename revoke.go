@@ -70,8 +70,11 @@ type Revoked struct {
 // Revoke returns when that is done, or when ctx ends or the Client is
 // closed (the marks stand: the holds end with their leases; the error is
 // ctx's, or ErrClosed). Close waits for it to return. It fails with an error matching ErrNotHeld
-// when key has no live hold of dlock's that r names (a key dlock did not
-// write is never touched). The console (module dlock/console) calls it.
+// when key has no live hold of dlock's that r names: a key dlock did not
+// write is never touched, and a string that only looks like a token is
+// taken for the user's unless it has a TTL or dlock's fence counter beside
+// it (every mutex dlock grants has both). The console (module dlock/console)
+// calls it.
 func (c *Client) Revoke(ctx context.Context, key string, r Revocation) (Revoked, error) {
 	needContext(ctx)
 	o, err := c.prepare(key, nil)
@@ -115,9 +118,10 @@ func (c *Client) revoke(ctx context.Context, key string, r Revocation, keep time
 	}
 	nm := namesOf(key)
 	toks, err := holdsOf(answers, r.Holder)
-	// A token-shaped value without the fence counter dlock keeps beside
-	// every hold it grants (IsDlock) is the user's: never touched.
-	if err != nil || len(toks) == 0 || !st.IsDlock() {
+	// A token-shaped value with neither the TTL nor the fence counter that
+	// every mutex dlock grants has (IsDlock) is the user's: never touched.
+	// One that lost its counter (evicted, deleted) still has its TTL.
+	if err != nil || len(toks) == 0 || !st.IsDlock() && st.TTL <= 0 {
 		return Revoked{}, errors.Join(err, fmt.Errorf("%w: %q has no hold %q to revoke", ErrNotHeld, key, r.Holder))
 	}
 	if r.Grace == 0 {

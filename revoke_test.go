@@ -255,6 +255,26 @@ func TestRevokeLeavesTheUsersKeysOfAnyShapeAlone(t *testing.T) {
 	}
 }
 
+// A mutex of dlock's whose fence counter was lost (evicted, deleted) is
+// still dlock's: its TTL tells it from the user's token-shaped string, and
+// Revoke takes it back.
+func TestRevokeTakesBackAMutexThatLostItsFenceCounter(t *testing.T) {
+	c, rdb := newClient(t, shared())
+	k := key(t)
+	l := mustLock(t, c, k, dlock.WithTTL(time.Minute))
+	defer l.Unlock(ctxT(t))
+	if rdb.Del(ctxT(t), "dlock:fence:{"+k+"}").Val() != 1 {
+		t.Fatal("no fence counter beside the lock")
+	}
+	r, err := c.Revoke(ctxT(t), k, dlock.Revocation{By: "op", Grace: 50 * time.Millisecond})
+	if err != nil || r.Removed != 1 {
+		t.Fatalf("Revoke = %+v, %v; want the hold removed", r, err)
+	}
+	if rdb.Exists(ctxT(t), k).Val() != 0 {
+		t.Fatal("the revoked hold is still there")
+	}
+}
+
 // A paused node costs a Redlock revoke at most a bounded wait at each step:
 // its calls run beside the other nodes', each cut short after a second
 // (revokeNodeTimeout), whatever the go-redis client's own read timeout and

@@ -203,8 +203,9 @@ type loadCall struct {
 }
 
 // send runs one EVALSHA (of the script whose hash is sha, on keys) through
-// the pipeliner and waits for its answer until ctx ends or at most
-// c.bound: the pipeliner does not end a
+// the pipeliner and waits for its answer until ctx ends or at most c.bound
+// (a second more when the bound is shared, bound.go): the pipeliner does
+// not end a
 // command's wait when its context ends, nor, with many in flight on a
 // stalled server, when the read timeout passes. A command not answered by
 // then may still run (as one whose read timed out may): its caller treats
@@ -294,7 +295,7 @@ func LateReply(err error) (v any, ok bool) {
 // close stops pipelining: later scripts go to the user's client as
 // requests of their own. Holding mu, close knows that no caller waits on a
 // batch any more (each holds mu for reading until its script is answered,
-// or abandoned after c.bound): it ends the batches' context, so that a
+// or abandoned after c.bound, or a second more): it ends the batches' context, so that a
 // batch not yet sent is not (its scripts fail unanswered) and go-redis
 // retries none in flight, and waits for those in flight, each bounded by
 // the user's client's timeouts.
