@@ -62,8 +62,9 @@ type Revoked struct {
 //     matching ErrRevoked, and it gives the key back.
 //  3. When every hold has let go or the grace has ended, the holds still
 //     there are removed as Unlock removes them (the next waiter is served;
-//     a removed lock's fence counter is raised above its fence), and an
-//     entry "ended" records whether each hold let go or was removed. Every
+//     on Redlock's nodes a removed lock's fence counter is raised above its
+//     fence), and an entry "ended" records whether each hold let go or was
+//     removed. Every
 //     later holder's fence is above every revoked hold's, so its writes
 //     make every guard refuse the revoked holder's from then on.
 //
