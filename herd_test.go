@@ -3,6 +3,7 @@ package dlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"runtime"
 	"strconv"
@@ -532,5 +533,61 @@ func TestAWaiterOnAStalledServerReturnsWhenCloseBegins(t *testing.T) {
 	}
 	if err := holder.Unlock(ctxT(t)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A Lock whose script is in flight on a stalled server returns when its
+// context ends, even on a client that never times out a read (go-redis
+// ends no read when a context ends): the first acquire of a free key, and
+// a queued waiter's keepalive. Once the server is back, what the scripts
+// did is undone: the key is free, the line empty. (Before, such a Lock
+// returned only when the server answered, and on a default client about 5 s
+// after a 300-ms context ended.)
+func TestALockWithAScriptInFlightOnAStalledServerReturnsWithItsContext(t *testing.T) {
+	s := redistest.Start(t)
+	opts := s.Options()
+	opts.ReadTimeout, opts.WriteTimeout = -1, -1
+	rdb := redis.NewClient(opts)
+	t.Cleanup(func() { rdb.Close() })
+	c := dlock.New(rdb)
+	t.Cleanup(func() { c.Close() })
+	other, admin := newClient(t, s)
+	mustLock(t, c, key(t)+":warm").Unlock(ctxT(t))
+	for _, contended := range []bool{false, true} {
+		k := fmt.Sprintf("%s:%v", key(t), contended)
+		var holder *dlock.Lock
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		if contended {
+			holder = mustLock(t, other, k, dlock.WithTTL(time.Minute))
+			go func() { _, err := c.Lock(ctx, k); done <- err }()
+			eventually(t, "queued", func() bool { return queueLen(t, admin, k) == 1 })
+		}
+		s.Pause()
+		if contended {
+			time.Sleep(500 * time.Millisecond) // a keepalive is sent, and stalls
+		} else {
+			go func() { _, err := c.Lock(ctx, k); done <- err }()
+			time.Sleep(100 * time.Millisecond) // the acquire is sent, and stalls
+		}
+		cancel()
+		select {
+		case err := <-done:
+			if !errors.Is(err, dlock.ErrNotObtained) || !errors.Is(err, context.Canceled) {
+				s.Resume()
+				t.Fatalf("contended %v: Lock: %v, want ErrNotObtained and context.Canceled", contended, err)
+			}
+		case <-time.After(5 * time.Second):
+			s.Resume()
+			t.Fatalf("contended %v: Lock waited for the stalled server after its context ended", contended)
+		}
+		s.Resume()
+		if holder != nil {
+			eventually(t, "the waiter's leave landed", func() bool { return queueLen(t, admin, k) == 0 })
+			if err := holder.Unlock(ctxT(t)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		eventually(t, "the key free", func() bool { return admin.Exists(ctxT(t), k).Val() == 0 })
 	}
 }

@@ -77,9 +77,9 @@ func (c *Client) holdBack(ctx context.Context) bool {
 
 // driver carries one Waiter's commands out and its events in, in the
 // caller's goroutine until the caller has its answer, then (a leave) in one
-// of its own. A script runs inline, with the caller's context: a context
-// that ends aborts the script in flight, whose outcome is then unknown (the
-// Waiter's Failed, and unsure).
+// of its own. A script runs with the caller's context, and the transport
+// stops waiting for it when that context ends: its outcome is then unknown
+// (the Waiter's Failed, and unsure).
 type driver struct {
 	c  *Client
 	n  *node

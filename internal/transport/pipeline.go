@@ -83,7 +83,8 @@ const coalesceAbove = 4
 
 // run runs script s on the node: through the pipeliner when more than
 // coalesceAbove scripts are in flight (s included) or ctx asks for it
-// (viaPipeline), else on the user's client.
+// (viaPipeline), else on the user's client, detached when ctx can end.
+// Either way it returns by the time ctx ends.
 func (c *coalescer) run(ctx context.Context, rdb Client, s *Script, keys []string, args ...any) *redis.Cmd {
 	n := c.inflight.Add(1)
 	defer c.inflight.Add(-1)
@@ -95,8 +96,49 @@ func (c *coalescer) run(ctx context.Context, rdb Client, s *Script, keys []strin
 		}
 		c.mu.RUnlock()
 	}
+	if ctx.Done() != nil {
+		c.mu.RLock()
+		if !c.closed {
+			return c.detached(ctx, rdb, s, keys, args) // it releases mu
+		}
+		c.mu.RUnlock()
+	}
 	// A copy: go-redis keeps what it is given.
 	return s.Run(ctx, rdb, keys, slices.Clone(args)...)
+}
+
+// detached runs s on the user's client in a goroutine of its own and waits
+// for its answer while ctx lasts: go-redis ends the wait for a connection
+// when ctx ends, but not a read, which only the client's read timeout
+// ends (never, without one), so a caller waiting in it would return long
+// after its context ended. The request itself gets ctx, so one still
+// waiting for a connection when ctx ends is never sent. Unanswered in
+// time, it is the caller's unanswered error (Settled, LateReply), as a
+// pipelined one is. Its goroutine holds mu for reading until go-redis
+// returns, so that close waits for it. The caller holds mu for reading.
+func (c *coalescer) detached(ctx context.Context, rdb Client, s *Script, keys []string, args []any) *redis.Cmd {
+	done := make(chan struct{})
+	r := &reply{done: done}
+	args = slices.Clone(args) // go-redis keeps what it is given
+	go func() {
+		defer c.mu.RUnlock()
+		r.cmd = s.Run(ctx, rdb, keys, args...)
+		close(done)
+	}()
+	select {
+	case <-r.done:
+		return r.cmd
+	case <-ctx.Done():
+		failed := redis.NewCmd(ctx, evalsha(s.hash, keys, args)...)
+		failed.SetErr(&unanswered{ctx.Err(), r})
+		return failed
+	}
+}
+
+// reply is a request's answer, cmd, once done is closed.
+type reply struct {
+	done <-chan struct{}
+	cmd  *redis.Cmd
 }
 
 // evalsha returns the arguments of an EVALSHA of the script whose hash is
@@ -232,7 +274,7 @@ func (c *coalescer) send(ctx context.Context, sha any, keys []string, args []any
 		if why == nil {
 			why = fmt.Errorf("%w: no answer through the pipeline within %v", os.ErrDeadlineExceeded, c.bound)
 		}
-		failed.SetErr(&unanswered{why, b, cmd})
+		failed.SetErr(&unanswered{why, &reply{b.done, cmd}})
 		return failed
 	}
 	return cmd
@@ -244,23 +286,22 @@ func EndsWithin(ctx context.Context, d time.Duration) bool {
 	return ok && time.Until(end) <= d
 }
 
-// unanswered is the error of a pipelined script whose answer did not come
-// in time (err says why). The pipeliner may still send it (go-redis
-// retries a pipeline whose connection failed) and the server run it; b
-// tells when the pipeline is done with it, cmd (b's) its answer (see
-// Settled).
+// unanswered is the error of a script whose answer did not come in time
+// (err says why): a pipelined one, which the pipeliner may still send
+// (go-redis retries a pipeline whose connection failed), or a detached
+// one, still in go-redis. The server may run it; r tells when go-redis is
+// done with it, and its answer (see Settled).
 type unanswered struct {
 	err error
-	b   *batch
-	cmd *redis.Cmd
+	r   *reply
 }
 
 func (e *unanswered) Error() string { return e.err.Error() }
 func (e *unanswered) Unwrap() error { return e.err }
 
 // Settled waits, while ctx lasts, until the request that err was the
-// answer to can no longer be sent: at once unless err is a pipelined
-// script's unanswered, whose pipeliner may still retry it. It reports
+// answer to can no longer be sent: at once unless err is a script's
+// unanswered, which go-redis may still send or retry. It reports
 // whether the request's answer has come since: then it has run, and a
 // request sent now reaches the server after it.
 func Settled(ctx context.Context, err error) (answered bool) {
@@ -268,7 +309,12 @@ func Settled(ctx context.Context, err error) (answered bool) {
 	if !errors.As(err, &u) {
 		return false
 	}
-	err = u.b.wait(ctx, u.cmd)
+	select {
+	case <-u.r.done:
+	case <-ctx.Done():
+		return false
+	}
+	err = u.r.cmd.Err()
 	return err == nil || IsRedisError(err) // a script's error reply is an answer too
 }
 
@@ -282,23 +328,25 @@ func LateReply(err error) (v any, ok bool) {
 		return nil, false
 	}
 	select {
-	case <-u.b.done:
+	case <-u.r.done:
 	default:
 		return nil, false // not answered yet
 	}
-	if u.cmd.Err() != nil {
+	if u.r.cmd.Err() != nil {
 		return nil, false
 	}
-	return u.cmd.Val(), true
+	return u.r.cmd.Val(), true
 }
 
-// close stops pipelining: later scripts go to the user's client as
-// requests of their own. Holding mu, close knows that no caller waits on a
-// batch any more (each holds mu for reading until its script is answered,
-// or abandoned after c.bound, or a second more): it ends the batches' context, so that a
-// batch not yet sent is not (its scripts fail unanswered) and go-redis
-// retries none in flight, and waits for those in flight, each bounded by
-// the user's client's timeouts.
+// close stops pipelining and detaching: later scripts go to the user's
+// client as requests of their own, inline. Holding mu, close knows that no
+// caller waits on a batch any more (each holds mu for reading until its
+// script is answered, or abandoned after c.bound, or a second more) and
+// that no detached request is left in go-redis (its goroutine holds mu for
+// reading until go-redis returns, which the user's client's timeouts
+// bound): it ends the batches' context, so that a batch not yet sent is
+// not (its scripts fail unanswered) and go-redis retries none in flight,
+// and waits for those in flight, bounded likewise.
 func (c *coalescer) close() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
