@@ -591,3 +591,49 @@ func TestALockWithAScriptInFlightOnAStalledServerReturnsWithItsContext(t *testin
 		eventually(t, "the key free", func() bool { return admin.Exists(ctxT(t), k).Val() == 0 })
 	}
 }
+
+// The same with WithReplicaAck, whose acquire and WAIT hold a connection
+// of their own: Lock and TryLock return when their context ends, and the
+// grant that lands once the server is back is given back.
+func TestAReplicaAckedAcquireOnAStalledServerReturnsWithItsContext(t *testing.T) {
+	master := redistest.Start(t)
+	redistest.StartReplica(t, master)
+	opts := master.Options()
+	opts.ReadTimeout, opts.WriteTimeout = -1, -1
+	rdb := redis.NewClient(opts)
+	t.Cleanup(func() { rdb.Close() })
+	c := dlock.New(rdb)
+	t.Cleanup(func() { c.Close() })
+	_, admin := newClient(t, master)
+	ack := dlock.WithReplicaAck(1, 200*time.Millisecond)
+	mustLock(t, c, key(t)+":warm", ack).Unlock(ctxT(t))
+	for _, try := range []bool{false, true} {
+		k := fmt.Sprintf("%s:%v", key(t), try)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		master.Pause()
+		go func() {
+			var err error
+			if try {
+				_, err = c.TryLock(ctx, k, ack)
+			} else {
+				_, err = c.Lock(ctx, k, ack)
+			}
+			done <- err
+		}()
+		time.Sleep(100 * time.Millisecond) // the acquire is sent, and stalls
+		cancel()
+		select {
+		case err := <-done:
+			if !errors.Is(err, dlock.ErrNotObtained) || !errors.Is(err, context.Canceled) {
+				master.Resume()
+				t.Fatalf("TryLock (else Lock) %v: %v, want ErrNotObtained and context.Canceled", try, err)
+			}
+		case <-time.After(5 * time.Second):
+			master.Resume()
+			t.Fatalf("TryLock (else Lock) %v: waited for the stalled server after its context ended", try)
+		}
+		master.Resume()
+		eventually(t, "the key free", func() bool { return admin.Exists(ctxT(t), k).Val() == 0 })
+	}
+}

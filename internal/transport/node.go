@@ -61,8 +61,36 @@ func (n *Node) Run(ctx context.Context, s *Script, keys []string, args ...any) *
 }
 
 // RunAcked runs s and WAIT in one round trip (WithReplicaAck): s's reply,
-// and how many of replicas acknowledged its writes within timeout.
+// and how many of replicas acknowledged its writes within timeout. As Run
+// does, it returns by the time ctx ends, with an error whose late reply
+// (s's) Settled and LateReply read.
 func (n *Node) RunAcked(ctx context.Context, s *Script, keys []string, replicas int, timeout time.Duration, args ...any) (any, int, error) {
+	if ctx.Done() == nil || !n.co.detach() {
+		v, acked, _, err := n.runAcked(ctx, s, keys, replicas, timeout, args...)
+		return v, acked, err
+	}
+	done := make(chan struct{})
+	r := &reply{done: done}
+	var (
+		v     any
+		acked int
+		err   error
+	)
+	go func() { // detached, as coalescer.detached
+		defer n.co.mu.RUnlock()
+		v, acked, r.cmd, err = n.runAcked(ctx, s, keys, replicas, timeout, args...)
+		close(done)
+	}()
+	select {
+	case <-done:
+		return v, acked, err
+	case <-ctx.Done():
+		return nil, 0, &unanswered{ctx.Err(), r}
+	}
+}
+
+// runAcked is RunAcked in the caller's goroutine; script is s's command.
+func (n *Node) runAcked(ctx context.Context, s *Script, keys []string, replicas int, timeout time.Duration, args ...any) (any, int, *redis.Cmd, error) {
 	for loaded := false; ; loaded = true {
 		var script, wait *redis.Cmd
 		_, err := n.RDB.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -72,15 +100,16 @@ func (n *Node) RunAcked(ctx context.Context, s *Script, keys []string, replicas 
 		})
 		if err != nil && noScript(script.Err()) && !loaded {
 			if err := s.Load(ctx, n.RDB).Err(); err != nil {
-				return nil, 0, err
+				script.SetErr(err)
+				return nil, 0, script, err
 			}
 			continue
 		}
 		if err := script.Err(); err != nil {
-			return nil, 0, err
+			return nil, 0, script, err
 		}
 		acked, err := wait.Int64()
-		return script.Val(), int(acked), err
+		return script.Val(), int(acked), script, err
 	}
 }
 

@@ -96,15 +96,23 @@ func (c *coalescer) run(ctx context.Context, rdb Client, s *Script, keys []strin
 		}
 		c.mu.RUnlock()
 	}
-	if ctx.Done() != nil {
-		c.mu.RLock()
-		if !c.closed {
-			return c.detached(ctx, rdb, s, keys, args) // it releases mu
-		}
-		c.mu.RUnlock()
+	if ctx.Done() != nil && c.detach() {
+		return c.detached(ctx, rdb, s, keys, args) // it releases mu
 	}
 	// A copy: go-redis keeps what it is given.
 	return s.Run(ctx, rdb, keys, slices.Clone(args)...)
+}
+
+// detach reports whether a request may run detached: not once close has
+// begun. If so, the caller holds mu for reading, which the request's
+// goroutine releases when go-redis returns.
+func (c *coalescer) detach() bool {
+	c.mu.RLock()
+	if c.closed {
+		c.mu.RUnlock()
+		return false
+	}
+	return true
 }
 
 // detached runs s on the user's client in a goroutine of its own and waits
@@ -114,8 +122,8 @@ func (c *coalescer) run(ctx context.Context, rdb Client, s *Script, keys []strin
 // after its context ended. The request itself gets ctx, so one still
 // waiting for a connection when ctx ends is never sent. Unanswered in
 // time, it is the caller's unanswered error (Settled, LateReply), as a
-// pipelined one is. Its goroutine holds mu for reading until go-redis
-// returns, so that close waits for it. The caller holds mu for reading.
+// pipelined one is. Its goroutine holds mu for reading (detach) until
+// go-redis returns, so that close waits for it.
 func (c *coalescer) detached(ctx context.Context, rdb Client, s *Script, keys []string, args []any) *redis.Cmd {
 	done := make(chan struct{})
 	r := &reply{done: done}
