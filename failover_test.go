@@ -217,3 +217,47 @@ func observed(ctx context.Context, e *dlock.Election) func() dlock.Leader {
 		return last
 	}
 }
+
+// A Lock with WithNodeTimeout started while its key's cluster master is
+// silent (paused, not dead: no connection is refused) gets the lock once
+// a replica has taken over: a node timeout asks the cluster client to
+// reload its map of slots, as a read timeout does. (It took about a
+// minute, or never came within a review's 36 s: the node timeout did not
+// count as the node being unreachable.)
+func TestALockWithANodeTimeoutRidesOutASilentClusterMaster(t *testing.T) {
+	t.Parallel() // waits more than it works (Makefile: -parallel)
+	cl := redistest.StartClusterWithReplicas(t, 3, 1)
+	c := dlock.New(cl.Client(t))
+	defer c.Close()
+	tag := "{" + key(t) + "}"
+	mustLock(t, c, tag+":warm").Unlock(ctxT(t))
+	old, err := cl.MasterOf(ctxT(t), tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old.Pause()
+	defer old.Resume()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		l, err := c.Lock(ctx, tag+":k", dlock.WithNodeTimeout(300*time.Millisecond))
+		if err == nil {
+			err = l.Unlock(ctx)
+		}
+		done <- err
+	}()
+	if _, err := cl.WaitPromotion(tag, old, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	promoted := time.Now()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Lock across the failover: %v", err)
+		}
+		t.Logf("locked %v after the promotion", time.Since(promoted).Round(100*time.Millisecond))
+	case <-time.After(30 * time.Second): // without the reload: about a minute
+		t.Fatal("Lock not served 30 s after a replica took over")
+	}
+}

@@ -454,3 +454,25 @@ func TestEveryCallPanicsOnANilContextBeforeChangingAnything(t *testing.T) {
 		t.Fatalf("Unlock after an Unlock(nil): %v, want the lock released", err)
 	}
 }
+
+// A one-node Lock whose script the node timeout cut short fails, with
+// WithFailFast, with the node's error, as TryLock does: "no answer within
+// the node timeout", not the caller's context's error (its context has
+// not ended). (It matched context.DeadlineExceeded; found by review.)
+func TestANodeTimeoutIsNotTheCallersDeadline(t *testing.T) {
+	s := redistest.Start(t)
+	c, _ := newClient(t, s)
+	k := key(t)
+	mustLock(t, c, k+":warm").Unlock(ctxT(t))
+	s.Pause()
+	defer s.Resume()
+	nt := dlock.WithNodeTimeout(100 * time.Millisecond)
+	_, lerr := c.Lock(context.Background(), k, nt, dlock.WithFailFast())
+	_, terr := c.TryLock(context.Background(), k+":try", nt)
+	for name, err := range map[string]error{"Lock": lerr, "TryLock": terr} {
+		var ne *dlock.NodeError
+		if !errors.As(err, &ne) || errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "node timeout") {
+			t.Errorf("%s: %v, want a *NodeError saying the node timeout passed", name, err)
+		}
+	}
+}

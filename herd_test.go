@@ -606,7 +606,13 @@ func TestAReplicaAckedAcquireOnAStalledServerReturnsWithItsContext(t *testing.T)
 	t.Cleanup(func() { c.Close() })
 	_, admin := newClient(t, master)
 	ack := dlock.WithReplicaAck(1, 200*time.Millisecond)
-	mustLock(t, c, key(t)+":warm", ack).Unlock(ctxT(t))
+	eventually(t, "the replica acknowledges", func() bool { // once it has synced
+		l, err := c.TryLock(ctxT(t), key(t)+":warm", ack)
+		if err == nil {
+			l.Unlock(ctxT(t))
+		}
+		return err == nil
+	})
 	for _, try := range []bool{false, true} {
 		k := fmt.Sprintf("%s:%v", key(t), try)
 		ctx, cancel := context.WithCancel(context.Background())

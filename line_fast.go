@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dlock-go/dlock/internal/ask"
 	"github.com/dlock-go/dlock/internal/tokens"
 	"github.com/dlock-go/dlock/internal/transport"
 	"github.com/dlock-go/dlock/internal/wait"
@@ -88,7 +89,7 @@ func (c *Client) lockFast(ctx context.Context, nm *lockNames, token string, o op
 	sctx := ctx
 	if o.hasNodeTimeout { // as the driver's exec bounds each script
 		var cancel context.CancelFunc
-		sctx, cancel = context.WithTimeout(ctx, o.nodeTimeout)
+		sctx, cancel = context.WithTimeoutCause(ctx, o.nodeTimeout, ask.ErrNodeTimeout)
 		defer cancel()
 	}
 	g, slow, err := c.nodes[0].acquireFast(sctx, nm, token, o)

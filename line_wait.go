@@ -3,10 +3,12 @@ package dlock
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/dlock-go/dlock/internal/ask"
 	"github.com/dlock-go/dlock/internal/tokens"
 	"github.com/dlock-go/dlock/internal/transport"
 	"github.com/dlock-go/dlock/internal/wait"
@@ -96,7 +98,7 @@ type driver struct {
 	script   wait.Command // the script do returns (a field: no allocation per script)
 	added    bool         // in c.wakes' waiters (from its first full acquire: a fast one never queues)
 	sent     time.Time    // the send of the last acquire
-	unsure   error        // the last acquire's failure, if it went unanswered
+	unsure   []error      // the failures of acquires that went unanswered and may still run
 	unready  bool         // it was sent before the subscription was ready
 	replied  bool         // some acquire was answered
 	last     error        // the last node error of an outage ridden out
@@ -223,7 +225,7 @@ func (d *driver) waitFor(at time.Time) {
 func (d *driver) exec(ctx context.Context, cmd wait.Command) wait.Event {
 	if d.o.hasNodeTimeout {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, d.o.nodeTimeout)
+		ctx, cancel = context.WithTimeoutCause(ctx, d.o.nodeTimeout, ask.ErrNodeTimeout)
 		defer cancel()
 	}
 	if cmd.Kind == wait.RunAcquire {
@@ -234,10 +236,12 @@ func (d *driver) exec(ctx context.Context, cmd wait.Command) wait.Event {
 		d.sent, d.unready = time.Now(), d.ready != nil && !isClosed(d.ready)
 		return replyEvent(d.n.acquireLine(ctx, d.nm, cmd.Args[0], d.id, d.o))
 	}
-	if d.unsure != nil {
-		// The acquire that failed unanswered may still be sent (a
-		// pipeliner's retry): the leave goes after it can no more.
-		transport.Settled(ctx, d.unsure)
+	for _, err := range d.unsure {
+		// An acquire that failed unanswered may still be sent (a
+		// pipeliner's retry, a stalled server's queue): the leave goes
+		// after none can any more. (Every one: the node timeout and the
+		// backoff let a waiter send the next while one still waits.)
+		transport.Settled(ctx, err)
 	}
 	ok, err := d.n.releaseLine(ctx, d.nm, cmd.Args[0], d.id, d.w.Keep())
 	if err == nil && !ok {
@@ -308,7 +312,10 @@ func (d *driver) replied1(ctx context.Context, ev wait.Event) wait.Event {
 	ev.Now = time.Now()
 	if d.w.State() == wait.Acquiring {
 		noteStep(d.o.note, ev.Err, false)
-		d.unsure = ev.Err // nil: answered
+		d.unsure = slices.DeleteFunc(d.unsure, func(err error) bool { return !transport.Pending(err) })
+		if transport.Pending(ev.Err) {
+			d.unsure = append(d.unsure, ev.Err)
+		}
 	}
 	if ev.Kind == wait.Reply {
 		d.replied, d.last = true, nil

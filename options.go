@@ -105,11 +105,10 @@ func WithMaxHold(d time.Duration) Option {
 // stalled node costs at most d, whatever the go-redis clients' timeouts; a
 // lock a later answer granted is released. Default: DefaultNodeTimeout, at
 // most a tenth of the TTL, with several nodes; none with one (the context
-// bounds the call). It must be positive and below the TTL. On one node, a
-// Lock's script sent alone (four or fewer of the Client's in flight) is one
-// go-redis call, which a stalled server ends only at the client's read
-// timeout; d then bounds that wait no better than the context does
-// (docs/waiting.md, "Contexts").
+// bounds the call). It must be positive and below the TTL. On one node it
+// bounds each of a waiting Lock's scripts too, which the wait then retries;
+// a node not answered in time is a *NodeError ("no answer within the node
+// timeout"), as with several.
 func WithNodeTimeout(d time.Duration) Option {
 	return func(o *options) { o.nodeTimeout, o.hasNodeTimeout = d, true }
 }

@@ -9,14 +9,21 @@ package ask
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
 )
 
 // ErrNodeTimeout is a node's error when it did not answer within the
-// node timeout (see calls.wait).
-var ErrNodeTimeout = errors.New("no answer within the node timeout")
+// node timeout (see calls.wait). It is a timeout (net.Error), as a read
+// timeout is: the node may be gone (internal/transport's Refresh).
+var ErrNodeTimeout error = nodeTimeout{}
+
+// nodeTimeout is ErrNodeTimeout's type.
+type nodeTimeout struct{}
+
+func (nodeTimeout) Error() string   { return "no answer within the node timeout" }
+func (nodeTimeout) Timeout() bool   { return true }
+func (nodeTimeout) Temporary() bool { return true }
 
 // Answers that come after the caller has gone
 //

@@ -128,10 +128,11 @@ func (cl *Cluster) spawnReplicas(replicas int, timeout string) error {
 }
 
 // MasterOf returns the server that serves key's slot as master now, as
-// the first live node that answers CLUSTER SLOTS says.
+// the first live node that answers CLUSTER SLOTS says. A node that does
+// not answer (paused) is passed over within a fraction of a second.
 func (cl *Cluster) MasterOf(ctx context.Context, key string) (*Server, error) {
 	for _, s := range cl.Nodes() {
-		c := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1, DialTimeout: 500 * time.Millisecond})
+		c := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1, DialTimeout: 500 * time.Millisecond, ReadTimeout: 200 * time.Millisecond})
 		slot, err := c.ClusterKeySlot(ctx, key).Result()
 		var slots []redis.ClusterSlot
 		if err == nil {

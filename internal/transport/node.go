@@ -85,7 +85,7 @@ func (n *Node) RunAcked(ctx context.Context, s *Script, keys []string, replicas 
 	case <-done:
 		return v, acked, err
 	case <-ctx.Done():
-		return nil, 0, &unanswered{ctx.Err(), r}
+		return nil, 0, &unanswered{context.Cause(ctx), r}
 	}
 }
 

@@ -138,7 +138,7 @@ func (c *coalescer) detached(ctx context.Context, rdb Client, s *Script, keys []
 		return r.cmd
 	case <-ctx.Done():
 		failed := redis.NewCmd(ctx, evalsha(s.hash, keys, args)...)
-		failed.SetErr(&unanswered{ctx.Err(), r})
+		failed.SetErr(&unanswered{context.Cause(ctx), r})
 		return failed
 	}
 }
@@ -278,7 +278,7 @@ func (c *coalescer) send(ctx context.Context, sha any, keys []string, args []any
 		// Err waits for the pipeline, however long a stalled server
 		// makes it.)
 		failed := redis.NewCmd(ctx, cmdArgs...)
-		why := ctx.Err()
+		why := context.Cause(ctx)
 		if why == nil {
 			why = fmt.Errorf("%w: no answer through the pipeline within %v", os.ErrDeadlineExceeded, c.bound)
 		}
@@ -295,7 +295,8 @@ func EndsWithin(ctx context.Context, d time.Duration) bool {
 }
 
 // unanswered is the error of a script whose answer did not come in time
-// (err says why): a pipelined one, which the pipeliner may still send
+// (err says why: the cause of the caller's context, or the pipeline's
+// bound): a pipelined one, which the pipeliner may still send
 // (go-redis retries a pipeline whose connection failed), or a detached
 // one, still in go-redis. The server may run it; r tells when go-redis is
 // done with it, and its answer (see Settled).
@@ -326,8 +327,24 @@ func Settled(ctx context.Context, err error) (answered bool) {
 	return err == nil || IsRedisError(err) // a script's error reply is an answer too
 }
 
+// Pending reports whether err is the error of a request whose answer did
+// not come in time (unanswered) and that go-redis may still send: one
+// that Settled would wait for.
+func Pending(err error) bool {
+	var u *unanswered
+	if !errors.As(err, &u) {
+		return false
+	}
+	select {
+	case <-u.r.done:
+		return false
+	default:
+		return true
+	}
+}
+
 // LateReply returns the reply that came, after its caller stopped waiting,
-// to the pipelined script whose error err is (unanswered); for use once
+// to the script whose error err is (unanswered); for use once
 // Settled has reported it answered. ok is false when err is not such an
 // error, or the reply is an error. What the reply means is the caller's.
 func LateReply(err error) (v any, ok bool) {
