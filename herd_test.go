@@ -571,17 +571,7 @@ func TestALockWithAScriptInFlightOnAStalledServerReturnsWithItsContext(t *testin
 			time.Sleep(100 * time.Millisecond) // the acquire is sent, and stalls
 		}
 		cancel()
-		select {
-		case err := <-done:
-			if !errors.Is(err, dlock.ErrNotObtained) || !errors.Is(err, context.Canceled) {
-				s.Resume()
-				t.Fatalf("contended %v: Lock: %v, want ErrNotObtained and context.Canceled", contended, err)
-			}
-		case <-time.After(5 * time.Second):
-			s.Resume()
-			t.Fatalf("contended %v: Lock waited for the stalled server after its context ended", contended)
-		}
-		s.Resume()
+		returnsCancelled(t, s, done, fmt.Sprintf("Lock, contended %v", contended))
 		if holder != nil {
 			eventually(t, "the waiter's leave landed", func() bool { return queueLen(t, admin, k) == 0 })
 			if err := holder.Unlock(ctxT(t)); err != nil {
@@ -629,17 +619,23 @@ func TestAReplicaAckedAcquireOnAStalledServerReturnsWithItsContext(t *testing.T)
 		}()
 		time.Sleep(100 * time.Millisecond) // the acquire is sent, and stalls
 		cancel()
-		select {
-		case err := <-done:
-			if !errors.Is(err, dlock.ErrNotObtained) || !errors.Is(err, context.Canceled) {
-				master.Resume()
-				t.Fatalf("TryLock (else Lock) %v: %v, want ErrNotObtained and context.Canceled", try, err)
-			}
-		case <-time.After(5 * time.Second):
-			master.Resume()
-			t.Fatalf("TryLock (else Lock) %v: waited for the stalled server after its context ended", try)
-		}
-		master.Resume()
+		returnsCancelled(t, master, done, fmt.Sprintf("TryLock (else Lock) %v", try))
 		eventually(t, "the key free", func() bool { return admin.Exists(ctxT(t), k).Val() == 0 })
+	}
+}
+
+// returnsCancelled waits for the call named what to return on done, its context
+// cancelled while s (paused) stalls it: at once, with an error matching
+// ErrNotObtained and context.Canceled. Then it resumes s.
+func returnsCancelled(t *testing.T, s *redistest.Server, done <-chan error, what string) {
+	t.Helper()
+	defer s.Resume()
+	select {
+	case err := <-done:
+		if !errors.Is(err, dlock.ErrNotObtained) || !errors.Is(err, context.Canceled) {
+			t.Fatalf("%s: %v, want ErrNotObtained and context.Canceled", what, err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%s waited for the stalled server after its context ended", what)
 	}
 }
