@@ -69,24 +69,15 @@ func (n *Node) RunAcked(ctx context.Context, s *Script, keys []string, replicas 
 		v, acked, _, err := n.runAcked(ctx, s, keys, replicas, timeout, args...)
 		return v, acked, err
 	}
-	done := make(chan struct{})
-	r := &reply{done: done}
 	var (
 		v     any
 		acked int
 		err   error
 	)
-	go func() { // detached, as coalescer.detached
-		defer n.co.mu.RUnlock()
-		v, acked, r.cmd, err = n.runAcked(ctx, s, keys, replicas, timeout, args...)
-		close(done)
-	}()
-	select {
-	case <-done:
-		return v, acked, err
-	case <-ctx.Done():
-		return nil, 0, &unanswered{context.Cause(ctx), r}
+	if late := n.co.await(ctx, func(r *reply) { v, acked, r.cmd, err = n.runAcked(ctx, s, keys, replicas, timeout, args...) }); late != nil {
+		return nil, 0, late
 	}
+	return v, acked, err
 }
 
 // runAcked is RunAcked in the caller's goroutine; script is s's command.

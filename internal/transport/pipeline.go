@@ -125,21 +125,34 @@ func (c *coalescer) detach() bool {
 // pipelined one is. Its goroutine holds mu for reading (detach) until
 // go-redis returns, so that close waits for it.
 func (c *coalescer) detached(ctx context.Context, rdb Client, s *Script, keys []string, args []any) *redis.Cmd {
+	args = slices.Clone(args) // go-redis keeps what it is given
+	var cmd *redis.Cmd
+	if err := c.await(ctx, func(r *reply) { cmd = s.Run(ctx, rdb, keys, args...); r.cmd = cmd }); err != nil {
+		failed := redis.NewCmd(ctx, evalsha(s.hash, keys, args)...)
+		failed.SetErr(err)
+		return failed
+	}
+	return cmd
+}
+
+// await runs call, which sets the reply's cmd, in a goroutine of its own
+// that releases mu (held for reading: detach) when call returns, and waits
+// for it while ctx lasts: nil, or, when ctx ends first, the unanswered
+// error that yields the reply later. Whatever else call sets is the
+// caller's to read only after a nil.
+func (c *coalescer) await(ctx context.Context, call func(r *reply)) error {
 	done := make(chan struct{})
 	r := &reply{done: done}
-	args = slices.Clone(args) // go-redis keeps what it is given
 	go func() {
 		defer c.mu.RUnlock()
-		r.cmd = s.Run(ctx, rdb, keys, args...)
+		call(r)
 		close(done)
 	}()
 	select {
-	case <-r.done:
-		return r.cmd
+	case <-done:
+		return nil
 	case <-ctx.Done():
-		failed := redis.NewCmd(ctx, evalsha(s.hash, keys, args)...)
-		failed.SetErr(&unanswered{context.Cause(ctx), r})
-		return failed
+		return &unanswered{context.Cause(ctx), r}
 	}
 }
 
